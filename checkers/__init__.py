@@ -1,0 +1,1 @@
+"""The PySpark job and the per-key checking algorithms, explanations and reports."""

@@ -1,0 +1,81 @@
+"""The `leaseline` command. Options are declared here; the work happens in harness/ and checkers/.
+
+Every command runs inside `_guard`, which turns a LeaselineError into one sentence on stderr
+and its exit code, and anything unexpected into exit 255 (the harness itself crashed).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, LeaselineError
+
+
+def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        try:
+            code = fn(*args, **kwargs)
+        except LeaselineError as e:
+            click.echo(f"leaseline: {e}", err=True)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("leaseline: interrupted.", err=True)
+            sys.exit(130)
+        except Exception as e:  # noqa: BLE001 - the last line of defence: never a traceback
+            import traceback
+
+            from harness.crashlog import write_crash_log
+
+            where = write_crash_log(traceback.format_exc())
+            click.echo(f"leaseline: internal error: {e.__class__.__name__}: {e} (details in {where}).", err=True)
+            sys.exit(EXIT_CRASH)
+        sys.exit(code or 0)
+
+    return wrapper
+
+
+class _Group(click.Group):
+    """Bad arguments exit 254 (Jepsen's convention) instead of click's 2, which means 'unknown'."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.Exit as e:
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(EXIT_BAD_ARGS)
+        except click.exceptions.Abort:
+            click.echo("leaseline: aborted.", err=True)
+            sys.exit(130)
+
+
+@click.group(cls=_Group)
+def main() -> None:
+    """Leaseline: lease-window linearizability testing for replicated stores."""
+
+
+@main.group()
+def images() -> None:
+    """Local Docker images (no registry is ever used)."""
+
+
+@images.command("build")
+@_guard
+def images_build() -> int:
+    """Build the base image and every system-under-test image that changed."""
+    from harness.images import build_all
+
+    built = build_all(log=lambda m: click.echo(m, err=True))
+    click.echo(f"images up to date ({len(built)} rebuilt)", err=True)
+    return 0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The run lifecycle: cluster control, images, generator, history recording, results, campaigns."""

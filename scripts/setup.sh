@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Makes a fresh Debian machine ready for Leaseline, and does nothing a second time:
+#   1. .venv with the project and its dependencies (redone only when pyproject.toml changes)
+#   2. Java >= 17 for Spark
+#   3. a Docker engine that answers (Debian's docker.io + docker-compose, dockerd started)
+#   4. the local base image and the images of the systems under test (cached by content)
+# Everything it prints goes to stderr, so the command it wraps owns stdout.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+STATE="$ROOT/.leaseline"
+mkdir -p "$STATE"
+
+say() { printf '\033[1;34m==>\033[0m %s\n' "$*" >&2; }
+die() { printf 'leaseline setup: %s\n' "$*" >&2; exit 255; }
+
+APT_UPDATED=0
+apt_install() {
+    [ "$(id -u)" = 0 ] || die "installing $* needs root (run as root or install it yourself)."
+    if [ "$APT_UPDATED" = 0 ]; then
+        say "apt-get update"
+        apt-get update -qq >"$STATE/apt.log" 2>&1 || die "apt-get update failed (see $STATE/apt.log)."
+        APT_UPDATED=1
+    fi
+    say "installing Debian packages: $*"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" \
+        >>"$STATE/apt.log" 2>&1 || die "apt-get install $* failed (see $STATE/apt.log)."
+}
+
+# 1. Python environment ------------------------------------------------------------------
+want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.deps-hash" 2>/dev/null)" != "$want" ]; then
+    command -v python3 >/dev/null || apt_install python3 python3-venv
+    python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "Python 3.11 or newer is needed."
+    python3 -m venv --help >/dev/null 2>&1 || apt_install python3-venv
+    say "creating $VENV and installing dependencies (first time: a few minutes)"
+    [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || die "could not create $VENV."
+    "$VENV/bin/pip" install -q --upgrade pip >"$STATE/pip.log" 2>&1 || true
+    "$VENV/bin/pip" install -q -e "$ROOT[dev]" >>"$STATE/pip.log" 2>&1 \
+        || die "pip install failed (see $STATE/pip.log)."
+    echo "$want" >"$VENV/.deps-hash"
+fi
+
+# 2. Java for Spark ----------------------------------------------------------------------
+java_major() { java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1; }
+if ! command -v java >/dev/null || [ "$(java_major)" -lt 17 ]; then
+    apt_install openjdk-17-jre-headless
+fi
+
+# 3. Docker engine -----------------------------------------------------------------------
+if ! docker info >/dev/null 2>&1; then
+    command -v dockerd >/dev/null || apt_install docker.io
+    command -v docker >/dev/null || apt_install docker.io
+    if ! docker info >/dev/null 2>&1; then
+        say "starting dockerd"
+        # setsid: the engine must outlive this script (and the test run that called it).
+        setsid nohup dockerd >"$STATE/dockerd.log" 2>&1 </dev/null &
+        for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+        docker info >/dev/null 2>&1 || die "dockerd did not start (see $STATE/dockerd.log)."
+    fi
+fi
+command -v docker-compose >/dev/null || apt_install docker-compose
+command -v debootstrap >/dev/null || apt_install debootstrap
+
+# 4. Images (base + systems under test); cached, so this is quick after the first time ----
+"$VENV/bin/leaseline" images build >&2 || die "building the images failed (see above)."
