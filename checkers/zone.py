@@ -1,0 +1,343 @@
+"""Minimal Δ of a unique-value register by the zone method, vectorised.
+
+Gibbons & Korach (1997): when every written value is distinct, each read names the write
+it observed, and the history splits into clusters (one write + the reads of its value).
+Per cluster v let
+    W_v = invoke of its write,   f_v = earliest completion in the cluster,
+    S_v = latest invoke among its reads,   s_v = max(W_v, S_v).
+The zone of v is forward [f_v, s_v] when f_v < s_v (v must stay current over it) and
+backward [s_v, f_v] otherwise (all of v's ops can be placed at one instant in it). The
+history is linearizable iff no read completes before its write is invoked, no two
+forward zones overlap, and no backward zone lies inside a forward zone.
+
+Δ form (Golab, Li & Shah 2011): moving every read's invoke Δ earlier turns s_v into
+s_v(Δ) = max(W_v, S_v - Δ); f_v and W_v do not move. Working the conflict conditions
+through (ties at equal times may be ordered either way, so all comparisons are strict)
+gives, for an ordered pair (u, v), u with reads, the conflict condition
+    f_u < S_u - Δ  and  f_v < S_u - Δ  and  (f_u < W_v  or  f_u < S_v - Δ)
+which holds exactly for Δ < bound(u, v) with
+    bound(u, v) = S_u - max(f_u, f_v)                        if W_v > f_u   (type A)
+                = min(S_u - f_u, S_u - f_v, S_v - f_u)        otherwise      (type B)
+so the minimal Δ is max(0, max over pairs of bound). Both maxima are computed in
+O(n log n) without enumerating pairs:
+- type A: W_v > f_u forces f_v >= W_v > f_u, so bound = S_u - min{f_v : W_v > f_u}:
+  a suffix minimum over clusters sorted by W and one searchsorted per cluster.
+- type B: the type-B expression is <= the type-A bound on type-A pairs, so it may be
+  maximised over all pairs. Sorted by f, for i before j it reduces to
+  min(S_i - f_j, S_j - f_i) (the reverse order is dominated), only the prefix maxima
+  of S ("records") can be the best partner of j, and along the records the two terms
+  are monotone in opposite directions, so the best partner is found by searchsorted
+  on S + f (strictly increasing along records).
+
+The initial value is a virtual write that completes before the history starts. An info
+write (outcome unknown) whose value nobody read may never have happened: it is dropped;
+one that was read took effect, and its cluster's f comes from its readers.
+
+Per-read shift at the minimal Δ: a read of v is stale by invoke - t_v, where
+t_v = min{f_w : w != v, s_w > f_v} over unshifted zones (the first completion among the
+clusters that must come after v), capped at Δ. These shifts are jointly sufficient (a
+conflict between u and v would put each in the other's set, forcing s'_u <= f_v or
+s'_v <= f_u) and their maximum is Δ (else a smaller uniform Δ would do). Each read's
+shift taken alone with all others at Δ is not jointly sufficient: two stale reads of
+interleaved values can each be excused by shifting the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from checkers.ops import READ, UNKNOWN_END, WRITE, KeyHistory
+
+# Sentinels well inside int64 so that differences of two of them never overflow.
+BIG = np.int64(1 << 61)
+NEG = np.int64(-(1 << 61))
+
+
+@dataclass
+class Witness:
+    """The operations (history rows) that force the minimal Δ, for explanations."""
+
+    kind: str  # "never-written" | "read-before-write" | "stale" | "nested"
+    rows: list[int]  # rows of the history, the offending read first
+    roles: dict[int, str] = field(default_factory=dict)  # row -> role in the sentence
+
+
+@dataclass
+class ZoneResult:
+    min_delta_ns: int | None  # None: no Δ helps
+    shifts: list[tuple[int, int]]  # (row, shift_ns) of every read that needs one
+    reason: str
+    witness: Witness | None = None
+
+
+class NotUniqueValues(Exception):
+    """The zone method does not apply (CAS, or a value written twice): use WGL."""
+
+
+@dataclass
+class _Clusters:
+    """Per-cluster columns; cluster c is the written value with code c."""
+
+    W: np.ndarray  # write invoke
+    f: np.ndarray  # earliest completion
+    S: np.ndarray  # latest read invoke, NEG without reads
+    write_row: np.ndarray  # history row of the write, -1 for the initial value
+    read_rows: np.ndarray  # history rows of the reads
+    read_cluster: np.ndarray  # cluster of each read
+    live: np.ndarray  # bool: cluster takes part
+
+
+def applicable(h: KeyHistory) -> bool:
+    try:
+        _codes(h)
+    except NotUniqueValues:
+        return False
+    return True
+
+
+def _codes(h: KeyHistory) -> tuple[np.ndarray, int, int]:
+    """Value code per row, code of the initial value, number of codes.
+
+    Raises NotUniqueValues when the zone method does not apply."""
+    if h.model != "register":
+        raise NotUniqueValues(f"model {h.model}")
+    f = h.f
+    if np.any((f != READ) & (f != WRITE)):
+        raise NotUniqueValues("compare-and-set operations")
+    codes, uniques = pd.factorize(h.value, use_na_sentinel=True)
+    codes = np.asarray(codes, dtype=np.int64)
+    n_codes = len(uniques)
+    none_code = n_codes  # None (absent) gets its own code
+    codes[codes < 0] = none_code
+    n_codes += 1
+    if h.initial is None:
+        init_code = none_code
+    else:
+        hits = np.flatnonzero(np.asarray(uniques, dtype=object) == h.initial)
+        if len(hits):
+            init_code = int(hits[0])
+        else:
+            init_code = n_codes
+            n_codes += 1
+    writes = codes[f == WRITE]
+    counts = np.bincount(writes, minlength=n_codes)
+    counts[init_code] += 1
+    if counts.max(initial=0) > 1:
+        raise NotUniqueValues("a value is written more than once")
+    return codes, init_code, n_codes
+
+
+def _clusters(h: KeyHistory) -> tuple[_Clusters, ZoneResult | None]:
+    codes, init_code, n_codes = _codes(h)
+    is_read = h.f == READ
+    is_write = ~is_read
+    inv = h.invoke
+    cmp_ = np.where(h.complete == UNKNOWN_END, BIG, h.complete)
+    read_rows = np.flatnonzero(is_read)
+    write_rows = np.flatnonzero(is_write)
+    rc = codes[read_rows]
+
+    written = np.zeros(n_codes, dtype=bool)
+    written[codes[write_rows]] = True
+    written[init_code] = True
+    bad = ~written[rc]
+    if bad.any():
+        r = int(read_rows[np.flatnonzero(bad)[0]])
+        return _empty(), ZoneResult(
+            None, [], "a read returned a value that was never written",
+            Witness("never-written", [r], {r: "read of a never-written value"}),
+        )
+
+    t0 = np.int64(inv.min(initial=0)) - 1  # the virtual initial write, before everything
+    W = np.full(n_codes, BIG, dtype=np.int64)
+    WC = np.full(n_codes, BIG, dtype=np.int64)
+    write_row = np.full(n_codes, -1, dtype=np.int64)
+    W[codes[write_rows]] = inv[write_rows]
+    WC[codes[write_rows]] = cmp_[write_rows]
+    write_row[codes[write_rows]] = write_rows
+    W[init_code] = t0
+    WC[init_code] = t0
+
+    early = cmp_[read_rows] < W[rc]
+    if early.any():
+        k = int(np.flatnonzero(early)[0])
+        r, w = int(read_rows[k]), int(write_row[rc[k]])
+        return _empty(), ZoneResult(
+            None, [], "a read completed before the write of the value it returned was invoked",
+            Witness("read-before-write", [r, w], {r: "read", w: "its write, invoked later"}),
+        )
+
+    f = WC.copy()
+    np.minimum.at(f, rc, cmp_[read_rows])
+    S = np.full(n_codes, NEG, dtype=np.int64)
+    np.maximum.at(S, rc, inv[read_rows])
+    has_reads = S > NEG
+    # Unread info writes may never have happened; the unread initial value and codes
+    # that only name read values (not written) constrain nothing.
+    live = written & (has_reads | (WC < BIG))
+    live[init_code] = has_reads[init_code]
+    return _Clusters(W, f, S, write_row, read_rows, rc, live), None
+
+
+def _empty() -> _Clusters:
+    e = np.zeros(0, dtype=np.int64)
+    return _Clusters(e, e, e, e, e, e, np.zeros(0, dtype=bool))
+
+
+def _type_a(W: np.ndarray, f: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per cluster u: S_u - min{f_v : W_v > f_u}, and that v (-1 if none)."""
+    order = np.argsort(W, kind="stable")
+    Ws, fs = W[order], f[order]
+    suf = np.minimum.accumulate(fs[::-1])[::-1]
+    suf = np.append(suf, BIG)
+    # index of the suffix minimum: last position where the reversed running min drops
+    pos = np.searchsorted(Ws, f, side="right")
+    best = suf[pos]
+    val = np.where(best < BIG, S - best, NEG)
+    return val, pos
+
+
+def _type_b(f: np.ndarray, S: np.ndarray) -> tuple[int, int, int]:
+    """max over i != j of the type-B bound, with its pair (cluster indices)."""
+    n = len(f)
+    if n < 2:
+        return int(NEG), -1, -1
+    order = np.lexsort((S, f))
+    fs, Ss = f[order], S[order]
+    prev_max = np.maximum.accumulate(np.concatenate(([NEG], Ss[:-1])))
+    rec = np.flatnonzero(Ss > prev_max)
+    rS, rf = Ss[rec], fs[rec]
+    key = rS + rf
+    j = np.arange(n)
+    cnt = np.searchsorted(rec, j, side="left")  # records strictly before j
+    p = np.searchsorted(key, Ss + fs, side="left")
+    valid = cnt > 0
+    hi = np.maximum(cnt - 1, 0)
+    q1 = np.minimum(np.maximum(p, 0), hi)
+    q2 = np.minimum(np.maximum(p - 1, 0), hi)
+    v1 = np.minimum(rS[q1] - fs, Ss - rf[q1])
+    v2 = np.minimum(rS[q2] - fs, Ss - rf[q2])
+    best = np.where(v1 >= v2, v1, v2)
+    bq = np.where(v1 >= v2, q1, q2)
+    best = np.where(valid, best, NEG)
+    k = int(np.argmax(best))
+    return int(best[k]), int(order[rec[bq[k]]]), int(order[k])
+
+
+def _range_min_table(a: np.ndarray) -> list[np.ndarray]:
+    table = [a]
+    w = 1
+    while 2 * w <= len(a):
+        prev = table[-1]
+        table.append(np.minimum(prev[:-w], prev[w:]))
+        w *= 2
+    return table
+
+
+def _range_min(table: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """min of a[lo:hi] per query; BIG for empty ranges."""
+    length = hi - lo
+    out = np.full(len(lo), BIG, dtype=np.int64)
+    ok = length > 0
+    if not ok.any():
+        return out
+    lo, hi, length = lo[ok], hi[ok], length[ok]
+    lvl = np.floor(np.log2(length)).astype(np.int64)
+    res = np.empty(len(lo), dtype=np.int64)
+    for k in np.unique(lvl):
+        m = lvl == k
+        t = table[k]
+        res[m] = np.minimum(t[lo[m]], t[hi[m] - (1 << int(k))])
+    out[ok] = res
+    return out
+
+
+def _shifts(c: _Clusters, inv: np.ndarray, delta: int) -> np.ndarray:
+    """Own shift of every read (aligned with c.read_rows) at Δ = delta."""
+    idx = np.flatnonzero(c.live)
+    W, f, S = c.W[idx], c.f[idx], c.S[idx]
+    s = np.maximum(W, S)  # unshifted: see the module docstring
+    order = np.argsort(s, kind="stable")
+    ss, fs = s[order], f[order]
+    rank = np.empty(len(idx), dtype=np.int64)
+    rank[order] = np.arange(len(idx))
+    start = np.searchsorted(ss, f, side="right")  # clusters with s_w > f_v
+    table = _range_min_table(fs)
+    n = len(idx)
+    end = np.full(n, n, dtype=np.int64)
+    inside = rank >= start  # v itself is among them: leave it out
+    a = _range_min(table, start, np.where(inside, rank, end))
+    b = _range_min(table, np.where(inside, rank + 1, end), end)
+    t = np.minimum(a, b)
+    t_full = np.full(len(c.W), BIG, dtype=np.int64)
+    t_full[idx] = t
+    tv = t_full[c.read_cluster]
+    return np.clip(np.where(tv < BIG, inv[c.read_rows] - tv, 0), 0, delta)
+
+
+def check_zone(h: KeyHistory) -> ZoneResult:
+    """Minimal Δ of a unique-value register; raises NotUniqueValues if inapplicable."""
+    c, early = _clusters(h)
+    if early is not None:
+        return early
+    idx = np.flatnonzero(c.live)
+    if len(idx) == 0:
+        return ZoneResult(0, [], "no read observed any value")
+    W, f, S = c.W[idx], c.f[idx], c.S[idx]
+    with_reads = S > NEG
+    a_val, _ = _type_a(W, f, S)
+    a_val = np.where(with_reads, a_val, NEG)
+    ka = int(np.argmax(a_val))
+    rd = np.flatnonzero(with_reads)
+    b_val, bi, bj = _type_b(f[rd], S[rd])
+    delta = max(0, int(a_val[ka]), b_val)
+    shifts = _shifts(c, h.invoke, delta) if delta > 0 else np.zeros(0, dtype=np.int64)
+    need = np.flatnonzero(shifts > 0)
+    shifted = list(zip(c.read_rows[need].tolist(), shifts[need].tolist(), strict=True))
+    if delta == 0:
+        return ZoneResult(0, [], "every read returned a value current during the read")
+    if int(a_val[ka]) >= b_val:
+        u = int(idx[ka])
+        later = (c.f[u] < W) & (np.arange(len(idx)) != ka)
+        v = int(idx[np.flatnonzero(later)[np.argmin(f[later])]])
+        witness = _witness(h, c, u, v, "stale")
+    else:
+        u, v = int(idx[rd[bi]]), int(idx[rd[bj]])
+        witness = _witness(h, c, u, v, "nested")
+    return ZoneResult(
+        delta, shifted,
+        "a read returned a value already overwritten when it was invoked",
+        witness,
+    )
+
+
+def _witness(h: KeyHistory, c: _Clusters, u: int, v: int, kind: str) -> Witness:
+    """The few rows that force the bound of pair (u, v): u's latest read, the write it
+    needed and u's earliest completion, and v's write and earliest completion (and v's
+    latest read for the nested form)."""
+    cmp_ = np.where(h.complete == UNKNOWN_END, BIG, h.complete)
+
+    def rows_of(k: int) -> np.ndarray:
+        return c.read_rows[c.read_cluster == k]
+
+    roles: dict[int, str] = {}
+    ru = rows_of(u)
+    r_last = int(ru[np.argmax(h.invoke[ru])])
+    roles[r_last] = "stale read"
+    for k, what in ((u, "the value it returned"), (v, "the overwriting value")):
+        w = int(c.write_row[k])
+        if w >= 0:
+            roles.setdefault(w, f"write of {what}")
+        members = rows_of(k) if w < 0 else np.append(rows_of(k), w)
+        first = int(members[np.argmin(cmp_[members])])
+        roles.setdefault(first, f"first completion observing {what}")
+    if kind == "nested":
+        rv = rows_of(v)
+        if len(rv):
+            last_v = int(rv[np.argmax(h.invoke[rv])])
+            roles.setdefault(last_v, "latest read of the overwriting value")
+    rows = [r_last] + [r for r in roles if r != r_last]
+    return Witness(kind, rows, roles)
