@@ -1,0 +1,1 @@
+"""Systems under test that ship with Leaseline (the reference cluster leasekv)."""

@@ -1,0 +1,179 @@
+"""pysyncobj, hooked so that a leader lease is safe.
+
+pysyncobj implements plain Raft. A lease additionally needs (Raft thesis §6.4.1):
+
+* leader stickiness: a node that heard from a live leader within the minimum election
+  timeout ignores RequestVote entirely (it neither votes nor adopts the higher term).
+  Only a vote request that carries the `transfer` flag (sent by the target of a
+  leadership transfer that the leader itself asked for) is honoured inside that window;
+* check quorum: a leader that has not heard from a majority for an election timeout
+  steps down (pysyncobj's `leaderFallbackTimeout`, configured to the election timeout);
+* a node that ignored a vote request must still be able to rejoin: when it receives
+  AppendEntries from a lower term it answers `stale_term` with its own term, and the
+  stale leader steps down (etcd does the same with checkQuorum enabled).
+
+The hooks: this subclass overrides SyncObj's private message handler (name-mangled
+`_SyncObj__onMessageReceived`, the method SyncObj registers with its transport), and a
+TCPTransport subclass adds the `transfer` flag to outgoing vote requests. Everything that
+changes Raft state runs on pysyncobj's tick thread (tasks are queued with run_on_tick).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pysyncobj import SyncObj, SyncObjConf
+from pysyncobj.syncobj import _RAFT_STATE
+from pysyncobj.transport import TCPTransport
+
+from sut.leasekv.config import NodeConfig
+
+log = logging.getLogger("leasekv.raft")
+
+FOLLOWER, CANDIDATE, LEADER = _RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE, _RAFT_STATE.LEADER
+ROLE_NAMES = {FOLLOWER: "follower", CANDIDATE: "candidate", LEADER: "leader"}
+
+
+class LeaseTransport(TCPTransport):
+    """Marks the vote requests of a requested leadership transfer with `transfer: True`."""
+
+    def send(self, node: Any, message: Any) -> bool:
+        if isinstance(message, dict) and message.get("type") == "request_vote":
+            owner = self._syncObj
+            if getattr(owner, "transfer_election_active", lambda: False)():
+                message = dict(message, transfer=True)
+        return super().send(node, message)
+
+
+def make_conf(cfg: NodeConfig, on_state_changed: Callable[[int, int], None]) -> SyncObjConf:
+    election_s = cfg.election_timeout_ms / 1000.0
+    journal = dump = None
+    if cfg.data_dir:
+        os.makedirs(cfg.data_dir, exist_ok=True)
+        journal = os.path.join(cfg.data_dir, f"node{cfg.node_id}.journal")
+        dump = os.path.join(cfg.data_dir, f"node{cfg.node_id}.dump")
+    return SyncObjConf(
+        # The lease relies on no node starting an election earlier than this.
+        raftMinTimeout=election_s,
+        raftMaxTimeout=2 * election_s,
+        appendEntriesPeriod=0.1,
+        # Check quorum: a leader cut off from a majority for an election timeout steps down.
+        leaderFallbackTimeout=election_s,
+        connectionTimeout=max(3.5, 2 * election_s),
+        connectionRetryTime=0.5,
+        # Send each new entry at once (not on the next 100 ms heartbeat): lower latency.
+        appendEntriesUseBatch=False,
+        autoTickPeriod=0.02,
+        bindAddress=f"{cfg.bind_host}:{cfg.me.raft_port}",
+        journalFile=journal,
+        fullDumpFile=dump,
+        # Forking a threaded server (with a Lua runtime) to snapshot is not worth the risk.
+        useFork=False,
+        onStateChanged=on_state_changed,
+        commandsWaitLeader=False,
+        dnsFailCacheTime=1.0,
+        dnsCacheTime=5.0,
+    )
+
+
+class LeaseRaft(SyncObj):
+    def __init__(
+        self, cfg: NodeConfig, consumers: list, on_state_changed: Callable[[int, int], None]
+    ) -> None:
+        self._cfg = cfg
+        self._min_election_s = cfg.election_timeout_ms / 1000.0
+        # Monotonic time this node last accepted AppendEntries from a leader (term >= ours).
+        self._last_leader_contact = -1e9
+        self._transfer_until = 0.0
+        self._tasks: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        others = [p.raft_addr for p in cfg.others]
+        super().__init__(cfg.me.raft_addr, others, make_conf(cfg, on_state_changed),
+                         consumers=consumers, transportClass=LeaseTransport)
+        self.addOnTickCallback(self._drain_tasks)
+
+    # --- running code on the tick thread -------------------------------------------------
+    def run_on_tick(self, task: Callable[[], None]) -> None:
+        self._tasks.put(task)
+
+    def _drain_tasks(self) -> None:
+        while True:
+            try:
+                task = self._tasks.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                task()
+            except Exception:  # a failing admin task must not stop replication
+                log.exception("tick task failed")
+
+    # --- state seen from other threads ----------------------------------------------------
+    def role(self) -> int:
+        return self._SyncObj__raftState  # type: ignore[attr-defined]
+
+    def is_leader(self) -> bool:
+        return self._isLeader()
+
+    def leader_addr(self) -> str | None:
+        leader = self._getLeader()
+        return None if leader is None else leader.address
+
+    def transfer_election_active(self) -> bool:
+        return time.monotonic() < self._transfer_until
+
+    def _leader_recently_alive(self, now: float) -> bool:
+        if self._isLeader():
+            return True
+        return now - self._last_leader_contact < self._min_election_s
+
+    # --- the hooked message handler ------------------------------------------------------
+    def _SyncObj__onMessageReceived(self, node: Any, message: dict) -> None:  # noqa: N802
+        mtype = message.get("type")
+        now = time.monotonic()
+        term = self.raftCurrentTerm
+        if mtype == "request_vote":
+            if not message.get("transfer") and self._leader_recently_alive(now):
+                # Stickiness: a live leader exists (or is us). Ignore the request without
+                # adopting its term, so an in-flight lease stays exclusive.
+                return
+        elif mtype == "append_entries":
+            if message["term"] < term:
+                self._SyncObj__transport.send(node, {"type": "stale_term", "term": term})  # type: ignore[attr-defined]
+                return
+            self._last_leader_contact = now
+        elif mtype == "stale_term":
+            if message["term"] > term:
+                log.info("a node is at term %s > %s: stepping down", message["term"], term)
+                self.step_down(message["term"])
+            return
+        elif mtype == "timeout_now" and message["term"] >= term and node == self._getLeader():
+            # The leader asked us to take over: our next vote requests carry the flag that
+            # lets sticky voters grant them. Valid for half an election timeout only.
+            self._transfer_until = now + self._min_election_s / 2
+        SyncObj._SyncObj__onMessageReceived(self, node, message)  # type: ignore[attr-defined]
+
+    # --- leadership changes (tick thread only) --------------------------------------------
+    def step_down(self, new_term: int | None = None) -> None:
+        if new_term is not None and new_term > self.raftCurrentTerm:
+            self._SyncObj__setCurrentTerm(new_term, None)  # type: ignore[attr-defined]
+        self._SyncObj__raftLeader = None
+        # Do not run for election at once: a transfer target (or the majority) goes first.
+        self._SyncObj__raftElectionDeadline = time.monotonic() + 2 * self._min_election_s
+        self._SyncObj__setState(FOLLOWER)  # type: ignore[attr-defined]
+
+    def hand_over(self, target_addr: str | None, done: Callable[[str | None], None]) -> None:
+        """Tick thread: send TimeoutNow to a caught-up target, then step down. done(error)."""
+        if not self._isLeader():
+            done("not the leader")
+            return
+        result: list[int] = []
+        self.transferLeadership(target_addr, callback=lambda _r, err: result.append(err))
+        if not result or result[0] != 0:
+            done("the target is not connected or not caught up with the leader's log")
+            return
+        self.step_down()
+        done(None)
