@@ -77,5 +77,33 @@ def images_build() -> int:
     return 0
 
 
+@main.command("run")
+@click.option("--sut", default="redis-sentinel", show_default=True, help="System under test.")
+@click.option("--workload", default="register", show_default=True)
+@click.option("--nemesis", default="", help="Comma list of faults: kill-leader,partition-leader.")
+@click.option("--nemesis-interval", default=6.0, show_default=True, help="Seconds per fault/heal.")
+@click.option("--time-limit", default=60.0, show_default=True, help="Seconds of client operations.")
+@click.option("--rate", default=100.0, show_default=True, help="Total operations per second.")
+@click.option("--concurrency", default=4, show_default=True, help="Client worker threads.")
+@click.option("--keys", default=4, show_default=True, help="Keys in use at any moment.")
+@click.option("--writes-per-key", type=int, default=None, help="Retire a key after N writes.")
+@click.option("--lease-ms", type=float, default=None, help="Lease window (default: the SUT's).")
+@click.option("--seed", default=0, show_default=True)
+@click.option("--test-name", default=None, help="Results folder name (default: <sut>-<workload>).")
+@click.option("--results-dir", default=None, help="Default: results/ in the project.")
+@click.option("--leave-running", is_flag=True, help="Do not tear the cluster down at the end.")
+@click.option("--spark-master", default="local[*]", show_default=True)
+@click.option("--sut-opt", multiple=True, help="key=value option of the SUT (repeatable).")
+@click.option("--client-routing", default=None, help="leader | pinned (default: the SUT's).")
+@click.option("--project", default=None, help="docker-compose project (default: ll-<sut>).")
+@_guard
+def run(**kwargs: Any) -> int:
+    """Boot the cluster, run the workload under faults, record and check the history."""
+    from harness.run_args import run_config
+    from harness.runner import run as run_test
+
+    return run_test(run_config(**kwargs)).exit_code
+
+
 if __name__ == "__main__":
     main()

@@ -79,12 +79,16 @@ def build_base(log: Callable[[str], None] = print) -> None:
         )
         tar.wait()
         if imp.returncode != 0:
-            raise EnvironmentProblem(f"docker import of the base image failed: {imp.stderr.strip()}")
+            raise EnvironmentProblem(
+                f"docker import of the base image failed: {imp.stderr.strip()}"
+            )
 
 
 def context_hash(context: Path) -> str:
     h = hashlib.sha256()
-    for path in sorted(p for p in context.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+    for path in sorted(
+        p for p in context.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    ):
         h.update(str(path.relative_to(context)).encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:16]
@@ -92,7 +96,11 @@ def context_hash(context: Path) -> str:
 
 def image_contexts() -> dict[str, Path]:
     """tag -> build context, one per folder under docker/ that has a Dockerfile."""
-    return {f"leaseline/{d.name}:latest": d for d in sorted(DOCKER_DIR.iterdir()) if (d / "Dockerfile").is_file()}
+    return {
+        f"leaseline/{d.name}:latest": d
+        for d in sorted(DOCKER_DIR.iterdir())
+        if (d / "Dockerfile").is_file()
+    }
 
 
 def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> bool:
@@ -105,7 +113,9 @@ def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> 
         pass
     log(f"building {tag}")
     try:
-        client().images.build(path=str(context), tag=tag, labels={HASH_LABEL: digest}, rm=True, forcerm=True)
+        client().images.build(
+            path=str(context), tag=tag, labels={HASH_LABEL: digest}, rm=True, forcerm=True
+        )
     except BuildError as e:
         lines = [str(chunk.get("stream", chunk.get("error", ""))).strip() for chunk in e.build_log]
         tail = " | ".join(line for line in lines if line)[-600:]

@@ -1,0 +1,151 @@
+"""One docker-compose project: bring a profile's services up and down, and reach its containers.
+
+Compose (Debian's v1.29) owns creation and teardown; everything that has to be fast or
+precise afterwards (kill, start, IPs, logs) goes through the Docker SDK on the containers
+compose labelled with the project and service name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+from docker.errors import APIError, NotFound
+from docker.models.containers import Container
+
+from harness.docker_client import client
+from harness.errors import EnvironmentProblem
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+PROJECT_LABEL = "com.docker.compose.project"
+SERVICE_LABEL = "com.docker.compose.service"
+
+
+def _explain_compose_failure(output: str) -> str:
+    """The one sentence a user can act on, out of compose's multi-line error output."""
+    if m := re.search(r"(?:port is already allocated|address already in use)[^\n]*", output):
+        return f"a host port the cluster needs is already in use ({m.group(0).strip()})"
+    if "No such image" in output or "pull access denied" in output:
+        return "an image of the cluster is missing; run `leaseline images build`"
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "ERROR" in ln or "error" in ln.lower()]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
+class Cluster:
+    def __init__(
+        self, project: str, compose_profile: str, env: dict[str, str] | None = None
+    ) -> None:
+        if not re.fullmatch(r"ll-[a-z0-9][a-z0-9_-]*", project):
+            raise ValueError(f"compose project names must look like ll-<name>, got {project!r}")
+        self.project = project
+        self.compose_profile = compose_profile
+        self.env = dict(env or {})
+
+    # -- compose ------------------------------------------------------------------------
+    def _compose(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        exe = shutil.which("docker-compose")
+        if exe is None:
+            raise EnvironmentProblem("docker-compose is not installed; run scripts/setup.sh first.")
+        cmd = [
+            exe,
+            "-f",
+            str(COMPOSE_FILE),
+            "-p",
+            self.project,
+            "--profile",
+            self.compose_profile,
+            *args,
+        ]
+        try:
+            return subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env}
+            )
+        except subprocess.TimeoutExpired:
+            raise EnvironmentProblem(
+                f"docker-compose {args[0]} for {self.project} did not finish "
+                f"within {timeout:.0f} s."
+            ) from None
+
+    def up(self) -> None:
+        client()  # a missing engine is reported as such, not as a compose error
+        r = self._compose("up", "-d", "--no-build", "--remove-orphans")
+        if r.returncode != 0:
+            self.down()
+            why = _explain_compose_failure(r.stdout + r.stderr)
+            raise EnvironmentProblem(f"the {self.compose_profile} cluster did not start: {why}.")
+
+    def down(self) -> None:
+        """Removes every container and network of the project; safe to call when nothing runs."""
+        self._compose("down", "-v", "--remove-orphans", "-t", "2")
+        # Containers compose no longer knows about (another profile, an interrupted `up`).
+        for c in self.containers(all_=True):
+            with contextlib.suppress(NotFound):
+                c.remove(force=True, v=True)
+
+    # -- containers ---------------------------------------------------------------------
+    def containers(self, all_: bool = True) -> list[Container]:
+        return client().containers.list(
+            all=all_, filters={"label": f"{PROJECT_LABEL}={self.project}"}
+        )
+
+    def container(self, service: str) -> Container:
+        found = client().containers.list(
+            all=True,
+            filters={"label": [f"{PROJECT_LABEL}={self.project}", f"{SERVICE_LABEL}={service}"]},
+        )
+        if not found:
+            raise EnvironmentProblem(f"service {service} of {self.project} has no container.")
+        return found[0]
+
+    def ip(self, service: str) -> str:
+        """The container's address on the project's bridge network ('' while it is stopped)."""
+        c = self.container(service)
+        c.reload()
+        nets = c.attrs.get("NetworkSettings", {}).get("Networks", {}) or {}
+        for net in nets.values():
+            if net.get("IPAddress"):
+                return str(net["IPAddress"])
+        return ""
+
+    def is_running(self, service: str) -> bool:
+        c = self.container(service)
+        c.reload()
+        return c.status == "running"
+
+    def kill(self, service: str) -> None:
+        c = self.container(service)
+        try:
+            c.kill(signal="SIGKILL")
+        except APIError as e:
+            if "is not running" not in str(e):
+                raise
+
+    def start(self, service: str) -> None:
+        self.container(service).start()
+
+    def copy_file(self, service: str, path: str) -> bytes | None:
+        """A file from inside the container (running or stopped), or None if it is missing."""
+        try:
+            stream, _ = self.container(service).get_archive(path)
+        except (NotFound, APIError, EnvironmentProblem):
+            return None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    f = tar.extractfile(member)
+                    return f.read() if f else None
+        return None
+
+    def logs(self, service: str) -> bytes:
+        try:
+            return self.container(service).logs(stdout=True, stderr=True, timestamps=True)
+        except (NotFound, EnvironmentProblem):
+            return b""

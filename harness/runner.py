@@ -1,0 +1,379 @@
+"""`leaseline run`: the lifecycle of DESIGN.md "Data flow of leaseline run".
+
+    cluster up -> wait until really ready -> workers + nemesis write history.jsonl
+    -> time limit -> heal everything -> wait ready -> final reads -> node logs
+    -> tear down (unless --leave-running) -> checker -> results.json, exit code
+
+Whatever happens after the cluster is up (time limit, Ctrl-C, SIGTERM, a crash), the
+`finally` below stops the workers, heals every fault, closes the history (so it stays
+readable) and tears the cluster down; only a normal end goes on to the checker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+
+from harness import images
+from harness.cluster import ROOT, Cluster
+from harness.errors import BadArguments, EnvironmentProblem, LeaselineError
+from harness.history import HistoryWriter, MonotonicClock
+from harness.profiles import profile_class
+from harness.profiles.base import Profile
+from harness.progress import live_progress
+from harness.results_store import make_run_dir, render_history_txt, write_json
+from harness.workers import LeaderTracker, ProcessIds, Router, Stats, Worker
+from nemesis import NemesisContext, nemesis_classes
+from nemesis.netns import HELPER_LABEL, NEMESIS_IMAGE
+from nemesis.schedule import NemesisLog, NemesisSchedule
+from workloads import WorkloadOptions, workload_class
+
+DEFAULT_RESULTS = ROOT / "results"
+READY_TIMEOUT_S = 90.0
+HEALED_READY_TIMEOUT_S = 60.0
+ROUTINGS = ("leader", "pinned")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: heal, keep the history, tear down, exit."""
+
+
+@dataclass
+class RunConfig:
+    sut: str = "redis-sentinel"
+    workload: str = "register"
+    nemesis: list[str] = field(default_factory=list)
+    nemesis_interval: float = 6.0
+    time_limit: float = 30.0
+    rate: float = 100.0
+    concurrency: int = 4
+    keys: int = 4
+    writes_per_key: int | None = None
+    lease_ms: float | None = None  # None: the profile's lease window
+    seed: int = 0
+    test_name: str | None = None
+    results_dir: Path = DEFAULT_RESULTS
+    leave_running: bool = False
+    spark_master: str = "local[*]"
+    sut_opts: dict[str, str] = field(default_factory=dict)
+    client_routing: str | None = None  # None: the profile's default
+    project: str | None = None  # compose project; default ll-<sut>, cleaned before use
+    argv: list[str] = field(default_factory=list)
+    check: bool = True  # False: stop after the history (tests of the harness alone)
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    exit_code: int
+    valid: Any = None
+    history_records: int = 0
+    faults: int = 0
+    report: dict[str, Any] | None = None
+
+
+def validate(cfg: RunConfig) -> type[Profile]:
+    """Every argument problem, before anything is started."""
+    profile = profile_class(cfg.sut)
+    wl = workload_class(cfg.workload)
+    if wl.protocol not in profile.protocols:
+        raise BadArguments(
+            f"workload {cfg.workload} speaks {wl.protocol}, which {cfg.sut} does not "
+            f"(it speaks: {', '.join(sorted(profile.protocols))})."
+        )
+    nemesis_classes(cfg.nemesis, profile)
+    profile.check_options(cfg.sut_opts)
+    for name, v, lo in (
+        ("--time-limit", cfg.time_limit, 1),
+        ("--rate", cfg.rate, 0.1),
+        ("--concurrency", cfg.concurrency, 1),
+        ("--keys", cfg.keys, 1),
+        ("--nemesis-interval", cfg.nemesis_interval, 0.5),
+    ):
+        if v < lo:
+            raise BadArguments(f"{name} must be at least {lo}, got {v}.")
+    if cfg.writes_per_key is not None and cfg.writes_per_key < 1:
+        raise BadArguments(f"--writes-per-key must be at least 1, got {cfg.writes_per_key}.")
+    if cfg.lease_ms is not None and cfg.lease_ms < 0:
+        raise BadArguments(f"--lease-ms must not be negative, got {cfg.lease_ms}.")
+    if cfg.client_routing is not None and cfg.client_routing not in ROUTINGS:
+        raise BadArguments(
+            f"unknown client routing {cfg.client_routing!r} (valid: {', '.join(ROUTINGS)})."
+        )
+    return profile
+
+
+@contextmanager
+def signals_as_interrupts() -> Iterator[Callable[[], None]]:
+    """SIGTERM raises Terminated in the main thread; the yielded function makes both SIGINT
+    and SIGTERM wait until cleanup is over (a second Ctrl-C must not leave a fault behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    pending: list[int] = []
+
+    def on_term(signum: int, _frame: FrameType | None) -> None:
+        raise Terminated()
+
+    def defer(signum: int, _frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    old_int = signal.getsignal(signal.SIGINT)
+
+    def shield() -> None:
+        signal.signal(signal.SIGTERM, defer)
+        signal.signal(signal.SIGINT, defer)
+
+    try:
+        yield shield
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
+
+
+def wait_ready(profile: Profile, timeout_s: float, console: Console, what: str) -> str | None:
+    """None once ready; else the last reason it was not (after timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    reason: str | None = "not checked"
+    with console.status(f"waiting until the cluster is ready ({what})") as status:
+        while time.monotonic() < deadline:
+            try:
+                reason = profile.readiness()
+            except LeaselineError as e:
+                reason = str(e)
+            if reason is None:
+                return None
+            status.update(f"waiting until the cluster is ready ({what}): {reason}")
+            time.sleep(0.3)
+    return reason
+
+
+def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
+    images.build_base(log)
+    ctxs = images.image_contexts()
+    for tag in (*profile.images, NEMESIS_IMAGE):
+        if tag not in ctxs:
+            raise EnvironmentProblem(f"no docker/ folder builds {tag}.")
+        images.build_image(tag, ctxs[tag], log)
+
+
+def remove_helpers(project: str) -> None:
+    """Fault helper containers of this project left by a killed harness."""
+    from harness.docker_client import client
+
+    for c in client().containers.list(all=True, filters={"label": f"{HELPER_LABEL}={project}"}):
+        c.remove(force=True)
+
+
+def final_reads(
+    profile: Profile,
+    cfg: RunConfig,
+    workload: Any,
+    generator: Any,
+    router: Router,
+    tracker: LeaderTracker,
+    history: HistoryWriter,
+    ids: ProcessIds,
+    stats: Stats,
+) -> None:
+    """One read of every key ever used, each by a fresh process, after healing."""
+    tracker.refresh()
+    stop = threading.Event()
+    reader = Worker(
+        -1,
+        workload=workload,
+        generator=generator,
+        profile=profile,
+        router=router,
+        history=history,
+        ids=ids,
+        stats=stats,
+        rate_per_worker=0,
+        seed=cfg.seed,
+        stop_event=stop,
+    )
+    try:
+        for key in generator.all_keys():
+            process = ids.next()
+            node = router.node_for(process) or profile.nodes[0]
+            reader.perform(process, node, generator.final_op(key))
+    finally:
+        for node in list(reader.clients):
+            reader._drop_client(node)
+
+
+def collect_logs(cluster: Cluster, profile: Profile, run_dir: Path) -> None:
+    for service in profile.services():
+        out = run_dir / "nodes" / service
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "container.log").write_bytes(cluster.logs(service))
+        for path in profile.log_files(service):
+            data = cluster.copy_file(service, path)
+            if data is not None:
+                (out / Path(path).name).write_bytes(data)
+
+
+def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
+    console = console or Console(stderr=True)
+    profile_cls = validate(cfg)
+    lease_ms = profile_cls.lease_ms if cfg.lease_ms is None else cfg.lease_ms
+    routing = cfg.client_routing or profile_cls.default_client_routing
+    test_name = cfg.test_name or f"{cfg.sut}-{cfg.workload}"
+    project = cfg.project or f"ll-{cfg.sut}"
+
+    run_dir = make_run_dir(Path(cfg.results_dir), test_name)
+    settings = asdict(cfg)
+    write_json(
+        run_dir / "test.json",
+        {
+            "name": test_name,
+            "sut": cfg.sut,
+            "workload": cfg.workload,
+            "nemesis": list(cfg.nemesis),
+            "nemesis_interval": cfg.nemesis_interval,
+            "time_limit": cfg.time_limit,
+            "lease_ms": lease_ms,
+            "concurrency": cfg.concurrency,
+            "rate": cfg.rate,
+            "keys": cfg.keys,
+            "writes_per_key": cfg.writes_per_key,
+            "client_routing": routing,
+            "seed": cfg.seed,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "argv": list(cfg.argv) or sys.argv,
+            "nodes": list(profile_cls.nodes),
+            "sut_opts": {k: o.default for k, o in profile_cls.options.items()} | cfg.sut_opts,
+            "project": project,
+            "spark_master": settings["spark_master"],
+        },
+    )
+    console.print(f"[bold]run folder[/] {run_dir}")
+    ensure_images(profile_cls, lambda m: console.print(f"[dim]{m}[/]"))
+
+    cluster = Cluster(project, profile_cls.compose_profile, profile_cls.compose_env(cfg.sut_opts))
+    profile = profile_cls(cluster, cfg.sut_opts)
+    workload = workload_class(cfg.workload)(
+        WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed)
+    )
+    generator = workload.new_generator()
+    clock = MonotonicClock()
+    history = HistoryWriter(run_dir / "history.jsonl", clock)
+    nem_log = NemesisLog(run_dir / "nemesis.log")
+    stats, ids = Stats(), ProcessIds()
+    tracker = LeaderTracker(profile)
+    router = Router(routing, profile, tracker)
+    stop_workers = threading.Event()
+    workers: list[Worker] = []
+    schedule: NemesisSchedule | None = None
+    completed = False
+    cleanup_problems: list[str] = []
+
+    with signals_as_interrupts() as shield:
+        try:
+            console.print(f"starting the {cfg.sut} cluster (compose project {project})")
+            remove_helpers(project)
+            cluster.down()  # a previous run's leftovers (faults included) go with it
+            cluster.up()
+            why = wait_ready(profile, READY_TIMEOUT_S, console, "start")
+            if why is not None:
+                raise EnvironmentProblem(
+                    f"the {cfg.sut} cluster never became ready within {READY_TIMEOUT_S:.0f} s "
+                    f"({why}); its logs are in {run_dir / 'nodes'}."
+                )
+            tracker.refresh()
+            tracker.start()
+            workload.setup(profile, tracker.current or profile.nodes[0])
+            ctx = NemesisContext(profile, cluster, nem_log)
+            nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, profile_cls)]
+            schedule = NemesisSchedule(nemeses, history, cfg.nemesis_interval, nem_log, cfg.seed)
+            for wid in range(cfg.concurrency):
+                w = Worker(
+                    wid,
+                    workload=workload,
+                    generator=generator,
+                    profile=profile,
+                    router=router,
+                    history=history,
+                    ids=ids,
+                    stats=stats,
+                    rate_per_worker=cfg.rate / cfg.concurrency,
+                    seed=cfg.seed,
+                    stop_event=stop_workers,
+                )
+                workers.append(w)
+                w.start()
+            schedule.start()
+            live_progress(console, cfg.time_limit, clock, stats, schedule, tracker)
+            completed = True
+        finally:
+            shield()  # from here on Ctrl-C / SIGTERM wait until the cluster is healed
+            stop_workers.set()
+            for w in workers:
+                w.join(10)
+            if schedule is not None:
+                schedule.stop()
+                cleanup_problems += schedule.heal_all()
+            if completed:
+                why = wait_ready(profile, HEALED_READY_TIMEOUT_S, console, "after healing")
+                if why is not None:
+                    nem_log(f"cluster not ready after healing: {why}")
+                    console.print(f"[yellow]cluster not ready after healing ({why})[/]")
+                final_reads(profile, cfg, workload, generator, router, tracker, history, ids, stats)
+            tracker.stop()
+            history.close()
+            nem_log.close()
+            render_history_txt(run_dir / "history.jsonl", run_dir / "history.txt")
+            with contextlib.suppress(LeaselineError):  # no engine/containers: nothing to collect
+                collect_logs(cluster, profile, run_dir)
+            if not cfg.leave_running:
+                try:
+                    cluster.down()
+                    remove_helpers(project)
+                except LeaselineError as e:
+                    cleanup_problems.append(str(e))
+            else:
+                console.print(f"cluster left running: compose project {project}")
+
+    crashed = [w.error for w in workers if w.error is not None]
+    if crashed:
+        raise crashed[0]
+    if cleanup_problems:
+        raise EnvironmentProblem(f"healing the faults failed: {cleanup_problems[0]}")
+    outcome = RunOutcome(run_dir, 0, history_records=history.count, faults=schedule.faults)
+    if cfg.check:
+        check(outcome, lease_ms, cfg.spark_master, console)
+    return outcome
+
+
+def check(outcome: RunOutcome, lease_ms: float, spark_master: str, console: Console) -> None:
+    from checkers.results import write_run_results
+    from checkers.summary import exit_code, print_summary
+
+    from checkers.errors import HistoryFormatError
+    from checkers.job import CheckerCrashed, check_histories
+
+    history = outcome.run_dir / "history.jsonl"
+    try:
+        report = check_histories([history], "jsonl", int(round(lease_ms * 1e6)), spark_master)
+    except HistoryFormatError as e:
+        raise LeaselineError(f"the recorded history is malformed: {e}", 255) from None
+    except CheckerCrashed as e:
+        raise LeaselineError(str(e), 255) from None
+    file_report = next(iter(report["files"].values()))
+    write_run_results(outcome.run_dir, file_report)
+    print_summary(file_report, console)
+    outcome.valid = report["valid"]
+    outcome.report = file_report
+    outcome.exit_code = exit_code(report["valid"])

@@ -1,0 +1,161 @@
+"""Client worker threads: ops from the shared generator, routed to a node, recorded.
+
+Routing: "leader" sends every op to the node the system currently calls leader (as a
+Sentinel-aware client would); "pinned" sends process p to nodes[p % len(nodes)].
+Process ids: a worker starts with a fresh id and takes a new one after every "info"
+completion (Jepsen: the old process may still have an operation in flight).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from collections import Counter
+from typing import Any
+
+from harness.history import HistoryWriter
+from harness.profiles.base import Profile
+from workloads.base import INFO, OK, Client, Generator, Op, Workload
+
+
+class ProcessIds:
+    def __init__(self) -> None:
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+
+    def next(self) -> int:
+        with self._lock:
+            return next(self._ids)
+
+
+class Stats:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.counts: Counter[str] = Counter()
+
+    def add(self, type_: str) -> None:
+        with self._lock:
+            self.counts[type_] += 1
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.counts)
+
+
+class LeaderTracker(threading.Thread):
+    """Polls the profile for the leader so workers route without querying it per op."""
+
+    def __init__(self, profile: Profile, period_s: float = 0.25) -> None:
+        super().__init__(name="leader-tracker", daemon=True)
+        self.profile = profile
+        self.period_s = period_s
+        self.current: str | None = None
+        self._stop_event = threading.Event()
+
+    def refresh(self) -> str | None:
+        try:
+            leader = self.profile.leader()
+        except Exception:  # noqa: BLE001 - a failed probe keeps the last known leader
+            return self.current
+        if leader is not None:
+            self.current = leader
+        return self.current
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.period_s):
+            self.refresh()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+
+class Router:
+    def __init__(self, routing: str, profile: Profile, tracker: LeaderTracker) -> None:
+        self.routing = routing
+        self.nodes = profile.nodes
+        self.tracker = tracker
+
+    def node_for(self, process: int) -> str | None:
+        if self.routing == "pinned":
+            return self.nodes[process % len(self.nodes)]
+        return self.tracker.current
+
+
+class Worker(threading.Thread):
+    def __init__(
+        self,
+        wid: int,
+        *,
+        workload: Workload,
+        generator: Generator,
+        profile: Profile,
+        router: Router,
+        history: HistoryWriter,
+        ids: ProcessIds,
+        stats: Stats,
+        rate_per_worker: float,
+        seed: int,
+        stop_event: threading.Event,
+    ) -> None:
+        super().__init__(name=f"worker-{wid}", daemon=True)
+        self.workload, self.generator, self.profile = workload, generator, profile
+        self.router, self.history, self.ids, self.stats = router, history, ids, stats
+        self.mean_gap_s = 1.0 / rate_per_worker if rate_per_worker > 0 else 0.0
+        self.rng = random.Random(seed * 1_000_003 + wid)
+        self.stop_event = stop_event
+        self.clients: dict[str, Client] = {}
+        self.error: BaseException | None = None
+
+    def _client(self, node: str) -> Client:
+        c = self.clients.get(node)
+        if c is None:
+            c = self.workload.new_client()
+            # Resolved on every (re)open: a restarted container may have a new address.
+            c.open(node, self.profile.endpoint(node, self.workload.protocol))
+            self.clients[node] = c
+        return c
+
+    def _drop_client(self, node: str) -> None:
+        c = self.clients.pop(node, None)
+        if c is not None:
+            c.close()
+
+    def run(self) -> None:
+        try:
+            process = self.ids.next()
+            while not self.stop_event.is_set():
+                # Uniform gaps around the mean give the target rate without lock-step workers.
+                if self.mean_gap_s and self.stop_event.wait(
+                    self.rng.uniform(0, 2 * self.mean_gap_s)
+                ):
+                    break
+                node = self.router.node_for(process)
+                if node is None:  # no leader known yet: nothing sensible to send
+                    self.stop_event.wait(0.05)
+                    continue
+                op = self.generator.next_op(self.rng)
+                if self.perform(process, node, op) == INFO:
+                    process = self.ids.next()
+        except BaseException as e:  # noqa: BLE001 - reported by the runner, never silently lost
+            self.error = e
+        finally:
+            for node in list(self.clients):
+                self._drop_client(node)
+
+    def perform(self, process: int, node: str, op: Op) -> str:
+        try:
+            client = self._client(node)
+        except Exception as e:  # noqa: BLE001 - e.g. the node's container is gone
+            self.history.record(process, "invoke", op.f, op.key, op.value, node)
+            self.history.record(process, "fail", op.f, op.key, None, node, f"no endpoint: {e}")
+            self.stats.add("fail")
+            return "fail"
+        self.history.record(process, "invoke", op.f, op.key, op.value, node)
+        done = client.invoke(op)
+        value: Any = done.value
+        self.history.record(process, done.type, op.f, op.key, value, node, done.error)
+        self.stats.add(done.type)
+        if done.type != OK:
+            self._drop_client(node)  # reconnect (and re-resolve the address) next time
+        return done.type

@@ -1,0 +1,117 @@
+"""The nemesis thread: alternates fault and heal on an interval, recording each in the history.
+
+One fault is in force at a time; the configured nemeses take turns (the seed picks the
+order). Each start/stop is an "invoke" record then "ok" with what the fault did, or
+"info" when it could not be applied or its effect is unknown. `heal_all` stops whatever
+is in force (recorded too) and then heals every nemesis blindly, so it is safe after a
+crash and safe to call twice.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.history import NEMESIS, HistoryWriter
+from nemesis.base import FaultNotApplied, Nemesis
+
+
+class NemesisLog:
+    """nemesis.log: wall-clock lines, human-readable, flushed as they happen."""
+
+    def __init__(self, path: Path) -> None:
+        self._file: TextIO = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives with the run
+        self._lock = threading.Lock()
+
+    def __call__(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S") + f".{int(time.time() * 1000) % 1000:03d}"
+        with self._lock:
+            if not self._file.closed:
+                self._file.write(f"{stamp} {message}\n")
+                self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+class NemesisSchedule(threading.Thread):
+    def __init__(
+        self,
+        nemeses: list[Nemesis],
+        history: HistoryWriter,
+        interval_s: float,
+        log: NemesisLog,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(name="nemesis", daemon=True)
+        self.nemeses = list(nemeses)
+        random.Random(seed).shuffle(self.nemeses)
+        self.history = history
+        self.interval_s = interval_s
+        self.log = log
+        self._stop_event = threading.Event()
+        self._lock = threading.Lock()  # one start/stop/heal at a time
+        self.in_force: Nemesis | None = None
+        self.faults = 0
+
+    @property
+    def in_force_text(self) -> str:
+        n = self.in_force
+        return f"{n.name} {n.active}" if n is not None and n.active else "none"
+
+    def _apply(self, nem: Nemesis, start: bool) -> None:
+        f = nem.start_f if start else nem.stop_f
+        with self._lock:
+            self.history.record(NEMESIS, "invoke", f)
+            try:
+                value: Any = nem.start() if start else nem.stop()
+            except FaultNotApplied as e:
+                self.history.record(NEMESIS, "info", f, error=str(e))
+                self.log(f"{f} ({nem.name}) not applied: {e}")
+                return
+            except Exception as e:  # noqa: BLE001 - a broken fault must not kill the run
+                self.history.record(NEMESIS, "info", f, error=f"{e.__class__.__name__}: {e}")
+                self.log(f"{f} ({nem.name}) failed: {e.__class__.__name__}: {e}")
+                return
+            self.history.record(NEMESIS, "ok", f, value=value)
+            self.log(f"{f} ({nem.name}): {value}")
+            self.in_force = nem if start else None
+            if start:
+                self.faults += 1
+
+    def run(self) -> None:
+        turn = 0
+        while self.nemeses and not self._stop_event.wait(self.interval_s):
+            nem = self.nemeses[turn % len(self.nemeses)]
+            self._apply(nem, start=True)
+            if self._stop_event.wait(self.interval_s):
+                break
+            if nem.active:
+                self._apply(nem, start=False)
+            turn += 1
+
+    def stop(self, timeout: float = 60) -> None:
+        self._stop_event.set()
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout)
+
+    def heal_all(self) -> list[str]:
+        """Stop whatever is in force (recorded), then heal every nemesis; returns problems."""
+        self._stop_event.set()
+        problems: list[str] = []
+        for nem in self.nemeses:
+            if nem.active:
+                self._apply(nem, start=False)
+        with self._lock:
+            for nem in self.nemeses:
+                try:
+                    nem.heal()
+                except Exception as e:  # noqa: BLE001 - keep healing the others
+                    problems.append(f"{nem.name}: {e}")
+                    self.log(f"heal of {nem.name} failed: {e}")
+            self.in_force = None
+        return problems

@@ -1,0 +1,95 @@
+"""What a workload is (Jepsen-style: client and generator kept apart from nemesis and checker).
+
+A workload is a factory of two things:
+- a Client per (worker, node): open / invoke / close, mapping every outcome to exactly one
+  completion type: "ok" (it happened), "fail" (it certainly did not), "info" (unknown);
+- one Generator shared by all workers: the next operation (f, key, value), values unique
+  per key so a read names the write it saw, and the final reads after healing.
+The runner does routing, rate, history records and process ids; a workload never sees them.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from harness.profiles.base import Endpoint, Profile
+
+OK, FAIL, INFO = "ok", "fail", "info"
+
+
+@dataclass(frozen=True)
+class Op:
+    f: str  # "read" | "write" | "cas" | ...
+    key: str
+    value: Any = None  # write: the value; cas: [expected, new]; read: None
+
+
+@dataclass(frozen=True)
+class Completion:
+    type: str  # OK | FAIL | INFO
+    value: Any = None  # read: what was read; otherwise usually the op's value
+    error: str | None = None
+
+
+@dataclass
+class WorkloadOptions:
+    keys: int = 4  # keys in use at any moment
+    writes_per_key: int | None = None  # retire a key after this many writes (None: never)
+    seed: int = 0
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+class Client(ABC):
+    """Talks to ONE node. Not shared between threads."""
+
+    @abstractmethod
+    def open(self, node: str, endpoint: Endpoint) -> None:
+        """Prepare to talk to node (may connect lazily; must not raise on a down node)."""
+
+    @abstractmethod
+    def invoke(self, op: Op) -> Completion:
+        """Perform op; never raises: every outcome is a Completion."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+
+class Generator(ABC):
+    """Shared by every worker: implementations must be thread-safe (use self.lock)."""
+
+    def __init__(self, opts: WorkloadOptions) -> None:
+        self.opts = opts
+        self.lock = threading.Lock()
+
+    @abstractmethod
+    def next_op(self, rng: random.Random) -> Op:
+        """The next operation for a worker (rng is the worker's own, seeded)."""
+
+    @abstractmethod
+    def all_keys(self) -> list[str]:
+        """Every key the generator has handed out, for the final reads."""
+
+    def final_op(self, key: str) -> Op:
+        return Op("read", key)
+
+
+class Workload(ABC):
+    name: ClassVar[str]
+    protocol: ClassVar[str]  # the profile endpoint protocol the client speaks
+    model: ClassVar[str]  # what the checker models: "register" | "cas-register"
+
+    def __init__(self, opts: WorkloadOptions) -> None:
+        self.opts = opts
+
+    @abstractmethod
+    def new_client(self) -> Client: ...
+
+    @abstractmethod
+    def new_generator(self) -> Generator: ...
+
+    def setup(self, profile: Profile, leader: str) -> None:  # noqa: B027 - optional hook
+        """Once, after the cluster is ready (e.g. create a table, load a script)."""
