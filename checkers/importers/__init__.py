@@ -1,0 +1,1 @@
+"""Readers of history formats: each produces KeyHistory values (checkers/ops.py)."""
