@@ -9,10 +9,21 @@ minimal Δ, and turns it into a status:
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkers.ops import KeyHistory
+import numpy as np
+
+from checkers import explain, zone
+from checkers.models import CasRegister, model_for
+from checkers.ops import CAS, CAS_FAILED, KeyHistory
+from checkers.wgl import BudgetExceeded, SearchLimits, min_delta, read_shifts
+
+# Memoised entries hold an n-bit set each: keep the search's memory near this many bytes.
+STATE_MEMORY_BYTES = 1 << 30
+# Time for shrinking a WGL counterexample (after the verdict, outside the search budget).
+EXPLAIN_SECONDS = 5.0
 
 LINEARIZABLE = "linearizable"
 LEASE_BOUNDED = "lease-bounded"
@@ -44,6 +55,7 @@ class KeyResult:
     shifted_reads: list[ShiftedRead] = field(default_factory=list)
     counterexample: dict[str, Any] | None = None  # checkers/explain.py builds it
     reason: str = ""  # one sentence: why this status
+    exact: bool = True  # False: the budget ran out refining; min_delta_ns is an upper bound
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -56,7 +68,7 @@ class KeyResult:
                 {"index": s.index, "shift_ms": s.shift_ns / 1e6} for s in self.shifted_reads
             ],
             "counterexample": self.counterexample,
-        }
+        } | ({} if self.exact else {"min_delta_exact": False})
 
 
 def status_for(min_delta_ns: int | None, lease_ns: int) -> str:
@@ -68,4 +80,71 @@ def status_for(min_delta_ns: int | None, lease_ns: int) -> str:
 
 
 def check_key(history: KeyHistory, lease_ns: int, budget: Budget | None = None) -> KeyResult:
-    raise NotImplementedError("the checker-core work fills this in")
+    """Verdict of one key for lease window lease_ns (ns; 0 = strict linearizability)."""
+    if lease_ns < 0:
+        raise ValueError("the lease window cannot be negative")
+    budget = budget or Budget()
+    if zone.applicable(history):
+        return _by_zone(history, lease_ns)
+    return _by_search(history, lease_ns, budget)
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f} ms"
+
+
+def _by_zone(h: KeyHistory, lease_ns: int) -> KeyResult:
+    z = zone.check_zone(h)
+    status = status_for(z.min_delta_ns, lease_ns)
+    shifted = [ShiftedRead(int(h.index[r]), int(s)) for r, s in z.shifts]
+    counterexample = None
+    if status == VIOLATION and z.witness is not None:
+        counterexample = explain.from_zone(h, z.witness, z.min_delta_ns, lease_ns)
+    reason = _reason(status, z.min_delta_ns, lease_ns, len(shifted), z.reason)
+    return KeyResult(h.key, status, z.min_delta_ns, len(h), "zone", shifted, counterexample,
+                     reason)
+
+
+def _reason(status: str, delta: int | None, lease_ns: int, n_shifted: int, why: str) -> str:
+    if status == LINEARIZABLE:
+        return "linearizable as recorded: no read needed a shift"
+    if delta is None:
+        return f"no shift of the reads helps: {why}"
+    if status == LEASE_BOUNDED:
+        return (f"{n_shifted} read(s) returned values up to {_ms(delta)} stale, within the "
+                f"lease window of {_ms(lease_ns)}")
+    return (f"a read needed a shift of {_ms(delta)}, beyond the lease window of "
+            f"{_ms(lease_ns)}: {why}")
+
+
+def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
+    has_cas = bool(np.isin(h.f, (CAS, CAS_FAILED)).any())
+    model = CasRegister() if has_cas else model_for(h.model)
+    ops = h.operations()
+    max_states = min(budget.max_states, max(10_000, STATE_MEMORY_BYTES * 8 // max(len(ops), 64)))
+    limits = SearchLimits(time.monotonic() + budget.max_seconds, max_states)
+    try:
+        found = min_delta(ops, model, h.initial, lease_ns, limits)
+    except BudgetExceeded as e:
+        spent = "time" if e.what == "time" else f"{max_states:,} states"
+        return KeyResult(
+            h.key, UNKNOWN, None, len(h), "wgl",
+            reason=f"search budget exhausted ({spent}) before the verdict was decided",
+        )
+    delta = found.min_delta_ns
+    status = status_for(delta, lease_ns)
+    shifted: list[ShiftedRead] = []
+    if delta:
+        shifted = [ShiftedRead(int(h.index[i]), s) for i, s in read_shifts(ops, found.order, delta)
+                   if s > 0]
+    counterexample = None
+    if status == VIOLATION:
+        # shown at Δ = L: why the key is not L-linearizable (the violation's meaning)
+        counterexample = explain.from_search(h, model, lease_ns, lease_ns, delta, EXPLAIN_SECONDS)
+    why = ("a read returned a value that no order of the writes could have produced"
+           if delta is None else "the value a read returned had been overwritten")
+    reason = _reason(status, delta, lease_ns, len(shifted), why)
+    if not found.exact:
+        reason += " (the budget ran out refining: the minimal Δ is at most this)"
+    return KeyResult(h.key, status, delta, len(h), "wgl", shifted, counterexample, reason,
+                     exact=found.exact)
