@@ -95,12 +95,12 @@ def context_hash(context: Path) -> str:
 
 
 def image_contexts() -> dict[str, Path]:
-    """tag -> build context, one per folder under docker/ that has a Dockerfile."""
-    return {
-        f"leaseline/{d.name}:latest": d
-        for d in sorted(DOCKER_DIR.iterdir())
-        if (d / "Dockerfile").is_file()
-    }
+    """tag -> build context, one per folder under docker/ (or sut/, for the systems whose code
+    lives in this repository, e.g. sut/leasekv) that has a Dockerfile."""
+    dirs = [*sorted(DOCKER_DIR.iterdir())]
+    if (ROOT / "sut").is_dir():
+        dirs += sorted((ROOT / "sut").iterdir())
+    return {f"leaseline/{d.name}:latest": d for d in dirs if (d / "Dockerfile").is_file()}
 
 
 def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> bool:

@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-keepalive-ms", type=int, default=200,
                    help="leader commits a no-op this often to keep the lease warm (0 = never)")
     p.add_argument("--op-timeout-ms", type=int, default=3000)
-    p.add_argument("--bug", choices=BUGS, default=None)
+    p.add_argument("--bug", choices=(*BUGS, "none", ""), default=None,
+                   help="inject one of the reviewers' bugs ('none' or '' = the correct build)")
     p.add_argument("--data-dir", default=None, help="Raft journal directory (default: memory)")
     p.add_argument("--bind-host", default="0.0.0.0")
     return p
@@ -146,7 +147,7 @@ def config_from_args(argv: list[str] | None = None) -> NodeConfig:
         peers=peers,
         election_timeout_ms=args.election_timeout_ms,
         lease_margin_ms=args.lease_margin_ms,
-        bug=args.bug,
+        bug=None if args.bug in (None, "", "none") else args.bug,
         data_dir=args.data_dir,
         lease_keepalive_ms=args.lease_keepalive_ms,
         op_timeout_ms=args.op_timeout_ms,
