@@ -1,0 +1,412 @@
+"""report.html: one self-contained page per run (inline CSS/JS/data, opens from disk).
+
+Static parts (verdict, configuration, per-key table, anomaly explanations) are rendered
+here as HTML so the page says what matters even with JavaScript off; the timeline, plots
+and anomaly graphs are drawn by assets/report.js from a JSON blob whose operation columns
+are base64 typed arrays (about 35 bytes per operation).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import time
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+import numpy as np
+
+from checkers.report.rundata import (
+    Anomaly,
+    History,
+    anomalies,
+    nemesis_intervals,
+    read_history,
+    read_json,
+)
+
+STATUS_ORDER = {"violation": 0, "unknown": 1, "lease-bounded": 2, "linearizable": 3}
+MAX_KEY_ROWS = 2000  # the key table is a scroll box; beyond this the page says how many more
+
+
+def _asset(name: str) -> str:
+    return resources.files("checkers.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def _b64(a: np.ndarray, dtype: Any) -> str:
+    return base64.b64encode(
+        np.ascontiguousarray(a, dtype=np.dtype(dtype).newbyteorder("<")).tobytes()
+    ).decode()
+
+
+def _e(x: Any) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def _lanes(h: History, concurrency: Any) -> tuple[np.ndarray, list[str]]:
+    """One lane per worker: Jepsen gives a retired process's successor id p + concurrency."""
+    proc = h.ops.process
+    if len(proc) == 0:
+        return np.zeros(0, dtype=np.int16), []
+    ints = proc[proc >= 0]
+    if (
+        isinstance(concurrency, int)
+        and concurrency > 0
+        and (len(ints) == 0 or ints.max() >= concurrency)
+    ):
+        lane = np.where(proc >= 0, proc % concurrency, -1)
+        labels = [f"worker {i}" for i in range(concurrency)]
+    else:
+        uniq = np.unique(ints)
+        lane = np.where(proc >= 0, np.searchsorted(uniq, proc), -1)
+        labels = [f"process {p}" for p in uniq]
+    # Non-integer processes (imported histories) get lanes after the workers.
+    for pid, name in sorted(h.ops.process_names.items(), reverse=True):
+        lane[proc == pid] = len(labels)
+        labels.append(str(name))
+    return lane.astype(np.int16), labels
+
+
+def _data_blob(
+    h: History | None,
+    test: dict[str, Any],
+    results: dict[str, Any] | None,
+    found: list[Anomaly],
+    history_problem: str,
+) -> dict[str, Any]:
+    res = results or {}
+    shifts = [
+        float(s.get("shift_ms", 0))
+        for kr in (res.get("keys") or {}).values()
+        if isinstance(kr, dict)
+        for s in (kr.get("shifted_reads") or [])
+    ]
+    lease = res.get("lease_ms", test.get("lease_ms"))
+    blob: dict[str, Any] = {
+        "leaseMs": lease,
+        "shifts": shifts,
+        "historyProblem": history_problem,
+        "anomalies": [{"key": a.key, "graph": a.graph, "ops": a.ops} for a in found],
+        "ops": {"n": 0},
+        "values": [],
+        "errors": {},
+        "keys": [],
+        "nodes": [],
+        "fOther": {},
+        "procNames": {},
+        "lanes": [],
+        "nemesis": [],
+        "endMs": 0,
+    }
+    if h is None:
+        ivs = nemesis_intervals(list(res.get("nemesis") or []), 0.0)
+    else:
+        ops = h.ops
+        lane, labels = _lanes(h, test.get("concurrency"))
+        blob.update(
+            ops={
+                "n": len(ops),
+                "index": _b64(ops.index, np.int32),
+                "cindex": _b64(ops.complete_index, np.int32),
+                "process": _b64(ops.process, np.int32),
+                "lane": _b64(lane, np.int16),
+                "f": _b64(ops.f, np.uint8),
+                "type": _b64(ops.type, np.uint8),
+                "key": _b64(ops.key, np.int32),
+                "node": _b64(ops.node, np.int16),
+                "invoke": _b64(ops.invoke, np.float64),
+                "complete": _b64(ops.complete, np.float64),
+            },
+            values=ops.values,
+            errors={str(k): v for k, v in ops.errors.items()},
+            keys=ops.keys,
+            nodes=ops.nodes,
+            fOther={str(k): v for k, v in ops.f_other.items()},
+            procNames={str(k): v for k, v in ops.process_names.items()},
+            lanes=labels,
+            endMs=h.end_ms,
+        )
+        ivs = h.intervals
+    blob["nemesis"] = [
+        {"name": iv.name, "start": iv.start_ms, "end": iv.end_ms, "value": iv.value} for iv in ivs
+    ]
+    if h is None and ivs:
+        blob["endMs"] = max((iv.end_ms or iv.start_ms) for iv in ivs)
+    return blob
+
+
+def _verdict(results: dict[str, Any] | None) -> tuple[str, str]:
+    if results is None:
+        return "none", "NO RESULTS"
+    v = results.get("valid")
+    if v is True:
+        return "valid", "VALID"
+    if v is False:
+        return "invalid", "INVALID"
+    return "unknown", "UNKNOWN"
+
+
+def _fmt_ms(v: Any) -> str:
+    if v is None:
+        return "—"
+    try:
+        return f"{float(v):,.3f}".rstrip("0").rstrip(".") + " ms"
+    except (TypeError, ValueError):
+        return _e(v)
+
+
+def _td(x: Any, cls: str = "", code: bool = False) -> str:
+    inner = f"<code>{_e(x)}</code>" if code else _e(x)
+    return f'<td class="{cls}">{inner}</td>' if cls else f"<td>{inner}</td>"
+
+
+def _table(headers: list[str], rows: list[str]) -> str:
+    """headers ending in '#' are right-aligned numbers."""
+    head = "".join(
+        f'<th class="num">{_e(h[:-1])}</th>' if h.endswith("#") else f"<th>{_e(h)}</th>"
+        for h in headers
+    )
+    return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
+
+
+def _stat(value: str, label: str, cls: str = "") -> str:
+    return f'<div class="stat {cls}"><b>{value}</b><span>{_e(label)}</span></div>'
+
+
+def _summary_html(test: dict[str, Any], results: dict[str, Any] | None, h: History | None) -> str:
+    cls, word = _verdict(results)
+    res = results or {}
+    summary = res.get("summary") or {}
+    stats = []
+    if results:
+        statuses = ("linearizable", "lease-bounded", "violation", "unknown")
+        stats = [_stat(f"{int(summary.get(s, 0)):,}", f"{s} keys", s) for s in statuses]
+    ops = res.get("ops", len(h.ops) if h else None)
+    stats += [
+        _stat(_fmt_ms(res.get("lease_ms", test.get("lease_ms"))), "lease window L"),
+        _stat(_fmt_ms(res.get("max_delta_ms")), "largest minimal Δ"),
+        _stat("—" if ops is None else f"{int(ops):,}", "operations"),
+    ]
+    if h is not None:
+        stats.append(_stat(str(len(h.intervals)), "nemesis periods"))
+    badge = f'<span class="verdict {cls}" id="verdict">{word}</span>'
+    return (
+        f'<section class="card" id="summary"><h2>Verdict {badge}</h2>'
+        f'<div class="stats">{"".join(stats)}</div></section>'
+    )
+
+
+def _config_html(test: dict[str, Any]) -> str:
+    if not test:
+        return ""
+    rows = "".join(
+        f"<dt>{_e(k)}</dt><dd>{_e(json.dumps(v) if not isinstance(v, str) else v)}</dd>"
+        for k, v in test.items()
+    )
+    return (
+        '<section class="card"><details><summary>Configuration (test.json)</summary>'
+        f'<dl class="config">{rows}</dl></details></section>'
+    )
+
+
+def _keys_html(results: dict[str, Any] | None) -> str:
+    keys = (results or {}).get("keys") or {}
+    if not keys:
+        return ""
+    items = sorted(
+        ((str(k), kr) for k, kr in keys.items() if isinstance(kr, dict)),
+        key=lambda kv: (
+            STATUS_ORDER.get(kv[1].get("status"), 9),
+            -(kv[1].get("min_delta_ms") or 0),
+            kv[0],
+        ),
+    )
+    rows = []
+    for k, kr in items[:MAX_KEY_ROWS]:
+        st = str(kr.get("status", ""))
+        cells = [
+            _td(k, code=True),
+            _td(st, f"status {st}"),
+            _td(_fmt_ms(kr.get("min_delta_ms")), "num"),
+            _td(kr.get("ops"), "num"),
+            _td(len(kr.get("shifted_reads") or []), "num"),
+            _td(kr.get("method")),
+            _td(kr.get("reason")),
+        ]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    more = ""
+    if len(items) > MAX_KEY_ROWS:
+        more = f'<p class="muted">{len(items) - MAX_KEY_ROWS:,} more keys are in results.json.</p>'
+    headers = ["key", "status", "minimal Δ#", "ops#", "shifted reads#", "method", "why"]
+    return (
+        f'<section class="card" id="keys"><h2>Keys ({len(items):,})</h2>'
+        f'<div class="scroll">{_table(headers, rows)}</div>{more}</section>'
+    )
+
+
+GRAPH_LEGEND = (
+    '<span class="legend"><span><i style="background:#5b6b7d"></i>real-time</span>'
+    '<span><i style="background:#2d6cdf"></i>reads-from</span>'
+    '<span><i style="background:#2e9d5b"></i>version-order</span>'
+    '<span><i style="background:#d9534f"></i>cycle</span></span>'
+    '<span class="hint">click an operation for its record; drag to rearrange</span>'
+)
+
+
+def _anomaly_html(i: int, a: Anomaly) -> str:
+    rows = [
+        "<tr>"
+        + "".join(
+            [
+                _td(o.get("index", o.get("id")), "num"),
+                _td(o.get("process")),
+                _td(o.get("f")),
+                _td(json.dumps(o.get("value")), code=True),
+                _td(o.get("type")),
+                _td(o.get("node")),
+                _td(_fmt_ms(o.get("invoke_ms")), "num"),
+                _td(_fmt_ms(o.get("complete_ms")), "num"),
+            ]
+        )
+        + "</tr>"
+        for o in a.ops
+        if isinstance(o, dict)
+    ]
+    headers = ["index#", "process", "f", "value", "type", "node", "invoked#", "completed#"]
+    ops_table = _table(headers, rows) if rows else ""
+    nem = "".join(
+        f"<li><code>{_e(n.get('f'))}</code> at {_fmt_ms(n.get('time_ms'))} "
+        f"{_e(json.dumps(n.get('value')))}</li>"
+        if isinstance(n, dict)
+        else f"<li>{_e(n)}</li>"
+        for n in a.nemesis
+    )
+    delta = _fmt_ms(a.min_delta_ms) if a.min_delta_ms is not None else "none: no Δ helps"
+    return (
+        f'<div class="anomaly" id="anomaly-{i}"><h3>Key <code>{_e(a.key)}</code> — violation'
+        f' <span class="muted">(minimal Δ {delta})</span></h3><p>{_e(a.reason)}</p>'
+        + (f'<div class="why">{_e(a.text)}</div>' if a.text else "")
+        + (f"<p><b>Nemesis in force:</b></p><ul>{nem}</ul>" if nem else "")
+        + ops_table
+        + '<div class="controls" style="margin-top:8px">'
+        + f'<button id="show-{i}">Show in timeline</button>{GRAPH_LEGEND}</div>'
+        + f'<div class="graph" id="graph-{i}"></div></div>'
+    )
+
+
+def _anomalies_html(found: list[Anomaly], results: dict[str, Any] | None) -> str:
+    parts = [_anomaly_html(i, a) for i, a in enumerate(found)]
+    unknown = [
+        (k, kr)
+        for k, kr in ((results or {}).get("keys") or {}).items()
+        if isinstance(kr, dict) and kr.get("status") == "unknown"
+    ]
+    if unknown:
+        items = "".join(
+            f"<li><code>{_e(k)}</code>: {_e(kr.get('reason'))}</li>" for k, kr in unknown[:200]
+        )
+        parts.append(f"<h3>Undecided keys ({len(unknown)})</h3><ul>{items}</ul>")
+    if parts:
+        body = "".join(parts)
+    elif results:
+        body = "<p class='muted'>No anomalies: no key is a violation.</p>"
+    else:
+        body = "<p class='muted'>No results.json: the checker has not run on this history.</p>"
+    return f'<section class="card" id="anomalies"><h2>Anomalies ({len(found)})</h2>{body}</section>'
+
+
+def _nemesis_html(h: History | None) -> str:
+    if h is None or not h.nemesis_events:
+        return ""
+    rows = [
+        "<tr>"
+        + _td(ev.get("index"), "num")
+        + _td(_fmt_ms(int(ev.get("time", 0)) / 1e6), "num")
+        + _td(ev.get("type"))
+        + _td(ev.get("f"), code=True)
+        + _td(json.dumps(ev.get("value")), code=True)
+        + "</tr>"
+        for ev in h.nemesis_events[:5000]
+    ]
+    table = _table(["index#", "time#", "type", "f", "value"], rows)
+    return (
+        f'<section class="card"><details><summary>Nemesis events ({len(h.nemesis_events)})'
+        f"</summary><div class='scroll'>{table}</div></details></section>"
+    )
+
+
+def _read_history(run_dir: Path, problems: list[str]) -> tuple[History | None, str]:
+    hpath = run_dir / "history.jsonl"
+    if not hpath.is_file():
+        return None, "history.jsonl is missing from the run folder."
+    try:
+        h = read_history(hpath)
+    except OSError as e:
+        return None, f"history.jsonl could not be read ({e})."
+    problems.extend(h.problems)
+    return h, ""
+
+
+def render_report(run_dir: Path) -> str:
+    run_dir = Path(run_dir)
+    problems: list[str] = []
+    test = read_json(run_dir / "test.json", problems) or {}
+    if not isinstance(test, dict):
+        problems.append("test.json is not a JSON object.")
+        test = {}
+    results = read_json(run_dir / "results.json", problems)
+    if results is not None and not isinstance(results, dict):
+        problems.append("results.json is not a JSON object.")
+        results = None
+    h, history_problem = _read_history(run_dir, problems)
+    if history_problem:
+        problems.append(history_problem)
+    found = anomalies(results, run_dir, problems)
+    blob = _data_blob(h, test, results, found, history_problem)
+    name = test.get("name") or run_dir.parent.name
+    nemesis = "+".join(str(n) for n in test.get("nemesis") or []) or None
+    sub_parts = (test.get("sut"), test.get("workload"), nemesis, test.get("started"), run_dir.name)
+    files = ("history.txt", "history.jsonl", "results.json", "junit.xml", "nemesis.log")
+    problems_html = ""
+    if problems:
+        items = "".join(f"<li>{_e(p)}</li>" for p in problems)
+        problems_html = (
+            "<section class='card problems' id='problems'>"
+            f"<b>Missing or damaged pieces</b><ul>{items}</ul></section>"
+        )
+    key_select = ""
+    if h is not None and len(h.ops.keys) > 1:
+        key_select = (
+            '<label>key <select id="key-filter"><option value="-1">all keys</option>'
+            "</select></label>"
+        )
+    data = json.dumps(blob, separators=(",", ":"), allow_nan=False, default=str)
+    return Template(_asset("report.html")).substitute(
+        name=_e(name),
+        sub=" · ".join(_e(x) for x in sub_parts if x),
+        links="".join(f'<a href="{f}">{f}</a>' for f in files if (run_dir / f).exists()),
+        summary=_summary_html(test, results, h),
+        problems=problems_html,
+        key_select=key_select,
+        anomalies=_anomalies_html(found, results),
+        keys=_keys_html(results),
+        nemesis=_nemesis_html(h),
+        config=_config_html(test),
+        generated=_e(time.strftime("%Y-%m-%d %H:%M:%S")),
+        css=_asset("report.css"),
+        data=data.replace("</", "<\\/"),  # "<\/" is still valid JSON, and never ends the script
+        js=_asset("report.js"),
+    )
+
+
+def write_report(run_dir: Path) -> Path:
+    """Write run_dir/report.html (safe on any run folder: missing pieces are listed on the page)."""
+    run_dir = Path(run_dir)
+    out = run_dir / "report.html"
+    tmp = run_dir / ".report.html.tmp"
+    tmp.write_text(render_report(run_dir), encoding="utf-8")
+    tmp.replace(out)  # readers (the runs browser) never see a half-written page
+    return out

@@ -1,0 +1,364 @@
+"""Everything the report, inspect and JUnit read from a run folder, tolerant of missing pieces.
+
+A run folder may be partial (the harness crashed, the checker never ran, an import of a
+foreign history): every reader returns what exists plus a list of one-sentence `problems`
+that the page/terminal shows, and never raises on a missing or malformed piece.
+
+The history is streamed line by line into numpy columns (one row per operation, an
+invocation paired with its completion by process), so a 100k-operation history costs a few
+MB and no per-operation Python objects survive the read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+NEMESIS = "nemesis"
+F_CODES = {"read": 0, "write": 1, "cas": 2}
+F_NAMES = ["read", "write", "cas", "other"]
+TYPE_NAMES = ["ok", "fail", "info", "open"]  # open: invoked, never completed (history cut)
+TYPE_CODES = {n: i for i, n in enumerate(TYPE_NAMES)}
+
+# Nemesis ops that end a fault started by another op (DESIGN.md: every fault is a pair).
+_STOP_OF = {"restart": "kill", "resume": "pause", "heal": "start-partition"}
+
+
+def read_json(path: Path, problems: list[str]) -> Any:
+    """The parsed file, or None with a sentence in `problems` when missing or unreadable."""
+    if not path.is_file():
+        problems.append(f"{path.name} is missing from the run folder.")
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        problems.append(f"{path.name} could not be read ({e.__class__.__name__}: {e}).")
+        return None
+
+
+@dataclass
+class NemesisInterval:
+    """A fault in force from `start_ms` to `end_ms` (None: never stopped before the end)."""
+
+    name: str
+    start_ms: float
+    end_ms: float | None
+    start_index: int
+    value: Any = None
+
+
+@dataclass
+class Ops:
+    """Columnar operations sorted by invocation time; times in ms since the test began."""
+
+    index: np.ndarray  # int64 history index of the invocation
+    complete_index: np.ndarray  # int64, -1 when there is no completion
+    process: np.ndarray  # int64 (non-integer processes are mapped to negative ids)
+    f: np.ndarray  # uint8 into F_NAMES
+    type: np.ndarray  # uint8 into TYPE_NAMES
+    key: np.ndarray  # int32 into keys
+    node: np.ndarray  # int16 into nodes, -1 = none
+    invoke: np.ndarray  # float64 ms
+    complete: np.ndarray  # float64 ms (open ops: end of history)
+    values: list[str]  # canonical JSON text of the op's value (the read's result for reads)
+    errors: dict[int, str]  # row -> error text (sparse)
+    keys: list[str]
+    nodes: list[str]
+    f_other: dict[int, str]  # row -> f name when f is "other"
+    process_names: dict[int, str]  # negative id -> original non-integer process
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def record(self, row: int) -> dict[str, Any]:
+        """The operation as one readable record (what the report shows on click)."""
+        value = self.values[row]
+        rec: dict[str, Any] = {
+            "index": int(self.index[row]),
+            "complete_index": None
+            if self.complete_index[row] < 0
+            else int(self.complete_index[row]),
+            "process": self.process_names.get(int(self.process[row]), int(self.process[row])),
+            "type": TYPE_NAMES[self.type[row]],
+            "f": self.f_other.get(row, F_NAMES[self.f[row]]),
+            "key": self.keys[self.key[row]] if self.key[row] >= 0 else None,
+            "value": json.loads(value) if value else None,
+            "node": self.nodes[self.node[row]] if self.node[row] >= 0 else None,
+            "invoke_ms": round(float(self.invoke[row]), 3),
+            "complete_ms": round(float(self.complete[row]), 3),
+            "latency_ms": round(float(self.complete[row] - self.invoke[row]), 3),
+        }
+        if row in self.errors:
+            rec["error"] = self.errors[row]
+        return rec
+
+
+@dataclass
+class History:
+    ops: Ops
+    nemesis_events: list[dict[str, Any]]  # raw nemesis records (invoke and completion)
+    intervals: list[NemesisInterval]
+    end_ms: float
+    lines: int
+    malformed: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+class _Columns:
+    """Growable columns; rows are appended when an operation completes."""
+
+    def __init__(self) -> None:
+        self.index: list[int] = []
+        self.complete_index: list[int] = []
+        self.process: list[int] = []
+        self.f: list[int] = []
+        self.type: list[int] = []
+        self.key: list[int] = []
+        self.node: list[int] = []
+        self.invoke: list[int] = []
+        self.complete: list[int] = []
+        self.values: list[str] = []
+        self.errors: dict[int, str] = {}
+        self.f_other: dict[int, str] = {}
+
+
+def _interned(table: dict[str, int], name: Any) -> int:
+    if name is None:
+        return -1
+    name = str(name)
+    got = table.get(name)
+    if got is None:
+        got = table[name] = len(table)
+    return got
+
+
+def _dump(value: Any) -> str:
+    return "" if value is None else json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def read_history(path: Path) -> History:
+    """Stream history.jsonl into columns; malformed lines are counted, not fatal."""
+    cols = _Columns()
+    keys: dict[str, int] = {}
+    nodes: dict[str, int] = {}
+    proc_ids: dict[str, int] = {}
+    pending: dict[Any, tuple[int, int, str, Any, Any, Any]] = {}
+    nemesis: list[dict[str, Any]] = []
+    lines = malformed = 0
+    last_time = 0
+
+    def process_id(p: Any) -> int:
+        if isinstance(p, int):
+            return p
+        return -1 - _interned(proc_ids, p)
+
+    def add(
+        inv: tuple[int, int, str, Any, Any, Any],
+        p: Any,
+        type_: str,
+        c_index: int,
+        c_time: int,
+        value: Any,
+        error: Any,
+    ) -> None:
+        i_index, i_time, f, key, i_value, i_node = inv
+        row = len(cols.index)
+        cols.index.append(i_index)
+        cols.complete_index.append(c_index)
+        cols.process.append(process_id(p))
+        code = F_CODES.get(f, 3)
+        if code == 3:
+            cols.f_other[row] = str(f)
+        cols.f.append(code)
+        cols.type.append(TYPE_CODES.get(type_, 2))
+        cols.key.append(_interned(keys, key))
+        cols.node.append(_interned(nodes, i_node))
+        cols.invoke.append(i_time)
+        cols.complete.append(c_time)
+        # A read's interesting value is what it returned; a write's what it wrote.
+        shown = value if (f == "read" and type_ == "ok") else i_value
+        cols.values.append(_dump(shown))
+        if error:
+            cols.errors[row] = str(error)
+
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            lines += 1
+            try:
+                rec = json.loads(line)
+                p = rec["process"]
+                t = int(rec["time"])
+                typ = rec["type"]
+                idx = int(rec["index"])
+            except (ValueError, KeyError, TypeError):
+                malformed += 1
+                continue
+            last_time = max(last_time, t)
+            if p == NEMESIS:
+                nemesis.append(rec)
+                continue
+            hp = p if isinstance(p, int | str) else str(p)
+            if typ == "invoke":
+                pending[hp] = (
+                    idx,
+                    t,
+                    rec.get("f"),
+                    rec.get("key"),
+                    rec.get("value"),
+                    rec.get("node"),
+                )
+            else:
+                inv = pending.pop(hp, None)
+                if inv is None:
+                    malformed += 1  # a completion with no invocation
+                    continue
+                add(inv, p, typ, idx, t, rec.get("value"), rec.get("error"))
+    for p, inv in pending.items():
+        add(inv, p, "open", -1, last_time, None, None)
+
+    order = np.argsort(np.asarray(cols.invoke, dtype=np.int64), kind="stable")
+
+    def col(values: list[int], dtype: Any) -> np.ndarray:
+        return np.asarray(values, dtype=dtype)[order]
+
+    remap = {int(old): new for new, old in enumerate(order)}
+    ops = Ops(
+        index=col(cols.index, np.int64),
+        complete_index=col(cols.complete_index, np.int64),
+        process=col(cols.process, np.int64),
+        f=col(cols.f, np.uint8),
+        type=col(cols.type, np.uint8),
+        key=col(cols.key, np.int32),
+        node=col(cols.node, np.int16),
+        invoke=col(cols.invoke, np.int64) / 1e6,
+        complete=col(cols.complete, np.int64) / 1e6,
+        values=[cols.values[i] for i in order],
+        errors={remap[r]: e for r, e in cols.errors.items()},
+        keys=list(keys),
+        nodes=list(nodes),
+        f_other={remap[r]: f for r, f in cols.f_other.items()},
+        process_names={-1 - i: name for name, i in proc_ids.items()},
+    )
+    end_ms = last_time / 1e6
+    problems = []
+    if malformed:
+        problems.append(f"{malformed} malformed line(s) of history.jsonl were skipped.")
+    return History(
+        ops, nemesis, nemesis_intervals(nemesis, end_ms), end_ms, lines, malformed, problems
+    )
+
+
+def _fault_of(f: str) -> tuple[str, bool] | None:
+    """(fault name, is_start) for a start/stop nemesis op; None for a one-off event."""
+    if f.startswith("start-"):
+        return f[len("start-") :], True
+    if f.startswith("stop-"):
+        return f[len("stop-") :], False
+    if f in _STOP_OF:
+        return _STOP_OF[f].removeprefix("start-"), False
+    if f in ("kill", "pause"):
+        return f, True
+    return None
+
+
+def nemesis_intervals(events: list[dict[str, Any]], end_ms: float) -> list[NemesisInterval]:
+    """Pair start/stop nemesis ops into the periods a fault was in force.
+
+    A fault counts as in force from its start's invocation (it may bite at once) to its
+    stop's completion (it may bite until healed); a start without a stop lasts to the end.
+    `events` may be raw history records or results.json's {"index","time_ms","f","value"}.
+    """
+    open_: dict[str, NemesisInterval] = {}
+    done: list[NemesisInterval] = []
+    for ev in sorted(events, key=lambda e: _event_ms(e)):
+        kind = _fault_of(str(ev.get("f", "")))
+        if kind is None:
+            continue
+        name, is_start = kind
+        t = _event_ms(ev)
+        typ = ev.get("type")  # None for results.json's one-record-per-event form
+        if is_start:
+            if typ in (None, "invoke"):
+                if name not in open_:
+                    open_[name] = NemesisInterval(
+                        name, t, None, int(ev.get("index", -1)), ev.get("value")
+                    )
+            elif name in open_ and ev.get("value") is not None:
+                open_[name].value = ev.get("value")  # the completion says what the fault did
+        elif typ != "invoke" and name in open_:
+            iv = open_.pop(name)
+            iv.end_ms = t
+            done.append(iv)
+    done.extend(open_.values())
+    return sorted(done, key=lambda iv: iv.start_ms)
+
+
+def _event_ms(ev: dict[str, Any]) -> float:
+    if "time_ms" in ev:
+        return float(ev["time_ms"])
+    return int(ev.get("time", 0)) / 1e6
+
+
+@dataclass
+class Anomaly:
+    key: str
+    status: str
+    reason: str
+    min_delta_ms: float | None
+    text: str
+    graph: dict[str, Any] | None
+    ops: list[Any]
+    nemesis: list[Any]
+
+
+def anomalies(results: dict[str, Any] | None, run_dir: Path, problems: list[str]) -> list[Anomaly]:
+    """Every violation with its counterexample: results.json first, then anomalies/*.json."""
+    found: dict[str, Anomaly] = {}
+    for key, kr in ((results or {}).get("keys") or {}).items():
+        if not isinstance(kr, dict) or kr.get("status") != "violation":
+            continue
+        ce = kr.get("counterexample") or {}
+        found[str(key)] = Anomaly(
+            key=str(key),
+            status="violation",
+            reason=str(kr.get("reason") or ""),
+            min_delta_ms=kr.get("min_delta_ms"),
+            text=str(ce.get("text") or ""),
+            graph=ce.get("graph"),
+            ops=list(ce.get("ops") or []),
+            nemesis=list(ce.get("nemesis") or []),
+        )
+    adir = run_dir / "anomalies"
+    if adir.is_dir():
+        for path in sorted(adir.glob("*.json")):
+            data = read_json(path, problems)
+            if not isinstance(data, dict):
+                continue
+            graph = data.get("graph") if "nodes" not in data else data
+            key = str(data.get("key") or (graph or {}).get("graph", {}).get("key") or path.stem)
+            a = found.get(key)
+            if a is None:
+                found[key] = Anomaly(
+                    key=key,
+                    status="violation",
+                    reason=str(data.get("reason") or ""),
+                    min_delta_ms=data.get("min_delta_ms"),
+                    text=str(data.get("text") or ""),
+                    graph=graph,
+                    ops=list(data.get("ops") or []),
+                    nemesis=list(data.get("nemesis") or []),
+                )
+            elif a.graph is None:
+                a.graph = graph
+    return list(found.values())
+
+
+def graph_links(graph: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """node_link_data's edges under either name (networkx renamed "links" to "edges")."""
+    if not graph:
+        return []
+    return list(graph.get("edges") or graph.get("links") or [])

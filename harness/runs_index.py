@@ -1,0 +1,170 @@
+"""The list of runs under a results directory, for the runs browser (`leaseline serve`).
+
+Listing must stay fast with 1,000 runs, so it never opens a history: per run it reads
+test.json and the top-level fields of results.json, and caches that by the mtimes of the
+run folder and of those two files (a finished checker or a new report changes them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Folders under results/ that are not tests.
+NOT_TESTS = {"latest", "screenshots", "campaigns"}
+RUN_MARKERS = ("test.json", "results.json", "history.jsonl")
+RUNNING_GRACE_S = 120  # a history written this recently without results: still running
+
+
+@dataclass
+class RunInfo:
+    test: str
+    stamp: str
+    rel: str  # "<test>/<stamp>", URL path under /runs/
+    verdict: str  # valid | invalid | unknown | running | incomplete
+    sut: str = ""
+    workload: str = ""
+    nemesis: list[str] = field(default_factory=list)
+    started: str = ""
+    ops: int | None = None
+    lease_ms: float | None = None
+    max_delta_ms: float | None = None
+    summary: dict[str, int] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)  # which of the well-known files exist
+    nodes: list[str] = field(default_factory=list)
+    problem: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _load(path: Path) -> tuple[Any, str]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), ""
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, ValueError) as e:
+        return None, f"{path.name} unreadable: {e.__class__.__name__}"
+
+
+def read_run_info(run_dir: Path, test_name: str) -> RunInfo:
+    test, p1 = _load(run_dir / "test.json")
+    results, p2 = _load(run_dir / "results.json")
+    test = test if isinstance(test, dict) else {}
+    info = RunInfo(
+        test=test_name,
+        stamp=run_dir.name,
+        rel=f"{test_name}/{run_dir.name}",
+        verdict="incomplete",
+        problem="; ".join(p for p in (p1, p2) if p),
+    )
+    info.sut = str(test.get("sut") or "")
+    info.workload = str(test.get("workload") or "")
+    nem = test.get("nemesis") or []
+    info.nemesis = [str(n) for n in (nem if isinstance(nem, list) else [nem])]
+    info.started = str(test.get("started") or "")
+    info.lease_ms = test.get("lease_ms")
+    if isinstance(results, dict):
+        v = results.get("valid")
+        info.verdict = "valid" if v is True else "invalid" if v is False else "unknown"
+        info.ops = results.get("ops")
+        info.lease_ms = results.get("lease_ms", info.lease_ms)
+        info.max_delta_ms = results.get("max_delta_ms")
+        s = results.get("summary")
+        info.summary = (
+            {str(k): int(n) for k, n in s.items() if isinstance(n, int)}
+            if isinstance(s, dict)
+            else {}
+        )
+    elif time.time() - _mtime(run_dir / "history.jsonl") / 1e9 < RUNNING_GRACE_S:
+        info.verdict = "running"
+    with os.scandir(run_dir) as it:
+        names = {e.name for e in it}
+    info.files = sorted(
+        names
+        & {
+            "report.html",
+            "history.jsonl",
+            "history.txt",
+            "results.json",
+            "junit.xml",
+            "nemesis.log",
+            "test.json",
+            "anomalies",
+            "nodes",
+        }
+    )
+    if "nodes" in names and (run_dir / "nodes").is_dir():
+        with os.scandir(run_dir / "nodes") as it:
+            info.nodes = sorted(e.name for e in it if e.is_dir())
+    return info
+
+
+class RunsIndex:
+    """Thread-safe, mtime-cached view of results_dir/<test>/<stamp>/."""
+
+    def __init__(self, results_dir: Path) -> None:
+        self.results_dir = Path(results_dir)
+        self._cache: dict[str, tuple[tuple[int, int, int, int], RunInfo]] = {}
+        self._lock = threading.Lock()
+
+    def run_dirs(self) -> list[tuple[str, Path]]:
+        out: list[tuple[str, Path]] = []
+        if not self.results_dir.is_dir():
+            return out
+        with os.scandir(self.results_dir) as tests:
+            for t in tests:
+                if (
+                    t.name in NOT_TESTS
+                    or t.name.startswith(".")
+                    or t.is_symlink()
+                    or not t.is_dir()
+                ):
+                    continue
+                with os.scandir(t.path) as runs:
+                    for r in runs:
+                        if r.is_dir() and not r.is_symlink() and not r.name.startswith("."):
+                            out.append((t.name, Path(r.path)))
+        return out
+
+    def runs(self) -> list[RunInfo]:
+        """Every run, newest first."""
+        infos: list[RunInfo] = []
+        seen: set[str] = set()
+        for test_name, run_dir in self.run_dirs():
+            key = str(run_dir)
+            stamp = (
+                _mtime(run_dir),
+                _mtime(run_dir / "test.json"),
+                _mtime(run_dir / "results.json"),
+                _mtime(run_dir / "nodes"),
+            )
+            with self._lock:
+                cached = self._cache.get(key)
+            if cached is not None and cached[0] == stamp and cached[1].verdict != "running":
+                info = cached[1]
+            else:
+                if not any((run_dir / m).exists() for m in RUN_MARKERS):
+                    continue
+                info = read_run_info(run_dir, test_name)
+                with self._lock:
+                    self._cache[key] = (stamp, info)
+            seen.add(key)
+            infos.append(info)
+        with self._lock:
+            for gone in set(self._cache) - seen:
+                del self._cache[gone]
+        infos.sort(key=lambda i: (i.stamp, i.test), reverse=True)  # stamps are YYYYmmddTHHMMSS
+        return infos
