@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from harness.errors import BadArguments
 from harness.profiles.base import Endpoint, Option, Profile
+from harness.profiles.leasekv import LeaseKV
 from harness.profiles.redis_sentinel import RedisSentinel
 
 PROFILES: dict[str, type[Profile]] = {
     RedisSentinel.name: RedisSentinel,
+    LeaseKV.name: LeaseKV,
 }
 
 DEFAULT_PROFILE = "redis-sentinel"

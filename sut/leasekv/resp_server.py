@@ -5,8 +5,9 @@ nulls and maps; everything else leasekv sends is the same in both protocols.
 
 Redirects: a follower answers `-MOVED 0 host:port` naming the leader's Redis endpoint
 (redis-py raises MovedError with .node_addr), or `-TRYAGAIN no leader` when it knows
-none. A command that may or may not have taken effect (commit timeout, leader change)
-answers `-UNKNOWN ...`; NotApplied answers `-TRYAGAIN ...` (it certainly did not happen).
+none. A command that may or may not have taken effect (commit timeout, leader change) gets
+no reply: the connection is closed. NotApplied answers `-TRYAGAIN ...` (it certainly
+did not happen).
 """
 
 from __future__ import annotations
@@ -49,6 +50,9 @@ def read_command(f: BinaryIO) -> list[bytes] | None:
             return None
         argv.append(data[:-2])
     return argv
+
+
+DROP_CONNECTION = object()
 
 
 class Resp3Map(dict):
@@ -121,8 +125,11 @@ class RedisFrontend:
             return ReplyError(f"MOVED 0 {e.leader.redis_addr}")
         except NotApplied as e:
             return ReplyError(f"TRYAGAIN not applied: {e}")
-        except UnknownOutcome as e:
-            return ReplyError(f"UNKNOWN outcome unknown: {e}")
+        except UnknownOutcome:
+            # No reply at all: a client must not mistake "maybe happened" for an error
+            # reply (which means "refused"). A dropped connection is what Redis clients
+            # already treat as an unknown outcome.
+            return DROP_CONNECTION
         except NoScript:
             return ReplyError("NOSCRIPT No matching script. Please use EVAL.")
 
@@ -233,6 +240,8 @@ class _Handler(socketserver.StreamRequestHandler):
             except Exception as e:  # a bug in one command must not kill the connection
                 log.exception("command %r failed", argv[:1])
                 reply = ReplyError(f"ERR internal error: {type(e).__name__}")
+            if reply is DROP_CONNECTION:
+                return
             try:
                 self.wfile.write(encode(reply, proto))
             except OSError:
