@@ -44,10 +44,19 @@ class RunInfo:
 
 
 def _mtime(path: Path) -> int:
+    """mtime and size together: a rewrite within the clock's resolution still shows."""
     try:
-        return path.stat().st_mtime_ns
+        st = path.stat()
     except OSError:
         return 0
+    return st.st_mtime_ns ^ (st.st_size << 1)
+
+
+def _recent(path: Path) -> bool:
+    try:
+        return time.time() - path.stat().st_mtime < RUNNING_GRACE_S
+    except OSError:
+        return False
 
 
 def _load(path: Path) -> tuple[Any, str]:
@@ -88,7 +97,7 @@ def read_run_info(run_dir: Path, test_name: str) -> RunInfo:
             if isinstance(s, dict)
             else {}
         )
-    elif time.time() - _mtime(run_dir / "history.jsonl") / 1e9 < RUNNING_GRACE_S:
+    elif _recent(run_dir / "history.jsonl"):
         info.verdict = "running"
     with os.scandir(run_dir) as it:
         names = {e.name for e in it}

@@ -278,8 +278,9 @@ def _anomaly_html(i: int, a: Anomaly) -> str:
     headers = ["index#", "process", "f", "value", "type", "node", "invoked#", "completed#"]
     ops_table = _table(headers, rows) if rows else ""
     nem = "".join(
-        f"<li><code>{_e(n.get('f'))}</code> at {_fmt_ms(n.get('time_ms'))} "
-        f"{_e(json.dumps(n.get('value')))}</li>"
+        f"<li><code>{_e(n.get('f'))}</code> from {_fmt_ms(n.get('time_ms'))}"
+        + (f" to {_fmt_ms(n['end_ms'])}" if n.get("end_ms") is not None else "")
+        + f" {_e(json.dumps(n.get('value')))}</li>"
         if isinstance(n, dict)
         else f"<li>{_e(n)}</li>"
         for n in a.nemesis
@@ -397,7 +398,7 @@ def render_report(run_dir: Path) -> str:
         config=_config_html(test),
         generated=_e(time.strftime("%Y-%m-%d %H:%M:%S")),
         css=_asset("report.css"),
-        data=data.replace("</", "<\\/"),  # "<\/" is still valid JSON, and never ends the script
+        data=data.replace("<", "\\u003c"),  # no "</script>" or "<!--" can end or confuse the block
         js=_asset("report.js"),
     )
 

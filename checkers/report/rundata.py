@@ -164,6 +164,7 @@ def read_history(path: Path) -> History:
         c_time: int,
         value: Any,
         error: Any,
+        c_node: Any = None,
     ) -> None:
         i_index, i_time, f, key, i_value, i_node = inv
         row = len(cols.index)
@@ -176,7 +177,8 @@ def read_history(path: Path) -> History:
         cols.f.append(code)
         cols.type.append(TYPE_CODES.get(type_, 2))
         cols.key.append(_interned(keys, key))
-        cols.node.append(_interned(nodes, i_node))
+        # The completion names the node that answered (after a redirect it may differ).
+        cols.node.append(_interned(nodes, c_node if c_node is not None else i_node))
         cols.invoke.append(i_time)
         cols.complete.append(c_time)
         # A read's interesting value is what it returned; a write's what it wrote.
@@ -216,7 +218,7 @@ def read_history(path: Path) -> History:
                 if inv is None:
                     malformed += 1  # a completion with no invocation
                     continue
-                add(inv, p, typ, idx, t, rec.get("value"), rec.get("error"))
+                add(inv, p, typ, idx, t, rec.get("value"), rec.get("error"), rec.get("node"))
     for p, inv in pending.items():
         add(inv, p, "open", -1, last_time, None, None)
 

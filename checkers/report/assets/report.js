@@ -1,5 +1,5 @@
 /* Leaseline report: canvas timeline/plots and SVG anomaly graphs, written for this page only.
- * Data comes from <script id="leaseline-data" type="application/json">: operations as
+ * Data comes from the JSON block #leaseline-data: operations as
  * base64 typed columns (so 100k operations decode in milliseconds), sorted by invoke time. */
 "use strict";
 (function () {
@@ -424,7 +424,8 @@
       t1.textContent = `${f} ${val}`.slice(0, 22) + (n.type && n.type !== "ok" ? ` (${n.type})` : "");
       const t2 = el("text", { x: 9, y: 35, class: "small" }, grp);
       const tt = nodeTime(n), ct = typeof n.complete_ms === "number" ? n.complete_ms : null;
-      t2.textContent = `#${n.index ?? n.id} · ${n.node ?? ""} · ${fmtMs(tt)}` + (ct !== null ? `+${(ct - tt).toFixed(1)}` : "");
+      t2.textContent = `#${n.index ?? n.id} · ${n.node ?? ""} · ${fmtMs(tt)}` + (ct !== null ? `+${(ct - tt).toFixed(1)}` : " → ?");
+      if (n.role) { const t3 = el("text", { x: 9, y: NH + 14, class: "small" }, grp); t3.textContent = n.role; }
       let drag = null;
       grp.addEventListener("mousedown", (ev) => { drag = { x: ev.clientX, y: ev.clientY, nx: n._x, ny: n._y, moved: false }; ev.preventDefault(); });
       window.addEventListener("mousemove", (ev) => {

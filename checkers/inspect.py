@@ -1,0 +1,281 @@
+"""`leaseline inspect RUN_DIR [--op INDEX] [--open]`: a run's verdict and anomalies in the terminal.
+
+With --op, the operation's neighbourhood: every operation on the same key that overlaps it
+in time (those are the ones a linearization has to order it against), the nemesis periods
+in force while it ran, and what the checker said about it (a shifted read, part of a
+counterexample). --open opens report.html in a browser, writing it first if missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from checkers.report.rundata import History, read_history, read_json
+from harness.errors import BadArguments
+
+NEIGHBOURS_SHOWN = 40
+VERDICT_STYLE = {True: ("VALID", "bold white on green"), False: ("INVALID", "bold white on red")}
+STATUS_STYLE = {
+    "linearizable": "green",
+    "lease-bounded": "yellow",
+    "violation": "bold red",
+    "unknown": "magenta",
+}
+
+
+def _run_dir(path: Path) -> Path:
+    run = Path(path)
+    if run.is_symlink() or run.name == "latest":
+        run = run.resolve()
+    if not run.is_dir():
+        raise BadArguments(f"{path} is not a run folder (no such directory).")
+    if not any((run / f).exists() for f in ("test.json", "results.json", "history.jsonl")):
+        raise BadArguments(
+            f"{path} is not a run folder: it has no test.json, results.json or history.jsonl."
+        )
+    return run
+
+
+def _ms(v: Any) -> str:
+    return "—" if v is None else f"{float(v):,.3f} ms"
+
+
+def print_overview(run: Path, console: Console) -> dict[str, Any] | None:
+    problems: list[str] = []
+    test = read_json(run / "test.json", problems)
+    test = test if isinstance(test, dict) else {}
+    results = read_json(run / "results.json", problems)
+    results = results if isinstance(results, dict) else None
+    title = f"{test.get('name') or run.parent.name} · {run.name}"
+    lines = Text()
+    for k in ("sut", "workload", "nemesis", "lease_ms", "concurrency", "keys", "seed", "started"):
+        if test.get(k) is not None:
+            lines.append(f"{k}: ", style="dim")
+            v = test[k]
+            lines.append(("+".join(map(str, v)) or "none") if isinstance(v, list) else str(v))
+            lines.append("\n")
+    if results is None:
+        verdict = Text(" NO RESULTS ", style="bold white on grey50")
+    else:
+        word, style = VERDICT_STYLE.get(results.get("valid"), ("UNKNOWN", "bold white on magenta"))
+        verdict = Text(f" {word} ", style=style)
+    head = Text.assemble(verdict, "\n", lines.rstrip() or lines)
+    console.print(Panel(head, title=title, title_align="left"))
+    for p in problems:
+        console.print(f"[yellow]![/] {p}")
+    if results is None:
+        return None
+    summary = results.get("summary") or {}
+    t = Table(show_header=True, header_style="bold", box=None)
+    for col in ("linearizable", "lease-bounded", "violation", "unknown", "ops", "lease", "max Δ"):
+        t.add_column(col, justify="right")
+    t.add_row(
+        *[Text(str(summary.get(s, 0)), style=STATUS_STYLE[s]) for s in STATUS_STYLE],
+        f"{results.get('ops', '—')}",
+        _ms(results.get("lease_ms")),
+        _ms(results.get("max_delta_ms")),
+    )
+    console.print(t)
+    keys = results.get("keys") or {}
+    for k, kr in keys.items():
+        if not isinstance(kr, dict) or kr.get("status") != "violation":
+            continue
+        ce = kr.get("counterexample") or {}
+        body = Text()
+        body.append(f"{kr.get('reason') or ''}\n", style="bold")
+        body.append(
+            f"minimal Δ {_ms(kr.get('min_delta_ms'))} (lease {_ms(results.get('lease_ms'))})\n"
+        )
+        if ce.get("text"):
+            body.append(f"\n{ce['text']}\n")
+        for op in ce.get("ops") or []:
+            if isinstance(op, dict):
+                body.append(
+                    f"  #{op.get('index', op.get('id'))} p{op.get('process')} {op.get('f')} "
+                    f"{json.dumps(op.get('value'))} {op.get('type', '')} on {op.get('node')} "
+                    f"[{_ms(op.get('invoke_ms'))} → {_ms(op.get('complete_ms'))}]\n",
+                    style="cyan",
+                )
+        for n in ce.get("nemesis") or []:
+            if isinstance(n, dict):
+                body.append(
+                    f"  nemesis {n.get('f')} from {_ms(n.get('time_ms'))}"
+                    + (f" to {_ms(n['end_ms'])}" if n.get("end_ms") is not None else "")
+                    + " "
+                    f"{json.dumps(n.get('value'))}\n",
+                    style="yellow",
+                )
+        console.print(
+            Panel(body, title=f"violation on key {k}", title_align="left", border_style="red")
+        )
+    unknown = [
+        (k, kr) for k, kr in keys.items() if isinstance(kr, dict) and kr.get("status") == "unknown"
+    ]
+    for k, kr in unknown[:20]:
+        console.print(f"[magenta]unknown[/] key {k}: {kr.get('reason') or ''}")
+    if len(unknown) > 20:
+        console.print(f"[magenta]… {len(unknown) - 20} more undecided keys[/]")
+    return results
+
+
+def _nemesis_record(run: Path, index: int) -> dict[str, Any] | None:
+    with open(run / "history.jsonl", encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if str(index) not in line:  # cheap filter before parsing
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("index") == index:
+                return rec
+    return None
+
+
+def print_neighbourhood(
+    run: Path, index: int, results: dict[str, Any] | None, console: Console
+) -> None:
+    hpath = run / "history.jsonl"
+    if not hpath.is_file():
+        raise BadArguments(f"{run} has no history.jsonl, so operation {index} cannot be shown.")
+    h: History = read_history(hpath)
+    ops = h.ops
+    rows = np.nonzero((ops.index == index) | (ops.complete_index == index))[0]
+    if len(rows) == 0:
+        rec = _nemesis_record(run, index)
+        if rec is not None and rec.get("process") == "nemesis":
+            console.print(
+                Panel(
+                    json.dumps(rec, indent=2),
+                    title=f"record {index} is a nemesis event",
+                    title_align="left",
+                    border_style="yellow",
+                )
+            )
+            return
+        raise BadArguments(f"operation {index} is not in {hpath} (it has {h.lines} records).")
+    r = int(rows[0])
+    me = ops.record(r)
+    key = ops.key[r]
+    lo, hi = ops.invoke[r], ops.complete[r]
+    near = np.nonzero((ops.key == key) & (ops.invoke <= hi) & (ops.complete >= lo))[0]
+    console.print(
+        Panel(
+            json.dumps(me, indent=2),
+            title=f"operation {me['index']}",
+            title_align="left",
+            border_style="cyan",
+        )
+    )
+    kr = ((results or {}).get("keys") or {}).get(me["key"]) if me["key"] is not None else None
+    if isinstance(kr, dict):
+        console.print(
+            f"key {me['key']}: [{STATUS_STYLE.get(kr.get('status'), '')}]{kr.get('status')}[/] "
+            f"(minimal Δ {_ms(kr.get('min_delta_ms'))}) — {kr.get('reason') or ''}"
+        )
+        for s in kr.get("shifted_reads") or []:
+            if s.get("index") == me["index"]:
+                console.print(
+                    "this read's invocation had to move "
+                    f"[yellow]{_ms(s.get('shift_ms'))}[/] earlier."
+                )
+        ce = kr.get("counterexample") or {}
+        if any(isinstance(o, dict) and o.get("index") == me["index"] for o in ce.get("ops") or []):
+            console.print("[bold red]this operation is part of the key's counterexample.[/]")
+    # Also the last writes on the key that completed before it began: what a read should see.
+    before = np.nonzero((ops.key == key) & (ops.f != 0) & (ops.type == 0) & (ops.complete < lo))[0]
+    before = before[np.argsort(ops.complete[before])][-3:]
+    _ops_table(ops, before, r, f"last writes on key {me['key']} completed before it", console)
+    title = f"operations on key {me['key']} overlapping it in time ({len(near)})"
+    if r in near[:NEIGHBOURS_SHOWN]:
+        shown = near[:NEIGHBOURS_SHOWN]
+    else:
+        shown = np.append(near[: NEIGHBOURS_SHOWN - 1], r)
+    _ops_table(ops, shown, r, title, console)
+    if len(near) > len(shown):
+        console.print(f"… {len(near) - len(shown)} more overlapping operations.")
+    in_force = [
+        iv for iv in h.intervals if iv.start_ms <= hi and (iv.end_ms is None or iv.end_ms >= lo)
+    ]
+    if in_force:
+        for iv in in_force:
+            end = "the end of the test" if iv.end_ms is None else _ms(iv.end_ms)
+            console.print(
+                f"[yellow]nemesis in force:[/] {iv.name} {json.dumps(iv.value)} "
+                f"from {_ms(iv.start_ms)} to {end}"
+            )
+    else:
+        console.print("no nemesis fault was in force while it ran.")
+
+
+def _ops_table(ops: Any, rows: np.ndarray, me: int, title: str, console: Console) -> None:
+    if len(rows) == 0:
+        return
+    t = Table(title=f"{title} (times in ms)", title_justify="left")
+    # Short headers: the table must fit an 80-column terminal without eliding the cells.
+    for col in ("#", "proc", "f", "value", "type", "node", "invoked", "done", "latency"):
+        right = col in ("#", "proc", "invoked", "done", "latency")
+        t.add_column(col, justify="right" if right else "left", overflow="fold")
+    for i in rows:
+        o = ops.record(int(i))
+        style = (
+            "bold cyan"
+            if int(i) == me
+            else {"fail": "red", "info": "yellow", "open": "yellow"}.get(o["type"], "")
+        )
+        cells = [
+            str(o["index"]),
+            str(o["process"]),
+            o["f"],
+            json.dumps(o["value"]),
+            o["type"],
+            str(o["node"]),
+        ]
+        cells += [f"{o[k]:,.1f}" for k in ("invoke_ms", "complete_ms", "latency_ms")]
+        t.add_row(*cells, style=style)
+    console.print(t)
+
+
+def open_report(run: Path, console: Console) -> Path:
+    report = run / "report.html"
+    if not report.exists():
+        from checkers.report import write_report
+
+        report = write_report(run)
+    console.print(f"report: {report}")
+    has_display = (
+        sys.platform == "darwin" or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    )
+    opener = shutil.which("xdg-open") or shutil.which("open")
+    if has_display and opener:
+        subprocess.Popen(
+            [opener, str(report)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+    else:
+        console.print("no browser here: open the path above from a desktop.")
+    return report
+
+
+def inspect_run(
+    run_dir: Path, op: int | None = None, open_: bool = False, console: Console | None = None
+) -> int:
+    console = console or Console()
+    run = _run_dir(run_dir)
+    results = print_overview(run, console)
+    if op is not None:
+        print_neighbourhood(run, op, results, console)
+    if open_:
+        open_report(run, console)
+    return 0

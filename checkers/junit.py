@@ -1,0 +1,199 @@
+"""junit.xml for CI: one testsuite per run, testcases per (workload, nemesis, key group).
+
+Keys are grouped so that a run with 1,000 keys stays readable: every violating or
+undecided key is its own testcase (up to MAX_CASES_PER_STATUS, the rest in one), and all
+keys that passed (linearizable or lease-bounded) share one testcase that lists them.
+failure = a violation with its explanation; error = unknown, or a run with no results
+(the harness crashed or the checker never ran).
+
+The runner calls write_junit(run_dir) after results.json is written; it is safe on any run
+folder. write_campaign_junit gathers many runs into one <testsuites> file.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from checkers.report.rundata import read_json
+
+MAX_CASES_PER_STATUS = 100
+_INVALID_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
+
+
+def _clean(text: Any) -> str:
+    return _INVALID_XML.sub("?", "" if text is None else str(text))
+
+
+def _ms(v: Any) -> str:
+    return "none" if v is None else f"{float(v):g} ms"
+
+
+def _case(suite: ET.Element, classname: str, name: str, ops: Any = None) -> ET.Element:
+    case = ET.SubElement(suite, "testcase", classname=_clean(classname), name=_clean(name))
+    case.set("time", "0")
+    if ops is not None:
+        case.set("assertions", str(ops))
+    return case
+
+
+def _violation_text(key: str, kr: dict[str, Any], lease: Any) -> str:
+    ce = kr.get("counterexample") or {}
+    lines = [
+        f"key {key}: {kr.get('reason') or 'violation'}",
+        f"minimal delta: {_ms(kr.get('min_delta_ms'))} (lease {_ms(lease)})",
+    ]
+    if ce.get("text"):
+        lines += ["", str(ce["text"])]
+    for n in ce.get("nemesis") or []:
+        if isinstance(n, dict):
+            lines.append(
+                f"nemesis in force: {n.get('f')} at {_ms(n.get('time_ms'))} {n.get('value')}"
+            )
+    return "\n".join(lines)
+
+
+def run_suite(run_dir: Path) -> ET.Element:
+    """The <testsuite> element for one run folder (never raises on a partial folder)."""
+    run_dir = Path(run_dir)
+    problems: list[str] = []
+    test = read_json(run_dir / "test.json", problems)
+    test = test if isinstance(test, dict) else {}
+    results = read_json(run_dir / "results.json", problems)
+    results = results if isinstance(results, dict) else None
+    name = str(test.get("name") or run_dir.parent.name)
+    nemesis = "+".join(str(n) for n in (test.get("nemesis") or [])) or "none"
+    classname = f"{test.get('workload') or 'workload'}.{nemesis}"
+    suite = ET.Element("testsuite", name=_clean(f"{name}/{run_dir.name}"))
+    props = ET.SubElement(suite, "properties")
+    for k in ("sut", "workload", "seed", "lease_ms", "started", "concurrency", "keys"):
+        if test.get(k) is not None:
+            ET.SubElement(props, "property", name=k, value=_clean(test[k]))
+    ET.SubElement(props, "property", name="run_dir", value=_clean(run_dir))
+
+    if results is None:
+        case = _case(suite, classname, "checker verdict")
+        why = "; ".join(problems) or "results.json is unreadable"
+        err = ET.SubElement(case, "error", type="no-results")
+        err.set("message", _clean(f"no verdict: the run did not finish or was not checked ({why})"))
+        _finish(suite)
+        return suite
+
+    lease = results.get("lease_ms", test.get("lease_ms"))
+    ET.SubElement(props, "property", name="valid", value=_clean(results.get("valid")))
+    ET.SubElement(props, "property", name="max_delta_ms", value=_clean(results.get("max_delta_ms")))
+    keys = {str(k): kr for k, kr in (results.get("keys") or {}).items() if isinstance(kr, dict)}
+    by_status: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for k, kr in sorted(keys.items()):
+        by_status.setdefault(str(kr.get("status")), []).append((k, kr))
+
+    for status, tag in (("violation", "failure"), ("unknown", "error")):
+        group = by_status.pop(status, [])
+        for k, kr in group[:MAX_CASES_PER_STATUS]:
+            case = _case(suite, classname, f"key {k}", kr.get("ops"))
+            el = ET.SubElement(case, tag, type=status)
+            el.set("message", _clean(f"{status}: {kr.get('reason') or ''}".strip()))
+            el.text = _clean(
+                _violation_text(k, kr, lease) if status == "violation" else kr.get("reason")
+            )
+        rest = group[MAX_CASES_PER_STATUS:]
+        if rest:
+            case = _case(
+                suite, classname, f"{len(rest)} more {status} keys", sum(_ops(kr) for _, kr in rest)
+            )
+            el = ET.SubElement(case, tag, type=status)
+            el.set(
+                "message",
+                _clean(
+                    f"{len(rest)} more keys are {status}: {', '.join(k for k, _ in rest[:20])}…"
+                ),
+            )
+
+    passed = by_status.pop("linearizable", []) + by_status.pop("lease-bounded", [])
+    if passed:
+        case = _case(
+            suite,
+            classname,
+            f"keys linearizable or lease-bounded ({len(passed)})",
+            sum(_ops(kr) for _, kr in passed),
+        )
+        out = ET.SubElement(case, "system-out")
+        out.text = _clean(
+            "\n".join(
+                f"{k}: {kr.get('status')} "
+                f"(minimal delta {_ms(kr.get('min_delta_ms'))}, {kr.get('ops')} ops)"
+                for k, kr in passed
+            )
+        )
+    for status, group in by_status.items():  # a status this version does not know
+        case = _case(suite, classname, f"keys with status {status} ({len(group)})")
+        ET.SubElement(
+            case, "error", type=_clean(status), message=_clean(f"unrecognised status {status!r}")
+        )
+
+    # The run's verdict must agree with its keys; if it does not, say so rather than pass.
+    valid = results.get("valid")
+    failures = sum(1 for c in suite.iter("testcase") if c.find("failure") is not None)
+    errors = sum(1 for c in suite.iter("testcase") if c.find("error") is not None)
+    if valid is False and not failures:
+        case = _case(suite, classname, "run verdict")
+        ET.SubElement(case, "failure", type="invalid", message="results.json says invalid")
+    elif valid not in (True, False) and not errors:
+        case = _case(suite, classname, "run verdict")
+        ET.SubElement(case, "error", type="unknown", message="results.json says unknown")
+    elif not keys and valid is True:
+        _case(suite, classname, "run verdict")
+    _finish(suite)
+    return suite
+
+
+def _ops(kr: dict[str, Any]) -> int:
+    try:
+        return int(kr.get("ops") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _finish(suite: ET.Element) -> None:
+    cases = list(suite.iter("testcase"))
+    suite.set("tests", str(len(cases)))
+    suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+    suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
+    suite.set("skipped", "0")
+    suite.set("time", "0")
+
+
+def _write(root: ET.Element, path: Path) -> Path:
+    ET.indent(root)
+    tmp = path.with_name(f".{path.name}.tmp")
+    ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
+    tmp.replace(path)
+    return path
+
+
+def write_junit(run_dir: Path) -> Path:
+    """run_dir/junit.xml for this run."""
+    run_dir = Path(run_dir)
+    root = ET.Element("testsuites", name="leaseline")
+    root.append(run_suite(run_dir))
+    _totals(root)
+    return _write(root, run_dir / "junit.xml")
+
+
+def write_campaign_junit(run_dirs: Iterable[Path], path: Path) -> Path:
+    """One junit.xml for a campaign: a testsuite per run."""
+    root = ET.Element("testsuites", name="leaseline campaign")
+    for d in run_dirs:
+        root.append(run_suite(Path(d)))
+    _totals(root)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return _write(root, path)
+
+
+def _totals(root: ET.Element) -> None:
+    for attr in ("tests", "failures", "errors"):
+        root.set(attr, str(sum(int(s.get(attr, "0")) for s in root.findall("testsuite"))))
