@@ -105,5 +105,34 @@ def run(**kwargs: Any) -> int:
     return run_test(run_config(**kwargs)).exit_code
 
 
+@main.command("inspect")
+@click.argument("run_dir", type=click.Path())
+@click.option("--op", "op", type=int, default=None, help="Show this operation's neighbourhood.")
+@click.option("--open", "open_", is_flag=True, help="Open report.html in a browser.")
+@_guard
+def inspect_cmd(run_dir: str, op: int | None, open_: bool) -> int:
+    """A run's verdict and anomalies, and an operation's neighbourhood, in the terminal."""
+    from pathlib import Path
+
+    from checkers.inspect import inspect_run
+
+    return inspect_run(Path(run_dir), op=op, open_=open_)
+
+
+@main.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback unless you mean it.")
+@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--results-dir", default="results", show_default=True, type=click.Path())
+@_guard
+def serve_cmd(host: str, port: int, results_dir: str) -> int:
+    """Browse every run: verdicts, reports, histories, node logs, zip downloads."""
+    from pathlib import Path
+
+    from harness.serve import serve
+
+    serve(host, port, Path(results_dir), log=lambda m: click.echo(m, err=True))
+    return 0
+
+
 if __name__ == "__main__":
     main()
