@@ -9,6 +9,7 @@ caught up.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,7 +33,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        # The prober (e.g. a healthcheck that timed out) may have gone away.
+        with contextlib.suppress(BrokenPipeError):
+            self.wfile.write(data)
 
     def do_GET(self) -> None:  # noqa: N802
         node = self.server.node

@@ -236,5 +236,8 @@ class LeaseKV:
             "lease_margin_ms": self.cfg.lease_margin_ms,
             "bug": self.cfg.bug,
             "ready": self.raft.isReady(),
+            "connected_peers": sorted(
+                p.node_id for n in self.raft.otherNodes if self.raft.isNodeConnected(n)
+                if (p := self.cfg.peer_by_raft_addr(n.address)) is not None),
             **self.stats,
         }

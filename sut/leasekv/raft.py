@@ -139,7 +139,12 @@ class LeaseRaft(SyncObj):
             if not message.get("transfer") and self._leader_recently_alive(now):
                 # Stickiness: a live leader exists (or is us). Ignore the request without
                 # adopting its term, so an in-flight lease stays exclusive.
+                log.info("ignoring a vote request from %s (term %s): the leader is alive",
+                         node, message.get("term"))
                 return
+            if message.get("transfer"):
+                log.info("vote request from %s (term %s) for a leadership transfer",
+                         node, message.get("term"))
         elif mtype == "append_entries":
             if message["term"] < term:
                 self._SyncObj__transport.send(node, {"type": "stale_term", "term": term})  # type: ignore[attr-defined]
@@ -154,6 +159,7 @@ class LeaseRaft(SyncObj):
             # The leader asked us to take over: our next vote requests carry the flag that
             # lets sticky voters grant them. Valid for half an election timeout only.
             self._transfer_until = now + self._min_election_s / 2
+            log.info("leader %s asks us to take over (TimeoutNow)", node)
         SyncObj._SyncObj__onMessageReceived(self, node, message)  # type: ignore[attr-defined]
 
     # --- leadership changes (tick thread only) --------------------------------------------
