@@ -141,6 +141,8 @@ def signals_as_interrupts() -> Iterator[Callable[[], None]]:
     finally:
         signal.signal(signal.SIGTERM, old_term)
         signal.signal(signal.SIGINT, old_int)
+        if pending:  # the user asked to stop during cleanup: stop now that it is done
+            raise Terminated() if pending[0] == signal.SIGTERM else KeyboardInterrupt()
 
 
 def wait_ready(profile: Profile, timeout_s: float, console: Console, what: str) -> str | None:
@@ -298,6 +300,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
             ctx = NemesisContext(profile, cluster, nem_log)
             nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, profile_cls)]
             schedule = NemesisSchedule(nemeses, history, cfg.nemesis_interval, nem_log, cfg.seed)
+            # Time 0 is the moment the workload starts (cluster boot is not part of the test).
+            clock = history.clock = MonotonicClock()
             for wid in range(cfg.concurrency):
                 w = Worker(
                     wid,
