@@ -61,7 +61,10 @@ class NemesisSchedule(threading.Thread):
     @property
     def in_force_text(self) -> str:
         n = self.in_force
-        return f"{n.name} {n.active}" if n is not None and n.active else "none"
+        if n is None or not n.active:
+            return "none"
+        nodes = n.active.get("nodes", []) if isinstance(n.active, dict) else []
+        return f"{n.name} {','.join(nodes)}".strip()
 
     def _apply(self, nem: Nemesis, start: bool) -> None:
         f = nem.start_f if start else nem.stop_f
