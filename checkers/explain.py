@@ -132,8 +132,11 @@ def build(
         g.add_node(rec["id"], **{k: v for k, v in rec.items() if k != "id"})
     for a, b, typ, cyc in edges:
         ia, ib = int(h.index[a]), int(h.index[b])
-        if g.has_edge(ia, ib):
-            g.edges[ia, ib]["cycle"] = g.edges[ia, ib]["cycle"] or cyc
+        if g.has_edge(ia, ib):  # one edge per pair: the data dependency names it
+            e = g.edges[ia, ib]
+            e["cycle"] = e["cycle"] or cyc
+            if e["type"] == "real-time":
+                e["type"] = typ
             continue
         g.add_edge(ia, ib, type=typ, cycle=cyc)
     starts = [int(h.invoke[r]) - (lease_ns if h.f[r] == READ else 0) for r in rows]

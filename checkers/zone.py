@@ -33,13 +33,18 @@ The initial value is a virtual write that completes before the history starts. A
 write (outcome unknown) whose value nobody read may never have happened: it is dropped;
 one that was read took effect, and its cluster's f comes from its readers.
 
-Per-read shift at the minimal Δ: a read of v is stale by invoke - t_v, where
-t_v = min{f_w : w != v, s_w > f_v} over unshifted zones (the first completion among the
-clusters that must come after v), capped at Δ. These shifts are jointly sufficient (a
-conflict between u and v would put each in the other's set, forcing s'_u <= f_v or
-s'_v <= f_u) and their maximum is Δ (else a smaller uniform Δ would do). Each read's
-shift taken alone with all others at Δ is not jointly sufficient: two stale reads of
-interleaved values can each be excused by shifting the other.
+Per-read shift at the minimal Δ, from one linearization: with no conflicts at Δ,
+ordering the clusters by s(Δ) for forward zones and by f for backward ones (forward
+first on ties), each cluster being its write then its reads, respects real time (v
+before w needs f_w >= s_v(Δ); each case follows from the two zone conditions) and keeps
+backward clusters in completion order, so reads that were not stale get no shift. Where
+possible backward clusters are placed where the unshifted history put them instead
+(checked to be a linearization), which leaves concurrent reads unshifted. A
+read of v must precede every later cluster's first completion: it needs
+max(0, invoke - min{f_w : w after v}) <= Δ. These shifts work together, and their
+maximum is Δ (else a smaller uniform Δ would do). (A read's shift with every other read
+at Δ would not do: two stale reads of interleaved values can each be excused by
+shifting the other.)
 """
 
 from __future__ import annotations
@@ -227,54 +232,25 @@ def _type_b(f: np.ndarray, S: np.ndarray) -> tuple[int, int, int]:
     return int(best[k]), int(order[rec[bq[k]]]), int(order[k])
 
 
-def _range_min_table(a: np.ndarray) -> list[np.ndarray]:
-    table = [a]
-    w = 1
-    while 2 * w <= len(a):
-        prev = table[-1]
-        table.append(np.minimum(prev[:-w], prev[w:]))
-        w *= 2
-    return table
-
-
-def _range_min(table: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """min of a[lo:hi] per query; BIG for empty ranges."""
-    length = hi - lo
-    out = np.full(len(lo), BIG, dtype=np.int64)
-    ok = length > 0
-    if not ok.any():
-        return out
-    lo, hi, length = lo[ok], hi[ok], length[ok]
-    lvl = np.floor(np.log2(length)).astype(np.int64)
-    res = np.empty(len(lo), dtype=np.int64)
-    for k in np.unique(lvl):
-        m = lvl == k
-        t = table[k]
-        res[m] = np.minimum(t[lo[m]], t[hi[m] - (1 << int(k))])
-    out[ok] = res
-    return out
-
-
 def _shifts(c: _Clusters, inv: np.ndarray, delta: int) -> np.ndarray:
-    """Own shift of every read (aligned with c.read_rows) at Δ = delta."""
+    """Shift of every read (aligned with c.read_rows) in one linearization at Δ = delta."""
     idx = np.flatnonzero(c.live)
     W, f, S = c.W[idx], c.f[idx], c.S[idx]
-    s = np.maximum(W, S)  # unshifted: see the module docstring
-    order = np.argsort(s, kind="stable")
-    ss, fs = s[order], f[order]
-    rank = np.empty(len(idx), dtype=np.int64)
-    rank[order] = np.arange(len(idx))
-    start = np.searchsorted(ss, f, side="right")  # clusters with s_w > f_v
-    table = _range_min_table(fs)
-    n = len(idx)
-    end = np.full(n, n, dtype=np.int64)
-    inside = rank >= start  # v itself is among them: leave it out
-    a = _range_min(table, start, np.where(inside, rank, end))
-    b = _range_min(table, np.where(inside, rank + 1, end), end)
-    t = np.minimum(a, b)
-    t_full = np.full(len(c.W), BIG, dtype=np.int64)
-    t_full[idx] = t
-    tv = t_full[c.read_cluster]
+    s = np.maximum(W, np.where(S > NEG, S - delta, NEG))
+    fwd = s > f
+    # First choice: backward clusters where the unshifted history put them (fewest
+    # shifts); it is a linearization only if no cluster has a completion before an
+    # earlier-placed cluster's start. Otherwise the order that always is one.
+    natural = np.clip(np.maximum(W, S), s, f)
+    order = np.lexsort((np.where(fwd, 0, 1), np.where(fwd, s, natural)))
+    prev_s = np.maximum.accumulate(np.concatenate(([NEG], s[order][:-1])))
+    if np.any(f[order] < prev_s):
+        order = np.lexsort((np.where(fwd, 0, 1), np.where(fwd, s, f)))
+    f_after = np.minimum.accumulate(f[order][::-1])[::-1]
+    f_after = np.append(f_after[1:], BIG)  # earliest completion of any later cluster
+    t = np.full(len(c.W), BIG, dtype=np.int64)
+    t[idx[order]] = f_after
+    tv = t[c.read_cluster]
     return np.clip(np.where(tv < BIG, inv[c.read_rows] - tv, 0), 0, delta)
 
 

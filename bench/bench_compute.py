@@ -1,0 +1,87 @@
+"""Per-key compute throughput of the checker (zone method), and the single-key case.
+
+Histories come from bench/gen_history.py (unique values per key, planted stale reads),
+are read with the jsonl importer (not timed), then check_key runs on every key in this
+one process: ops / second of compute = ops per second per core.
+
+    python -m bench.bench_compute                   # 1 M ops / 1000 keys, then 100k-op key
+    python -m bench.bench_compute --ops 200000 --keys 200
+
+Targets: >= 1 M ops/s per core on unique-value registers; one key of 100k ops with one
+planted stale read decided, with its Δ, in < 1 s and < 1 GB peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.gen_history import generate
+from checkers.decide import check_key
+from checkers.importers.jsonl import read_jsonl
+
+MS = 1_000_000
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def throughput(ops: int, keys: int, lease_ms: float, workdir: Path) -> float:
+    gen = generate(workdir / "many.jsonl", ops=ops, keys=keys, stale_reads=[2.0, 50.0],
+                   lost_writes=1, seed=7)
+    histories, _ = read_jsonl(gen.path)
+    total = sum(len(h) for h in histories)
+    methods: dict[str, int] = {}
+    statuses: dict[str, int] = {}
+    t0 = time.process_time()
+    for h in histories:
+        res = check_key(h, int(lease_ms * MS))
+        methods[res.method] = methods.get(res.method, 0) + 1
+        statuses[res.status] = statuses.get(res.status, 0) + 1
+    cpu = time.process_time() - t0
+    rate = total / cpu if cpu > 0 else float("inf")
+    print(f"throughput: {total:,} ops in {len(histories):,} keys checked in {cpu:.3f} s CPU "
+          f"= {rate / 1e6:.2f} M ops/s per core (target >= 1 M)  methods={methods} "
+          f"statuses={statuses}")
+    return rate
+
+
+def single_key(ops: int, stale_ms: float, lease_ms: float, workdir: Path) -> tuple[float, float]:
+    gen = generate(workdir / "one.jsonl", ops=ops, keys=1, stale_reads=[stale_ms], seed=11,
+                   info_rate=0.01)
+    (h,), _ = read_jsonl(gen.path)
+    t0 = time.perf_counter()
+    res = check_key(h, int(lease_ms * MS))
+    wall = time.perf_counter() - t0
+    rss = _peak_rss_mb()
+    delta = None if res.min_delta_ns is None else res.min_delta_ns / MS
+    print(f"single key: {len(h):,} ops, planted stale read {stale_ms} ms -> {res.status}, "
+          f"minimal delta {delta} ms, {len(res.shifted_reads)} shifted read(s), method "
+          f"{res.method}; {wall:.3f} s (target < 1 s), peak RSS {rss:.0f} MB (target < 1024)")
+    return wall, rss
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=1000)
+    ap.add_argument("--single-ops", type=int, default=100_000)
+    ap.add_argument("--stale-ms", type=float, default=30.0)
+    ap.add_argument("--lease-ms", type=float, default=10.0)
+    a = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="ll-bench-compute-") as d:
+        # the single-key case first, so its peak RSS is not the many-key run's
+        wall, rss = single_key(a.single_ops, a.stale_ms, a.lease_ms, Path(d))
+        rate = throughput(a.ops, a.keys, a.lease_ms, Path(d))
+    ok = rate >= 1e6 and wall < 1.0 and rss < 1024
+    print("targets met" if ok else "targets NOT met")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
