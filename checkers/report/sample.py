@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+FIELD_ORDER = ("index", "time", "process", "type", "f", "key", "value", "node", "error")
+
 
 def make_sample_run(
     run_dir: Path,
@@ -182,7 +184,9 @@ def make_sample_run(
 
     with open(run_dir / "history.jsonl", "w", encoding="utf-8") as fh:
         for _, _, rec in events:
-            fh.write(json.dumps(rec, separators=(",", ":")) + "\n")
+            # Field order as harness.history.HistoryWriter writes it.
+            out = {k: rec[k] for k in FIELD_ORDER if k in rec}
+            fh.write(json.dumps(out, separators=(",", ":")) + "\n")
 
     nemesis_json = [
         {"index": rec["index"], "time_ms": rec["time"] / 1e6, "f": rec["f"], "value": rec["value"]}

@@ -371,7 +371,7 @@
     if (!nodes.length) { container.innerHTML = '<div class="empty">This violation has no counterexample graph.</div>'; return; }
     const procs = [...new Set(nodes.map((n) => String(n.process)))];
     const order = nodes.slice().sort((a, b) => nodeTime(a) - nodeTime(b));
-    const NW = 150, NH = 46, GX = 110, GY = 70, PADX = 30, PADY = 40;
+    const hasRole = nodes.some((n) => n.role), NW = 170, NH = hasRole ? 60 : 46, GX = 110, GY = 70, PADX = 30, PADY = 40;
     order.forEach((n, r) => { n._x = PADX + r * (NW + GX); n._y = PADY + procs.indexOf(String(n.process)) * (NH + GY) + 10; });
     const W = PADX * 2 + order.length * (NW + GX) - GX + 40, H = PADY * 2 + procs.length * (NH + GY) - GY + 40;
     const svg = el("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}` }, container);
@@ -425,7 +425,7 @@
       const t2 = el("text", { x: 9, y: 35, class: "small" }, grp);
       const tt = nodeTime(n), ct = typeof n.complete_ms === "number" ? n.complete_ms : null;
       t2.textContent = `#${n.index ?? n.id} · ${n.node ?? ""} · ${fmtMs(tt)}` + (ct !== null ? `+${(ct - tt).toFixed(1)}` : " → ?");
-      if (n.role) { const t3 = el("text", { x: 9, y: NH + 14, class: "small" }, grp); t3.textContent = n.role; }
+      if (n.role) { const t3 = el("text", { x: 9, y: 51, class: "small role" }, grp); t3.textContent = String(n.role).slice(0, 30); }
       let drag = null;
       grp.addEventListener("mousedown", (ev) => { drag = { x: ev.clientX, y: ev.clientY, nx: n._x, ny: n._y, moved: false }; ev.preventDefault(); });
       window.addEventListener("mousemove", (ev) => {
