@@ -175,24 +175,47 @@
       ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, w, height);
       for (let l = 0; l < nLanes; l++) if (l % 2) { ctx.fillStyle = "#f7f9fb"; ctx.fillRect(M.left, M.top + l * laneH, w - M.left - M.right, laneH); }
       drawNemesis(ctx, w, M.top, plotBottom, true);
-      // Bucket visible ops by colour so each colour is one path fill (fast at 100k ops).
-      const buckets = new Map(); let drawn = 0, sel = null;
-      const x0c = M.left, x1c = w - M.right, pad = laneH > 10 ? 2 : 1;
-      for (let i = firstVisible(view.t0); i < N && OPS.inv[i] <= view.t1; i++) {
+      const x0c = M.left, x1c = w - M.right, pad = laneH > 10 ? 2 : 1, cols = Math.ceil(x1c - x0c) + 1;
+      let lastRow = firstVisible(view.t0), hi = N;
+      { let lo = lastRow; while (lo < hi) { const m = (lo + hi) >> 1; if (OPS.inv[m] <= view.t1) lo = m + 1; else hi = m; } }
+      // Zoomed out (several operations per pixel) each pixel column of a lane shows the worst
+      // outcome in it (fail, then info, then ok by majority of reads/writes): drawing bars
+      // there would leave whichever came last on top and hide the failures.
+      const dense = (hi - lastRow) / Math.max(1, cols * nLanes) > 0.35;
+      let drawn = 0, sel = null;
+      const buckets = new Map();
+      const bucket = (color) => { let p = buckets.get(color); if (!p) { p = new Path2D(); buckets.set(color, p); } return p; };
+      const agg = dense ? [0, 1, 2, 3].map(() => new Uint32Array(cols * nLanes)) : null; // reads ok, writes ok, fail, info
+      for (let i = firstVisible(view.t0); i < hi; i++) {
         if (OPS.cmp[i] < view.t0) continue;
         if (view.key >= 0 && OPS.key[i] !== view.key) continue;
         let a = xOf(OPS.inv[i], w), b = xOf(OPS.cmp[i], w);
         a = Math.max(a, x0c); b = Math.min(Math.max(b, a + 1), x1c);
-        const color = COLORS[TYPE_NAMES[OPS.type[i]]][OPS.f[i]];
-        let p = buckets.get(color); if (!p) { p = new Path2D(); buckets.set(color, p); }
-        p.rect(a, M.top + OPS.lane[i] * laneH + pad, b - a, laneH - 2 * pad);
         drawn++;
-        if (i === view.selected) sel = [a, M.top + OPS.lane[i] * laneH + pad, b - a, laneH - 2 * pad];
+        const y = M.top + OPS.lane[i] * laneH + pad;
+        if (i === view.selected) sel = [a, y, b - a, laneH - 2 * pad];
+        if (dense) {
+          const t = OPS.type[i], which = t === 1 ? 2 : t >= 2 ? 3 : (OPS.f[i] === 0 ? 0 : 1), base = OPS.lane[i] * cols;
+          for (let x = Math.floor(a - x0c), e = Math.floor(b - x0c); x <= e && x < cols; x++) agg[which][base + x]++;
+        } else {
+          bucket(COLORS[TYPE_NAMES[OPS.type[i]]][OPS.f[i]]).rect(a, y, b - a, laneH - 2 * pad);
+        }
       }
-      // ok operations first, so fail/info ones stay visible when thousands share a pixel.
+      if (dense) {
+        const [rd, wr, fl, inf] = agg;
+        for (let l = 0; l < nLanes; l++) for (let x = 0; x < cols; x++) {
+          const k = l * cols + x;
+          const color = fl[k] ? COLORS.fail[1] : inf[k] ? COLORS.info[1] : rd[k] + wr[k] === 0 ? null
+            : rd[k] >= wr[k] ? COLORS.ok[0] : COLORS.ok[1];
+          if (color) bucket(color).rect(x0c + x, M.top + l * laneH + pad, 1, laneH - 2 * pad);
+        }
+      }
+      // ok operations first, so fail/info ones stay visible when they share a pixel.
       const okColors = new Set(COLORS.ok);
       const paint = [...buckets].sort((a, b) => okColors.has(b[0]) - okColors.has(a[0]));
       for (const [color, p] of paint) { ctx.fillStyle = color; ctx.fill(p); }
+      if (dense) drawNemesis(ctx, w, M.top, plotBottom, false); // tint over the solid columns
+      canvas.dataset.mode = dense ? "density" : "operations";
       if (sel) { ctx.strokeStyle = "#1d2733"; ctx.lineWidth = 2; ctx.strokeRect(sel[0] - 1, sel[1] - 1, sel[2] + 2, sel[3] + 2); }
       ctx.fillStyle = "#6b7785"; ctx.font = (laneH >= 12 ? 11 : 9) + "px sans-serif"; ctx.textAlign = "right";
       const every = Math.ceil(11 / laneH);
