@@ -75,4 +75,5 @@ def test_node_that_never_becomes_ready(
     run_dir = (tmp_path / "latest").resolve()
     assert (run_dir / "history.jsonl").exists()
     assert (run_dir / "test.json").exists()
+    assert "<error" in (run_dir / "junit.xml").read_text()  # CI sees a run without a verdict
     assert (run_dir / "nodes" / "n1" / "container.log").stat().st_size > 0  # logs kept for the user
