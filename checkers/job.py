@@ -31,12 +31,13 @@ import pandas as pd
 from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION, Budget, check_key
 from checkers.errors import HistoryFormatError
 from checkers.importers.jsonl import (
+    CLIENT_FS,
     NEMESIS,
+    TYPES,
     RecordProblem,
     locate_problem,
-    nemesis_events,
     pair_key,
-    parse_line,
+    scan_nemesis,
 )
 from checkers.ops import KeyHistory, NemesisEvent
 
@@ -49,7 +50,7 @@ JSONL_SCHEMA = (
     "value VARIANT, node STRING, _corrupt STRING"
 )
 RESULT_SCHEMA = (
-    "file STRING, key STRING, result STRING, problem_index BIGINT, problem_process STRING, "
+    "file STRING, key STRING, result STRING, problem_index BIGINT, problem_process BIGINT, "
     "problem_what STRING, problem_line BIGINT, crash STRING"
 )
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"
@@ -180,7 +181,8 @@ def _jsonl_group(
         # no line numbers here: the driver streams the file to name the first bad line
         row = _row(path, key, problem_what="a line is not a valid history record")
     else:
-        frame = pdf.assign(line=-1)
+        frame = pdf.assign(line=-1).astype(
+            {"index": "int64", "time": "int64", "process": "int64", "type": "int8", "f": "int8"})
         try:
             history = pair_key(frame, file=path, key=str(key), nemesis=nemesis.get(fid, []))
         except RecordProblem as e:
@@ -239,34 +241,12 @@ def _uri_to_path(uri: str) -> str:
     return os.path.realpath(unquote(u.path) if u.scheme in ("file", "") else uri)
 
 
-def _jsonl_nemesis(spark: Any, paths: list[str], fid: dict[str, int]) -> dict[int, list]:
-    """Nemesis events per file: a cheap text scan for the few lines that mention them."""
-    from pyspark.sql import functions as F
-
-    lines = (
-        spark.read.text(paths)
-        .filter(F.col("value").contains(f'"{NEMESIS}"'))
-        .select(F.col("_metadata.file_path").alias("file"), "value")
-        .collect()
-    )
-    records: dict[int, list[dict[str, Any]]] = {}
-    for row in lines:
-        try:
-            rec = parse_line(row["value"], row["file"], 0)
-        except HistoryFormatError:
-            continue  # the main pass reports malformed lines with their line numbers
-        if rec["process"] == NEMESIS:
-            records.setdefault(fid[_uri_to_path(row["file"])], []).append(rec)
-    return {f: nemesis_events(recs) for f, recs in records.items()}
-
-
-def _jsonl_rows(
-    spark: Any, paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None
-) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
+def jsonl_records(spark: Any, paths: list[str]) -> Any:
+    """The client records of every file as one DataFrame in the shape pair_key expects
+    (type/f as codes, value as JSON text) plus fid (position in `paths`) and bad (corrupt)."""
     from pyspark.sql import functions as F
 
     fid = {_uri_to_path(p): i for i, p in enumerate(paths)}
-    nemesis = _jsonl_nemesis(spark, paths, fid)
     df = spark.read.schema(JSONL_SCHEMA).option("columnNameOfCorruptRecord", "_corrupt").json(paths)
     # A small integer per file instead of its path on each of millions of shuffled rows.
     # (_metadata.file_path spells local files file:/x where inputFiles() says file:///x)
@@ -274,17 +254,39 @@ def _jsonl_rows(
                  for v in (u, u.replace("file:///", "file:/", 1))}
     uri_ids = [x for u, i in spellings.items() for x in (F.lit(u), F.lit(i))]
     file_id = F.create_map(*uri_ids)[F.col("_metadata.file_path")]
-    records = df.select(
+
+    def code(col: str, names: tuple[str, ...]) -> Any:  # position in names, -1 if absent
+        return (F.array_position(F.array(*map(F.lit, names)), F.col(col)) - 1).cast("tinyint")
+
+    value = F.to_json("value")
+    return df.filter(~F.col("process").eqNullSafe(NEMESIS)).select(
         file_id.alias("fid"),
-        "index", "time", "process", "type", "f", "key",
-        F.to_json("value").alias("value"),
+        "index", "time",
+        F.when(F.col("process").rlike("^-?[0-9]{1,18}$"), F.col("process").cast("long"))
+        .alias("process"),  # anything else is malformed: null, reported via parse_line
+        code("type", TYPES).alias("type"),
+        code("f", tuple(CLIENT_FS)).alias("f"),
+        "key",
+        value.alias("value"),
         # ints and null print the same in Spark and Python: only other values get a
         # Python round trip to ops.canonical (floats, strings with escapes, objects...)
-        F.coalesce(F.to_json("value").rlike(r"^(-?[0-9]+|null|\"[ !#-\[\]-~]*\")$"),
-                   F.lit(True)).alias("plain"),
+        F.coalesce(value.rlike(r"^(-?[0-9]+|null|\"[ !#-\[\]-~]*\")$"), F.lit(True))
+        .alias("plain"),
         "node",
         F.col("_corrupt").isNotNull().alias("bad"),
-    ).filter(~F.col("process").eqNullSafe(NEMESIS))
+    )
+
+
+def _jsonl_rows(
+    spark: Any, paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None
+) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
+    # nemesis events are few: a memchr-speed scan on the driver finds them
+    nemesis = {i: scan_nemesis(p) for i, p in enumerate(paths)}
+    records = jsonl_records(spark, paths)
+    spark.conf.set("spark.sql.shuffle.partitions",
+                   str(max(2, 2 * spark.sparkContext.defaultParallelism)))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+
     def fn(pdf: pd.DataFrame) -> pd.DataFrame:  # a plain function: Spark inspects its hints
         return _jsonl_group(pdf, files=paths, nemesis=nemesis, lease_ns=lease_ns, budget=budget,
                             checker=checker)

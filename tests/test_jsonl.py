@@ -121,7 +121,7 @@ def test_spark_frame_path_equals_in_process_path(tmp_path: Path) -> None:
     ]
     expected = read_jsonl(write(tmp_path, records))[0][0]
     spark_like = records_frame([
-        dict(r, line=-1, process=str(r["process"]), plain=False,
+        dict(r, line=-1, plain=False,
              value=json.dumps(r["value"], ensure_ascii=False)) for r in records
     ])
     got = pair_key(spark_like, file=expected.file, key="k")
@@ -208,7 +208,7 @@ def test_locate_problem_names_the_line_spark_could_not(tmp_path: Path) -> None:
     lines = [*GOOD, "", rec(2, 2, 1, "invoke", "read"), rec(3, 3, 1, "ok", "read", key="z")]
     p = write(tmp_path, lines)
     # the per-key group of key "z" sees a completion without invocation at index 3 ...
-    frame = records_frame([dict(lines[-1], line=-1, process="1", plain=True, value="null")])
+    frame = records_frame([dict(lines[-1], line=-1, plain=True, value="null")])
     with pytest.raises(RecordProblem) as seen:
         pair_key(frame, file=str(p), key="z")
     assert seen.value.index == 3 and seen.value.line == -1

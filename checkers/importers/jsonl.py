@@ -20,6 +20,8 @@ one file through `parse_line` and the same rules to name the first bad line.
 from __future__ import annotations
 
 import json
+import mmap
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -33,14 +35,13 @@ from checkers.ops import CAS, READ, UNKNOWN_END, WRITE, KeyHistory, NemesisEvent
 NEMESIS = "nemesis"
 TYPES = ("invoke", "ok", "fail", "info")
 CLIENT_FS = {"read": READ, "write": WRITE, "cas": CAS}
-COLUMNS = ["line", "index", "time", "process", "type", "f", "key", "value", "plain", "node"]
 _INT64_MAX = np.iinfo(np.int64).max
 
 
 class RecordProblem(Exception):
     """A rule broken by the record with history index `index` (None: a line that did not parse)."""
 
-    def __init__(self, index: int | None, process: str | None, what: str, line: int = -1) -> None:
+    def __init__(self, index: int | None, process: int | None, what: str, line: int = -1) -> None:
         super().__init__(what)
         self.index, self.process, self.what, self.line = index, process, what, line
 
@@ -97,7 +98,7 @@ def parse_line(text: str, path: str, line: int) -> dict[str, Any]:
         "line": line,
         "index": rec["index"],
         "time": rec["time"],
-        "process": str(process),
+        "process": process,
         "type": rec["type"],
         "f": rec["f"],
         "key": key,
@@ -116,88 +117,114 @@ def iter_records(path: str | Path) -> Iterator[dict[str, Any]]:
                 yield parse_line(text, p, n)
 
 
+TYPE_CODES = {t: i for i, t in enumerate(TYPES)}  # invoke 0, ok 1, fail 2, info 3; -1 unknown
+INVOKE, OK, FAIL, INFO = range(4)
+
+
 def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
-    if not records:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in COLUMNS})
-    return pd.DataFrame.from_records(records, columns=COLUMNS)
+    """Client records (dicts from parse_line) -> the frame the rules work on.
+
+    type and f are small codes (-1 = unknown, its text kept in type_text / f_text for the
+    message); this is also the shape the Spark job builds in the JVM.
+    """
+    def col(name: str, dtype: Any = object) -> np.ndarray:
+        return np.array([r[name] for r in records], dtype=dtype)
+
+    type_text, f_text = col("type"), col("f")
+    return pd.DataFrame({
+        "line": col("line", np.int64),
+        "index": col("index", np.int64),
+        "time": col("time", np.int64),
+        "process": col("process", np.int64),
+        "type": np.array([TYPE_CODES.get(t, -1) for t in type_text], dtype=np.int8),
+        "f": np.array([CLIENT_FS.get(f, -1) for f in f_text], dtype=np.int8),
+        "key": col("key"),
+        "value": col("value"),
+        "plain": col("plain", bool),
+        "node": col("node"),
+        "type_text": type_text,
+        "f_text": f_text,
+    })
 
 
 # ---- rules across records -------------------------------------------------------------------
 
 
-def _where(frame: pd.DataFrame, i: int) -> str:
-    line = int(frame["line"].iat[i])
-    return f"line {line}" if line > 0 else f"index {int(frame['index'].iat[i])}"
+class _Cols:
+    """The frame's columns as numpy arrays, rows ordered by (process, index)."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        self.frame = frame
+        process = frame["process"].to_numpy(np.int64)
+        index = frame["index"].to_numpy(np.int64)
+        self.order = np.lexsort((index, process))
+        self.process = process[self.order]
+        self.index = index[self.order]
+        self.type = frame["type"].to_numpy(np.int8)[self.order]
+        self.f = frame["f"].to_numpy(np.int8)[self.order]
+        self.line = frame["line"].to_numpy(np.int64)[self.order]
+        n = len(self.order)
+        self.is_inv = self.type == INVOKE
+        # same_prev[k]: row k-1 belongs to the same process; prev_inv: ... and is an invocation
+        self.same_prev = np.zeros(n, dtype=bool)
+        self.same_prev[1:] = self.process[1:] == self.process[:-1]
+        self.prev_inv = np.zeros(n, dtype=bool)
+        self.prev_inv[1:] = self.same_prev[1:] & self.is_inv[:-1]
+
+    def text(self, name: str, k: int) -> str:
+        """type/f as written (the Spark frame only has codes: a generic "?" there)."""
+        col = f"{name}_text"
+        if col in self.frame:
+            return str(self.frame[col].iat[self.order[k]])
+        codes = self.type if name == "type" else self.f
+        names = TYPES if name == "type" else tuple(CLIENT_FS)
+        return names[codes[k]] if codes[k] >= 0 else "?"
+
+    def where(self, k: int) -> str:
+        return f"line {self.line[k]}" if self.line[k] > 0 else f"index {self.index[k]}"
 
 
-def _sequence(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows ordered by (process, index), and per position: is an invocation, and the row
-    before it is the same process's invocation."""
-    codes, _ = pd.factorize(frame["process"])
-    idx = frame["index"].to_numpy(np.int64)
-    order = np.lexsort((idx, codes))
-    proc = codes[order]
-    is_inv = (frame["type"].to_numpy(object) == "invoke")[order]
-    same = np.zeros(len(order), dtype=bool)
-    same[1:] = proc[1:] == proc[:-1]
-    prev_inv = np.zeros(len(order), dtype=bool)
-    prev_inv[1:] = same[1:] & is_inv[:-1]
-    return order, is_inv, prev_inv
-
-
-def find_problem(frame: pd.DataFrame) -> RecordProblem | None:
-    """The earliest (by history index) record breaking a rule, among client records."""
+def find_problem(frame: pd.DataFrame, cols: _Cols | None = None) -> RecordProblem | None:
+    """The earliest (by history index) client record that breaks a rule, if any."""
     if len(frame) == 0:
         return None
-    found: list[tuple[int, int, str]] = []  # (index, row, what)
+    c = cols or _Cols(frame)
+    found: list[tuple[int, int]] = []  # (index, position)
+    what: dict[int, Any] = {}
 
-    def flag(mask: np.ndarray, rows: np.ndarray, what: Any) -> None:
+    def flag(mask: np.ndarray, message: Any) -> None:
         hits = np.flatnonzero(mask)
         if len(hits):
-            k = hits[np.argmin(frame["index"].to_numpy(np.int64)[rows[hits]])]
-            found.append((int(frame["index"].iat[rows[k]]), int(rows[k]), what(k)))
+            k = int(hits[np.argmin(c.index[hits])])
+            found.append((int(c.index[k]), k))
+            what[k] = message
 
-    everything = np.arange(len(frame))
-    type_ = frame["type"].to_numpy(object)
-    f = frame["f"].to_numpy(object)
-    process = frame["process"].to_numpy(object)
-    flag(~np.isin(type_, TYPES), everything,
-         lambda k: f"unknown type {json.dumps(type_[k])} (expected invoke, ok, fail or info)")
-    flag(~np.isin(f, list(CLIENT_FS)), everything,
-         lambda k: f"unknown f {json.dumps(f[k])} (expected read, write or cas)")
-    digits = pd.Series(process).str.fullmatch(r"-?\d+").to_numpy(bool)
-    flag(~digits, everything,
-         lambda k: "field 'process' must be an integer or \"nemesis\", got "
-         f"{json.dumps(process[k])}")
-    if found:  # the sequence rules below assume known types
-        return _first(frame, found)
+    def q(s: str) -> str:
+        return json.dumps(s)
 
-    order, is_inv, prev_inv = _sequence(frame)
-    key = frame["key"].to_numpy(object)[order]
-    fo = f[order]
-    po = process[order]
-    prev = np.maximum(np.arange(len(order)) - 1, 0)
-
-    flag(is_inv & prev_inv, order,
-         lambda k: f"second invocation of process {po[k]} while its invocation at "
-         f"{_where(frame, order[k - 1])} is still pending")
-    flag(~is_inv & ~prev_inv, order,
-         lambda k: f"{json.dumps(type_[order[k]])} completion of process {po[k]} without a "
-         "pending invocation")
-    flag(~is_inv & prev_inv & (fo != fo[prev]), order,
-         lambda k: f"completion f {json.dumps(fo[k])} differs from its invocation's f "
-         f"{json.dumps(fo[k - 1])} ({_where(frame, order[k - 1])})")
-    flag(~is_inv & prev_inv & (key != key[prev]), order,
-         lambda k: f"completion key {json.dumps(key[k])} differs from its invocation's key "
-         f"{json.dumps(key[k - 1])} ({_where(frame, order[k - 1])})")
-    return _first(frame, found)
-
-
-def _first(frame: pd.DataFrame, found: list[tuple[int, int, str]]) -> RecordProblem | None:
+    flag(c.type < 0, lambda k: f"unknown type {q(c.text('type', k))} "
+         "(expected invoke, ok, fail or info)")
+    flag(c.f < 0, lambda k: f"unknown f {q(c.text('f', k))} (expected read, write or cas)")
+    if not found:  # the sequence rules below assume known types
+        comp = ~c.is_inv
+        prev = np.maximum(np.arange(len(c.order)) - 1, 0)
+        key = frame["key"].to_numpy(object)[c.order]
+        flag(c.is_inv & c.prev_inv,
+             lambda k: f"second invocation of process {c.process[k]} while its invocation at "
+             f"{c.where(k - 1)} is still pending")
+        flag(comp & ~c.prev_inv,
+             lambda k: f"{q(c.text('type', k))} completion of process {c.process[k]} without a "
+             "pending invocation")
+        flag(comp & c.prev_inv & (c.f != c.f[prev]),
+             lambda k: f"completion f {q(c.text('f', k))} differs from its invocation's f "
+             f"{q(c.text('f', k - 1))} ({c.where(k - 1)})")
+        flag(comp & c.prev_inv & (key != key[prev]),
+             lambda k: f"completion key {q(key[k])} differs from its invocation's key "
+             f"{q(key[k - 1])} ({c.where(k - 1)})")
     if not found:
         return None
-    index, row, what = min(found)
-    return RecordProblem(index, str(frame["process"].iat[row]), what, int(frame["line"].iat[row]))
+    index, k = min(found)
+    return RecordProblem(index, int(c.process[k]), what[k](k), int(c.line[k]))
 
 
 # ---- pairing --------------------------------------------------------------------------------
@@ -231,56 +258,54 @@ def pair_key(
     (constrains nothing); info write/cas -> complete = UNKNOWN_END; an invocation with no
     completion at the end of the history counts as info.
     """
-    problem = find_problem(frame)
+    c = _Cols(frame)
+    problem = find_problem(frame, c)
     if problem is not None:
         raise problem
-    order, is_inv, _ = _sequence(frame)
-    n = len(order)
-    inv = np.flatnonzero(is_inv)  # positions in `order`
+    n = len(c.order)
+    inv = np.flatnonzero(c.is_inv)  # positions in (process, index) order
     nxt = np.minimum(inv + 1, max(n - 1, 0))
-    codes, _ = pd.factorize(frame["process"])
-    has_comp = (inv + 1 < n) & ~is_inv[nxt] & (codes[order][nxt] == codes[order][inv])
-    ctype = np.where(has_comp, frame["type"].to_numpy(object)[order][nxt], "info")
-    fname = frame["f"].to_numpy(object)[order][inv]
-    keep = (ctype == "ok") | ((ctype == "info") & (fname != "read"))
-    inv, nxt, has_comp = inv[keep], nxt[keep], has_comp[keep]
-    ctype, fname = ctype[keep], fname[keep]
-    ri, rc = order[inv], order[nxt]  # frame rows of the invocation and of the completion
+    has_comp = (inv + 1 < n) & c.prev_inv[nxt]
+    ctype = np.where(has_comp, c.type[nxt], INFO)
+    fcode = c.f[inv]
+    keep = (ctype == OK) | ((ctype == INFO) & (fcode != READ))
+    inv, nxt, has_comp, ctype, fcode = inv[keep], nxt[keep], has_comp[keep], ctype[keep], \
+        fcode[keep]
+    ri, rc = c.order[inv], c.order[nxt]  # frame rows of each invocation and its completion
 
-    col = {c: frame[c].to_numpy() for c in ("index", "time", "value", "node", "process")}
-    plain = frame["plain"].to_numpy(bool) if "plain" in frame else np.ones(len(frame), bool)
-    fcode = np.array([CLIENT_FS[x] for x in fname], dtype=np.int8) if len(fname) else np.zeros(
-        0, np.int8)
-    # Reads report what the completion returned; writes/cas what the invocation asked for.
-    is_read = fcode == READ
-    vrow = np.where(is_read, rc, ri)
-    value = _canonical_texts(col["value"][vrow].astype(object), plain[vrow])
+    time = frame["time"].to_numpy(np.int64)
+    raw = frame["value"].to_numpy(object)
+    plain = frame["plain"].to_numpy(bool)
+    node_col = frame["node"].to_numpy(object)
+    # reads report what the completion returned; writes and cas what the invocation asked
+    vrow = np.where(fcode == READ, rc, ri)
+    value = _canonical_texts(raw[vrow], plain[vrow])
     expected = np.full(len(ri), None, dtype=object)
     for k in np.flatnonzero(fcode == CAS):
-        pair = json.loads(col["value"][ri[k]]) if col["value"][ri[k]] is not None else None
+        text = raw[ri[k]]
+        pair = json.loads(text) if text is not None else None
         if not (isinstance(pair, list) and len(pair) == 2):
-            raise RecordProblem(int(col["index"][ri[k]]), str(col["process"][ri[k]]),
-                                f"cas value must be [expected, new], got {col['value'][ri[k]]}",
-                                int(frame["line"].iat[ri[k]]))
+            raise RecordProblem(int(c.index[inv[k]]), int(c.process[inv[k]]),
+                                f"cas value must be [expected, new], got {text}",
+                                int(c.line[inv[k]]))
         expected[k], value[k] = canonical(pair[0]), canonical(pair[1])
 
-    ok = ctype == "ok"
-    complete = np.where(ok, col["time"][rc].astype(np.int64), UNKNOWN_END).astype(np.int64)
-    complete_index = np.where(has_comp, col["index"][rc].astype(np.int64), -1).astype(np.int64)
-    node = np.where(has_comp, col["node"][rc], col["node"][ri]).astype(object)
-    node = np.where(pd.isna(node), col["node"][ri], node).astype(object)
-    invoke = col["time"][ri].astype(np.int64)
-    index = col["index"][ri].astype(np.int64)
-    process = np.array([int(p) for p in col["process"][ri]], dtype=object)
+    complete = np.where(ctype == OK, time[rc], UNKNOWN_END).astype(np.int64)
+    complete_index = np.where(has_comp, c.index[nxt], -1).astype(np.int64)
+    node_col = np.where(pd.isna(node_col), None, node_col)  # pandas may hand NaN for null
+    node = np.where(has_comp, node_col[rc], node_col[ri]).astype(object)
+    node[node == None] = node_col[ri][node == None]  # noqa: E711 - elementwise
+    invoke = time[ri]
+    index = c.index[inv]
 
     by_time = np.lexsort((index, invoke))
     return KeyHistory(
         file=file,
         key=key,
-        model="cas-register" if (frame["f"] == "cas").any() else "register",
+        model="cas-register" if (c.f == CAS).any() else "register",
         index=index[by_time],
-        process=process[by_time],
-        f=fcode[by_time],
+        process=c.process[inv][by_time].astype(object),
+        f=fcode[by_time].astype(np.int8),
         value=value[by_time],
         expected=expected[by_time],
         invoke=invoke[by_time],
@@ -304,6 +329,32 @@ def nemesis_events(records: list[dict[str, Any]]) -> list[NemesisEvent]:
             events.append(NemesisEvent(int(r["index"]), int(r["time"]), str(r["f"]),
                                        json.loads(value) if isinstance(value, str) else value))
     return events
+
+
+def scan_nemesis(path: str | Path) -> list[NemesisEvent]:
+    """A file's nemesis events without parsing its client records: the few lines that
+    mention "nemesis" are found with mmap + find (memchr speed, GB/s) and parsed.
+    Lines that do not parse are skipped here; the full read reports them."""
+    p = str(path)
+    records = []
+    needle = f'"{NEMESIS}"'.encode()
+    with open(p, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return []
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            pos = mm.find(needle)
+            while pos >= 0:
+                start = mm.rfind(b"\n", 0, pos) + 1
+                end = mm.find(b"\n", pos)
+                end = len(mm) if end < 0 else end
+                try:
+                    rec = parse_line(mm[start:end].decode("utf-8", "replace"), p, 0)
+                except HistoryFormatError:
+                    rec = None
+                if rec is not None and rec["process"] == NEMESIS:
+                    records.append(rec)
+                pos = mm.find(needle, end)
+    return nemesis_events(records)
 
 
 # ---- the in-process reader ------------------------------------------------------------------

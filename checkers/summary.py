@@ -1,0 +1,79 @@
+"""The verdict for people: a short rich summary of one history's file report, and the exit code.
+
+Shows the verdict, how many keys ended in each status, the largest read shift needed
+against the lease window, and one line per violating (and undecided) key saying why.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION
+
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+_VERDICT = {True: ("VALID", "bold green"), False: ("INVALID", "bold red"),
+            "unknown": ("UNKNOWN", "bold yellow")}
+_STYLE = {LINEARIZABLE: "green", LEASE_BOUNDED: "cyan", VIOLATION: "red", UNKNOWN: "yellow"}
+MAX_LISTED = 20  # keys listed per status; the rest are counted
+
+
+def exit_code(valid: bool | str) -> int:
+    """Jepsen's convention: 0 valid, 1 invalid, 2 unknown."""
+    if valid is True:
+        return EXIT_VALID
+    return EXIT_INVALID if valid is False else EXIT_UNKNOWN
+
+
+def verdict_text(valid: bool | str) -> tuple[str, str]:
+    return _VERDICT.get(valid, _VERDICT["unknown"])
+
+
+def _ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.3f} ms".replace(".000 ms", " ms")
+
+
+def print_summary(file_report: dict[str, Any], console: Console, title: str | None = None,
+                  lease_note: str | None = None) -> None:
+    """Print one history's verdict; `title` names the history, `lease_note` where L came from."""
+    text, style = verdict_text(file_report["valid"])
+    lease = file_report["lease_ms"]
+    head = f"[{style}]{text}[/]"
+    if title:
+        head += f"  {escape(title)}"
+    console.print(head)
+    lease_line = f"lease window L = {_ms(lease)}" + (" (strict linearizability)" if not lease
+                                                    else "")
+    if lease_note:
+        lease_line += f" — {escape(lease_note)}"
+    console.print(f"  {lease_line}")
+
+    summary = file_report.get("summary") or {}
+    table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+    for status in (LINEARIZABLE, LEASE_BOUNDED, VIOLATION, UNKNOWN):
+        table.add_column(status, justify="right", style=_STYLE[status])
+    table.add_column("keys", justify="right")
+    table.add_column("operations", justify="right")
+    table.add_row(*(str(summary.get(s, 0)) for s in (LINEARIZABLE, LEASE_BOUNDED, VIOLATION,
+                                                     UNKNOWN)),
+                  str(len(file_report.get("keys") or {})), f"{file_report.get('ops', 0):,}")
+    console.print(table)
+
+    max_delta = file_report.get("max_delta_ms")
+    if max_delta is not None:
+        where = "within" if max_delta <= lease else "beyond"
+        console.print(f"  largest read shift needed: {_ms(max_delta)} ({where} the "
+                      f"{_ms(lease)} lease window)")
+    keys = file_report.get("keys") or {}
+    for status, label in ((VIOLATION, "violation"), (UNKNOWN, "undecided")):
+        listed = [(k, r) for k, r in keys.items() if r.get("status") == status]
+        for k, r in listed[:MAX_LISTED]:
+            reason = r.get("reason") or ""
+            console.print(f"  [{_STYLE[status]}]{label}[/] key {escape(str(k))}: "
+                          f"{escape(reason)}")
+        if len(listed) > MAX_LISTED:
+            console.print(f"  … and {len(listed) - MAX_LISTED} more {label} keys "
+                          "(see results.json)")
