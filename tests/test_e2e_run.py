@@ -1,0 +1,139 @@
+"""`leaseline run` end to end on a real Redis Sentinel cluster, asserting on the stored files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkers.results import anomaly_file_name
+from harness.cluster import Cluster
+
+pytestmark = [pytest.mark.docker, pytest.mark.spark]
+ROOT = Path(__file__).resolve().parent.parent
+STATUSES = {"linearizable", "lease-bounded", "violation", "unknown"}
+TEST_JSON_FIELDS = {
+    "name",
+    "sut",
+    "workload",
+    "nemesis",
+    "time_limit",
+    "lease_ms",
+    "concurrency",
+    "rate",
+    "keys",
+    "writes_per_key",
+    "client_routing",
+    "seed",
+    "started",
+    "argv",
+    "nodes",
+}
+
+
+def test_run_redis_sentinel_register_with_faults(tmp_path: Path, ll_project: str) -> None:
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "cli.py"),
+            "run",
+            "--sut",
+            "redis-sentinel",
+            "--workload",
+            "register",
+            "--nemesis",
+            "kill-leader,partition-leader",
+            "--nemesis-interval",
+            "3",
+            "--time-limit",
+            "20",
+            "--rate",
+            "60",
+            "--concurrency",
+            "3",
+            "--keys",
+            "3",
+            "--writes-per-key",
+            "150",
+            "--test-name",
+            "e2e",
+            "--project",
+            ll_project,
+            "--results-dir",
+            str(tmp_path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert r.returncode in (0, 1, 2), r.stderr[-3000:]
+    assert "Traceback" not in r.stderr
+    assert Cluster(ll_project, "redis-sentinel").containers() == []  # torn down
+
+    latest = tmp_path / "latest"
+    assert latest.is_symlink() and not os.path.isabs(os.readlink(latest))
+    run_dir = latest.resolve()
+    assert run_dir.parent == tmp_path / "e2e"
+
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test.keys() >= TEST_JSON_FIELDS
+    assert test["nemesis"] == ["kill-leader", "partition-leader"]
+    assert test["lease_ms"] == 0.0 and test["nodes"] == ["n1", "n2", "n3"]
+    assert test["writes_per_key"] == 150 and test["client_routing"] == "leader"
+
+    records = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
+    assert [x["index"] for x in records] == list(range(len(records)))
+    times = [x["time"] for x in records]
+    assert times == sorted(times)  # one monotonic clock, recorded under one lock
+    pending: dict[object, dict] = {}
+    completions = {"ok": 0, "fail": 0, "info": 0}
+    for x in records:
+        if x["process"] == "nemesis":
+            continue
+        if x["type"] == "invoke":
+            assert x["process"] not in pending, f"process {x['process']} invoked twice"
+            pending[x["process"]] = x
+        else:
+            inv = pending.pop(x["process"])
+            assert (inv["f"], inv["key"], inv["node"]) == (x["f"], x["key"], x["node"])
+            completions[x["type"]] += 1
+            if x["type"] == "info":  # a process that saw info never invokes again
+                pending[x["process"]] = {"retired": True}
+    assert all(v.get("retired") for v in pending.values()), "an invocation never completed"
+    assert completions["ok"] > 200
+
+    nem = [x for x in records if x["process"] == "nemesis"]
+    fs = {(x["f"], x["type"]) for x in nem}
+    assert ("kill", "ok") in fs and ("start-partition", "ok") in fs, fs
+    assert nem[-1]["f"] in ("restart", "stop-partition")  # healed before the end
+    kills = [x for x in nem if x["f"] == "kill" and x["type"] == "ok"]
+    assert all(k["value"]["nodes"][0] in test["nodes"] for k in kills)
+
+    keys = {x["key"] for x in records if x["process"] != "nemesis"}
+    last_nemesis = nem[-1]["index"]
+    final = {x["key"] for x in records if x["index"] > last_nemesis and x["f"] == "read"}
+    assert keys <= final, "every key gets a read after healing"
+
+    res = json.loads((run_dir / "results.json").read_text())
+    assert res["valid"] in (True, False, "unknown")
+    assert r.returncode == {True: 0, False: 1, "unknown": 2}[res["valid"]]
+    assert res["lease_ms"] == 0.0
+    assert set(res["keys"]) == keys
+    assert all(k["status"] in STATUSES for k in res["keys"].values())
+    assert sum(res["summary"].values()) == len(keys)
+    assert res["ops"] == sum(k["ops"] for k in res["keys"].values()) > 200
+    assert len(res["nemesis"]) == len([x for x in nem if x["type"] != "invoke"])
+    if res["valid"] is False:
+        bad = [k for k, v in res["keys"].items() if v["status"] == "violation"]
+        assert bad and all((run_dir / "anomalies" / anomaly_file_name(k)).exists() for k in bad)
+
+    assert (run_dir / "nemesis.log").read_text().count("\n") >= len(kills)
+    txt = (run_dir / "history.txt").read_text().splitlines()
+    assert len(txt) == len(records) + 1
+    for node in ("n1", "n2", "n3", "s1", "s2", "s3"):
+        assert (run_dir / "nodes" / node / "container.log").stat().st_size > 0
