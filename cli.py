@@ -119,6 +119,23 @@ def inspect_cmd(run_dir: str, op: int | None, open_: bool) -> int:
     return inspect_run(Path(run_dir), op=op, open_=open_)
 
 
+@main.command("check")
+@click.argument("files", nargs=-1)
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "knossos", "etcd-log"]),
+              default="jsonl", show_default=True, help="History format.")
+@click.option("--lease-ms", type=float, default=None,
+              help="Lease window (default: test.json beside a jsonl history, else 0 = strict).")
+@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
+@click.option("--spark-master", default="local[*]", show_default=True)
+@_guard
+def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json: bool,
+              spark_master: str) -> int:
+    """Check recorded histories (one Spark job) and print the verdict; exit 0/1/2."""
+    from checkers.check_command import run_check
+
+    return run_check(files, fmt, lease_ms, as_json, spark_master)
+
+
 @main.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback unless you mean it.")
 @click.option("--port", default=8080, show_default=True, type=int)

@@ -33,7 +33,11 @@ def verdict_text(valid: bool | str) -> tuple[str, str]:
 
 
 def _ms(v: float | None) -> str:
-    return "—" if v is None else f"{v:,.3f} ms".replace(".000 ms", " ms")
+    if v is None:
+        return "—"
+    if 0 < v < 0.001:  # Knossos histories without times count in ns steps
+        return f"{v * 1e6:.0f} ns"
+    return f"{v:,.3f} ms".replace(".000 ms", " ms")
 
 
 def print_summary(file_report: dict[str, Any], console: Console, title: str | None = None,
