@@ -291,8 +291,10 @@ def _jsonl_rows(
         return _jsonl_group(pdf, files=paths, nemesis=nemesis, lease_ns=lease_ns, budget=budget,
                             checker=checker)
 
-    rows = [r.asDict() for r in records.groupBy("fid", "key").applyInPandas(fn, RESULT_SCHEMA)
-            .collect()]
+    with warnings.catch_warnings():  # PySpark warns about pandas 3 on every pandas UDF
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
+        grouped = records.groupBy("fid", "key").applyInPandas(fn, RESULT_SCHEMA)
+    rows = [r.asDict() for r in grouped.collect()]
     return rows, {paths[i]: ev for i, ev in nemesis.items()}
 
 

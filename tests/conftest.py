@@ -26,3 +26,11 @@ def ll_project(request: pytest.FixtureRequest) -> Iterator[str]:
     project = f"ll-t-{os.getpid()}-{next(_project_ids)}"
     request.addfinalizer(lambda: _teardown_project(project, "redis-sentinel"))
     yield project
+
+
+@pytest.fixture(scope="session")
+def spark() -> object:
+    """The one SparkSession of the test process (checkers.job reuses it for every job)."""
+    from checkers.job import get_spark
+
+    return get_spark("local[2]")

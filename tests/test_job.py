@@ -1,0 +1,204 @@
+"""The real Spark job on small hand-made histories, and `leaseline check` end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from checkers.errors import HistoryFormatError
+from checkers.job import check_histories
+from checkers.results import write_run_results
+from checkers.summary import exit_code, print_summary
+from cli import main
+
+pytestmark = pytest.mark.spark
+
+MS = 1_000_000
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpora" / "knossos"
+
+
+class H:
+    """A hand-made history: ops as (process, f, key, value, invoke_ms, complete_ms, type)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[int, dict[str, Any]]] = []
+
+    def op(self, process: int | str, f: str, value: Any, start: float, end: float | None,
+           type_: str = "ok", key: str = "k") -> H:
+        inv_value = None if f == "read" else value
+        base = {"process": process, "f": f, "key": key, "node": "n1"}
+        self.events.append((int(start * MS), dict(base, type="invoke", value=inv_value)))
+        if end is not None:
+            self.events.append((int(end * MS), dict(base, type=type_, value=value)))
+        return self
+
+    def nemesis(self, f: str, value: Any, at: float) -> H:
+        self.events.append((int(at * MS), {"process": "nemesis", "type": "info", "f": f,
+                                           "key": None, "value": value, "node": None}))
+        return self
+
+    def write(self, path: Path) -> Path:
+        events = sorted(self.events, key=lambda e: e[0])
+        path.write_text("".join(
+            json.dumps({"index": i, "time": t, **{k: r[k] for k in
+                        ("process", "type", "f", "key", "value", "node")}}) + "\n"
+            for i, (t, r) in enumerate(events)))
+        return path
+
+
+def check(path: Path, lease_ms: float) -> dict[str, Any]:
+    report = check_histories([path], "jsonl", int(lease_ms * MS), "local[2]", progress=False)
+    assert list(report["files"]) == [str(path)]
+    return report["files"][str(path)]
+
+
+def test_linearizable(tmp_path: Path, spark: Any) -> None:
+    h = H().op(0, "write", 1, 0, 10).op(1, "read", 1, 5, 15).op(1, "read", 1, 20, 30)
+    r = check(h.write(tmp_path / "h.jsonl"), 0)
+    assert r["valid"] is True and r["summary"]["linearizable"] == 1
+    assert r["keys"]["k"]["status"] == "linearizable" and r["keys"]["k"]["min_delta_ms"] == 0
+    assert r["ops"] == 3 and r["lease_ms"] == 0
+
+
+def stale(tmp_path: Path) -> Path:
+    # write 2 completes at 30 ms; a read invoked at 50 ms still returns 1: stale by 20 ms
+    h = H().op(0, "write", 1, 0, 10).op(0, "write", 2, 20, 30).op(1, "read", 1, 50, 60)
+    return h.write(tmp_path / "stale.jsonl")
+
+
+def test_stale_within_lease_is_lease_bounded(tmp_path: Path, spark: Any) -> None:
+    r = check(stale(tmp_path), 100)
+    k = r["keys"]["k"]
+    assert r["valid"] is True and k["status"] == "lease-bounded"
+    assert k["min_delta_ms"] == pytest.approx(20)
+    assert r["max_delta_ms"] == pytest.approx(20) and r["summary"]["lease-bounded"] == 1
+    assert [s["shift_ms"] for s in k["shifted_reads"]] == [pytest.approx(20)]
+
+
+def test_stale_beyond_lease_is_a_violation(tmp_path: Path, spark: Any) -> None:
+    r = check(stale(tmp_path), 5)
+    k = r["keys"]["k"]
+    assert r["valid"] is False and k["status"] == "violation"
+    assert k["min_delta_ms"] == pytest.approx(20) and k["counterexample"] is not None
+
+
+def test_read_of_never_written_value(tmp_path: Path, spark: Any) -> None:
+    h = H().op(0, "write", 1, 0, 10).op(1, "read", 7, 20, 30)
+    k = check(h.write(tmp_path / "h.jsonl"), 1000)["keys"]["k"]
+    assert k["status"] == "violation" and k["min_delta_ms"] is None
+
+
+def test_info_write_revealed_by_later_read(tmp_path: Path, spark: Any) -> None:
+    h = H().op(0, "write", 1, 0, 10, type_="info").op(1, "read", 1, 50, 60)
+    h.op(2, "read", 1, 70, 80)
+    r = check(h.write(tmp_path / "h.jsonl"), 0)
+    assert r["valid"] is True and r["keys"]["k"]["status"] == "linearizable"
+
+
+def test_failed_write_is_never_seen(tmp_path: Path, spark: Any) -> None:
+    h = H().op(0, "write", 1, 0, 10, type_="fail").op(1, "read", 1, 50, 60)
+    assert check(h.write(tmp_path / "h.jsonl"), 1000)["keys"]["k"]["status"] == "violation"
+
+
+def test_read_of_null_after_a_completed_write(tmp_path: Path, spark: Any) -> None:
+    h = H().op(0, "write", 1, 0, 10).op(1, "read", None, 40, 50)
+    path = h.write(tmp_path / "h.jsonl")
+    strict = check(path, 0)["keys"]["k"]
+    assert strict["status"] == "violation" and strict["min_delta_ms"] == pytest.approx(30)
+    assert check(path, 100)["keys"]["k"]["status"] == "lease-bounded"
+
+
+def test_several_files_and_keys_in_one_job(tmp_path: Path, spark: Any) -> None:
+    good = H().op(0, "write", 1, 0, 10, key="a").op(1, "write", 1, 0, 10, key="b")
+    good.op(2, "read", 1, 20, 30, key="a").op(2, "read", 1, 40, 50, key="b")
+    good.nemesis("kill", {"node": "n1"}, 15)
+    bad = H().op(0, "write", 1, 0, 10, key="a").op(1, "read", 9, 20, 30, key="a")
+    paths = [good.write(tmp_path / "good.jsonl"), bad.write(tmp_path / "bad.jsonl"),
+             stale(tmp_path)]
+    report = check_histories(paths, "jsonl", 100 * MS, "local[2]", progress=False)
+    files = report["files"]
+    assert list(files) == [str(p) for p in paths]
+    assert [files[str(p)]["valid"] for p in paths] == [True, False, True]
+    assert sorted(files[str(paths[0])]["keys"]) == ["a", "b"]
+    assert files[str(paths[0])]["nemesis"] == [
+        {"index": 4, "time_ms": 15.0, "f": "kill", "value": {"node": "n1"}}]
+    assert files[str(paths[1])]["nemesis"] == []
+    assert report["valid"] is False and report["lease_ms"] == 100
+
+
+def test_malformed_line_is_named(tmp_path: Path, spark: Any) -> None:
+    path = stale(tmp_path)
+    lines = path.read_text().splitlines()
+    lines.insert(3, '{"index": 99, "time": 1')
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(HistoryFormatError) as e:
+        check(path, 0)
+    assert str(e.value).startswith(f"{path}:4: not JSON")
+
+
+def test_results_and_summary_of_a_violation(tmp_path: Path, spark: Any) -> None:
+    r = check(stale(tmp_path), 5)
+    run = tmp_path / "run"
+    written = json.loads(write_run_results(run, r).read_text())
+    assert written["valid"] is False and written["keys"]["k"]["status"] == "violation"
+    assert set(written) == {"valid", "lease_ms", "ops", "summary", "max_delta_ms", "keys",
+                            "nemesis"}
+    graph = json.loads((run / "anomalies" / "k.json").read_text())
+    assert graph["nodes"] and graph["graph"]["key"] == "k"
+    console = Console(record=True, width=120)
+    print_summary(r, console, title="stale.jsonl")
+    text = console.export_text()
+    assert "INVALID" in text and "violation key k:" in text and "beyond the 5 ms lease" in text
+    assert [exit_code(v) for v in (True, False, "unknown")] == [0, 1, 2]
+
+
+# ---- the CLI --------------------------------------------------------------------------------
+
+
+def cli(*args: str) -> Any:
+    return CliRunner().invoke(main, ["check", *args], catch_exceptions=False)
+
+
+def test_cli_json_and_lease_from_test_json(tmp_path: Path, spark: Any) -> None:
+    path = stale(tmp_path)
+    (tmp_path / "test.json").write_text(json.dumps({"name": "t", "lease_ms": 100}))
+    res = cli(str(path), "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["valid"] is True and doc["lease_ms"] == 100
+    assert doc["files"][str(path)]["keys"]["k"]["status"] == "lease-bounded"
+    res = cli(str(path), "--lease-ms", "5")
+    assert res.exit_code == 1 and "INVALID" in res.stdout and "from --lease-ms" in res.stdout
+
+
+def test_cli_malformed_and_missing_exit_254(tmp_path: Path, spark: Any) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text('{"index":0,"time":0,"process":0,"type":"ok","f":"read","key":"k",'
+                    '"value":1,"node":"n1"}\n')
+    res = cli(str(path))
+    assert res.exit_code == 254
+    assert res.stderr.strip() == (f'leaseline: malformed history: {path}:1: "ok" completion of '
+                                  "process 0 without a pending invocation")
+    assert "Traceback" not in res.output
+    res = cli(str(tmp_path / "nope.jsonl"))
+    assert res.exit_code == 254 and "no such history file" in res.stderr
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared Knossos corpus is not on this machine")
+def test_cli_knossos_corpus(spark: Any) -> None:
+    good = sorted(str(p) for p in (CORPUS / "cas-register" / "good").glob("*.edn"))
+    res = cli(*good, "--format", "knossos", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["valid"] is True and len(doc["files"]) == 113 == len(good)
+    assert all(f["valid"] is True for f in doc["files"].values())
+    bad = sorted(str(p) for p in (CORPUS / "cas-register" / "bad").glob("*.edn"))
+    res = cli(*bad, "--format", "knossos", "--json")
+    assert res.exit_code == 1
+    files = json.loads(res.stdout)["files"]
+    assert len(files) == 7 and all(f["valid"] is False for f in files.values())
