@@ -6,7 +6,10 @@ write before that moment on their key (values are unique per write). On top of t
 plants anomalies whose size is known:
   - stale reads: the read returns the value that was current `delta` before its
     invocation (needs a read shift of about `delta`: lease-bounded if delta <= L);
-  - lost writes: an acknowledged write that no later read ever sees (a violation).
+  - lost writes: an acknowledged write that no read ever sees (the reads that would have
+    seen it return the previous value). Under a lease window this is only a violation
+    when one of those reads starts more than L after the write completed; otherwise it
+    is indistinguishable from staleness, and the checker rightly reports less.
 Clients run one operation at a time; an `info` completion retires the process and the
 client continues under a fresh process id, as in Jepsen.
 
