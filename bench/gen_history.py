@@ -4,8 +4,9 @@ A history is linearizable by construction: every operation takes effect at a ran
 moment inside its [invoke, complete] interval and reads return the value of the last
 write before that moment on their key (values are unique per write). On top of that it
 plants anomalies whose size is known:
-  - stale reads: the read returns the value that was current `delta` before its
-    invocation (needs a read shift of about `delta`: lease-bounded if delta <= L);
+  - stale reads: the read returns a value overwritten by a write that completed about
+    `delta` before the read's invocation (it needs a shift of exactly the recorded Δ, in
+    [delta, 1.25 delta]: lease-bounded if Δ <= L, else a violation);
   - lost writes: an acknowledged write that no read ever sees (the reads that would have
     seen it return the previous value). Under a lease window this is only a violation
     when one of those reads starts more than L after the write completed; otherwise it
@@ -114,14 +115,10 @@ def generate(
         cand = np.flatnonzero(effective & ~s["info"])
         lost[rng.choice(cand, min(lost_writes, len(cand)), replace=False)] = True
     seen = _reads_see(key, lp, effective & ~lost, is_read, lp)
-    # stale reads: return what was current `delta` before the invocation
-    stale_idx = np.zeros(0, dtype=np.int64)
-    if stale_reads:
-        cand = np.flatnonzero(is_read & ~s["info"])
-        stale_idx = rng.choice(cand, min(len(stale_reads), len(cand)), replace=False)
-        deltas = np.array(stale_reads[: len(stale_idx)], dtype=np.float64)
-        at = s["invoke"][stale_idx] - (deltas * MS).astype(np.int64)
-        seen[stale_idx] = _stale_values(key, lp, effective & ~lost, stale_idx, at)
+    # stale reads: a read returns the value a write `w` overwrote, w having completed
+    # about `delta` before the read's invocation: the read needs a shift of exactly
+    # invoke - complete(w) (recorded), between delta and 1.25 delta
+    stale_idx, stale_true = _plant_stale(rng, s, effective & ~lost, seen, stale_reads or [])
 
     # retire a process after an info completion: generation = infos before it on its client
     client, info = s["client"], s["info"]
@@ -142,8 +139,8 @@ def generate(
     index_of = np.empty(2 * ops, dtype=np.int64)
     index_of[ev_order] = np.arange(2 * ops)
     inv_index = index_of[:ops]
-    for i, delta in zip(stale_idx, stale_reads or [], strict=False):
-        planted.stale_reads.append((int(inv_index[i]), f"k{key[i]}", float(delta)))
+    for i, delta in zip(stale_idx, stale_true, strict=True):
+        planted.stale_reads.append((int(inv_index[i]), f"k{key[i]}", delta))
     for i in np.flatnonzero(lost):
         planted.lost_writes.append((int(inv_index[i]), f"k{key[i]}"))
 
@@ -184,16 +181,47 @@ def generate(
     return Generated(path, ops, 2 * ops, keys, planted)
 
 
-def _stale_values(key: np.ndarray, lp: np.ndarray, effective: np.ndarray,
-                  reads: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """The write each planted stale read returns: the last one on its key before `at`."""
+def _plant_stale(rng: np.random.Generator, s: dict[str, np.ndarray], effective: np.ndarray,
+                 seen: np.ndarray, deltas: list[float]) -> tuple[list[int], list[float]]:
+    """Make one read per delta stale; returns the reads and the shift each one needs.
+
+    For a read r: w = the last acknowledged write on r's key that completed by
+    invoke(r) - delta (and not much earlier), p = the effective write before w. p must be
+    acknowledged and complete before w starts, so no order puts p after w: the read of
+    p's value needs a shift of invoke(r) - complete(w), no less.
+    """
+    key, lp, invoke, complete, info = s["key"], s["lp"], s["invoke"], s["complete"], s["info"]
     w = np.flatnonzero(effective)
-    out = np.full(len(reads), -1, dtype=np.int64)
-    for j, (r, t) in enumerate(zip(reads, at, strict=True)):
-        on_key = w[(key[w] == key[r]) & (lp[w] < t)]
-        if len(on_key):
-            out[j] = on_key[np.argmax(lp[on_key])]
-    return out
+    by_lp = w[np.lexsort((lp[w], key[w]))]  # effective writes per key in effect order
+    acked = by_lp[~info[by_lp]]
+    acked_c = acked[np.lexsort((complete[acked], key[acked]))]  # acked writes by completion
+    reads = rng.permutation(np.flatnonzero(s["is_read"] & ~info))
+    pos_in_lp = np.full(len(key), -1)
+    pos_in_lp[by_lp] = np.arange(len(by_lp))
+    chosen: list[int] = []
+    true: list[float] = []
+    for delta in deltas:
+        d = int(delta * MS)
+        for r in reads[:20000]:
+            if r in chosen:
+                continue
+            lo = np.searchsorted(key[acked_c], key[r], "left")
+            hi = np.searchsorted(key[acked_c], key[r], "right")
+            k = lo + np.searchsorted(complete[acked_c[lo:hi]], invoke[r] - d, "right") - 1
+            if k < lo:
+                continue
+            wr = acked_c[k]
+            j = pos_in_lp[wr]
+            if j <= 0 or key[by_lp[j - 1]] != key[r] or invoke[r] - complete[wr] > 1.25 * d:
+                continue
+            p = by_lp[j - 1]
+            if info[p] or complete[p] >= invoke[wr]:
+                continue
+            seen[r] = p
+            chosen.append(int(r))
+            true.append(float(invoke[r] - complete[wr]) / MS)
+            break
+    return chosen, true
 
 
 def main() -> None:

@@ -386,7 +386,11 @@ def check_histories(
     lease_ms = lease_ns / 1e6
     if not files:
         return {"valid": True, "lease_ms": lease_ms, "files": {}}
-    spark = get_spark(spark_master)
+    try:
+        spark = get_spark(spark_master)
+    except Exception as e:  # noqa: BLE001 - no Java, a bad master URL, ...
+        raise CheckerCrashed(f"Spark did not start ({e.__class__.__name__}: {e}); its log is "
+                             f"{spark_log_path()}", traceback.format_exc()) from None
     with _progress(spark, f"checking {len(files)} histories" if progress else None):
         try:
             if fmt == "jsonl":

@@ -3,9 +3,10 @@
 Two readers share ONE set of rules, so a small file checked in-process and a huge one
 checked by Spark get the same operations and the same error messages:
 
-- `records_frame` is the common shape: one row per record (line, index, time, process,
-  type, f, key, value, plain, node). `value` is JSON text (None = field missing);
-  `plain` says it is already canonical (ops.canonical) so no Python round trip is needed.
+- `records_frame` is the common shape: one row per client record (line, index, time,
+  process, type and f as small codes, key, value, plain, node). `value` is JSON text
+  (None = field missing); `plain` says it is already canonical (ops.canonical) so no
+  Python round trip is needed. The Spark job builds the same columns in the JVM.
 - `find_problem(frame)` applies every rule that spans records (known type/f, a process
   alternates invoke -> completion, a completion matches its invocation's f and key).
 - `pair_key(frame, ...)` pairs each invocation with its completion, vectorised with numpy,
@@ -15,6 +16,11 @@ checked by Spark get the same operations and the same error messages:
 Per-line problems (not JSON, missing or ill-typed field) are caught by `parse_line`. The
 Spark reader has no line numbers, so when it flags a file, `locate_problem` streams that
 one file through `parse_line` and the same rules to name the first bad line.
+
+One rule needs a view across keys: a process that, with an invocation on key a still
+pending, invokes on key b. The in-process reader reports it; Spark's per-key groups each
+see an invocation without completion and count it as info (outcome unknown), which can
+only make a verdict more lenient, never flag a correct history.
 """
 
 from __future__ import annotations
