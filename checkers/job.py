@@ -176,6 +176,7 @@ def _jsonl_group(
     warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
     fid = int(pdf["fid"].iat[0])
     path, key = files[fid], pdf["key"].iat[0]
+    key = None if pd.isna(key) else str(key)
     required = ["index", "time", "process", "type", "f", "key", "value"]
     if pdf["bad"].any() or pdf[required].isna().any(axis=None):
         # no line numbers here: the driver streams the file to name the first bad line
@@ -184,7 +185,7 @@ def _jsonl_group(
         frame = pdf.assign(line=-1).astype(
             {"index": "int64", "time": "int64", "process": "int64", "type": "int8", "f": "int8"})
         try:
-            history = pair_key(frame, file=path, key=str(key), nemesis=nemesis.get(fid, []))
+            history = pair_key(frame, file=path, key=key or "", nemesis=nemesis.get(fid, []))
         except RecordProblem as e:
             row = _row(path, key, problem_index=e.index, problem_process=e.process,
                        problem_what=e.what)
