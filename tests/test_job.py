@@ -202,3 +202,20 @@ def test_cli_knossos_corpus(spark: Any) -> None:
     assert res.exit_code == 1
     files = json.loads(res.stdout)["files"]
     assert len(files) == 7 and all(f["valid"] is False for f in files.values())
+
+
+def test_cli_etcd_logs_checked_in_executors(tmp_path: Path, spark: Any) -> None:
+    line = "INFO  jepsen.util - {}\t:{}\t:{}\t{}\n"
+    ok = tmp_path / "ok.log"
+    ok.write_text(line.format(1, "invoke", "write", 3) + line.format(1, "ok", "write", 3)
+                  + line.format(2, "invoke", "read", "nil") + line.format(2, "ok", "read", 3))
+    bad = tmp_path / "bad.log"
+    bad.write_text(ok.read_text().replace(":read\t3", ":read\t4"))
+    res = cli(str(ok), str(bad), "--format", "etcd-log", "--json")
+    assert res.exit_code == 1, res.output
+    files = json.loads(res.stdout)["files"]
+    assert [files[str(p)]["valid"] for p in (ok, bad)] == [True, False]
+    (tmp_path / "garbage.log").write_text("garbage\n")
+    res = cli(str(ok), str(tmp_path / "garbage.log"), "--format", "etcd-log")
+    assert res.exit_code == 254
+    assert res.stderr.startswith(f"leaseline: malformed history: {tmp_path / 'garbage.log'}:1: ")
