@@ -33,7 +33,10 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
             from harness.crashlog import write_crash_log
 
             where = write_crash_log(traceback.format_exc())
-            click.echo(f"leaseline: internal error: {e.__class__.__name__}: {e} (details in {where}).", err=True)
+            click.echo(
+                f"leaseline: internal error: {e.__class__.__name__}: {e} (details in {where}).",
+                err=True,
+            )
             sys.exit(EXIT_CRASH)
         sys.exit(code or 0)
 
@@ -78,7 +81,7 @@ def images_build() -> int:
 
 
 @main.command("run")
-@click.option("--sut", default="redis-sentinel", show_default=True, help="System under test.")
+@click.option("--sut", default="leasekv", show_default=True, help="System under test.")
 @click.option("--workload", default="register", show_default=True)
 @click.option("--nemesis", default="", help="Comma list of faults: kill-leader,partition-leader.")
 @click.option("--nemesis-interval", default=6.0, show_default=True, help="Seconds per fault/heal.")

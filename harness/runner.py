@@ -382,11 +382,10 @@ def _lifecycle(
 
 
 def check(outcome: RunOutcome, lease_ms: float, spark_master: str, console: Console) -> None:
-    from checkers.results import write_run_results
-    from checkers.summary import exit_code, print_summary
-
     from checkers.errors import HistoryFormatError
     from checkers.job import CheckerCrashed, check_histories
+    from checkers.results import write_run_results
+    from checkers.summary import exit_code, print_summary
 
     history = outcome.run_dir / "history.jsonl"
     try:
