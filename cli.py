@@ -122,6 +122,20 @@ def inspect_cmd(run_dir: str, op: int | None, open_: bool) -> int:
     return inspect_run(Path(run_dir), op=op, open_=open_)
 
 
+@main.command("campaign")
+@click.argument("campaign_file", type=click.Path())
+@click.option("--results-dir", default="results", show_default=True)
+@click.option("--spark-master", default="local[*]", show_default=True)
+@_guard
+def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
+    """Run every case of a campaign file, check all histories in one Spark job, gate on `expect`."""
+    from pathlib import Path
+
+    from harness.campaign import run_campaign
+
+    return run_campaign(Path(campaign_file), Path(results_dir), spark_master)
+
+
 @main.command("check")
 @click.argument("files", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "knossos", "etcd-log"]),

@@ -1,0 +1,218 @@
+"""Campaigns: many runs from one file, their histories checked together in ONE Spark job.
+
+A campaign file (JSON) names defaults and cases; each case is repeated with seeds 0..n-1:
+
+    {"name": "leasekv-proof",
+     "defaults": {"sut": "leasekv", "workload": "register", "time_limit": 20},
+     "cases": [{"label": "correct-kill", "nemesis": ["kill-leader"], "repeat": 10,
+                "expect": "valid"},
+               {"label": "local-read", "nemesis": ["partition-leader"],
+                "sut_opts": {"bug": "local-read"}, "client_routing": "pinned",
+                "expect": "strict-flagged"}]}
+
+`expect` (optional) makes the campaign a gate: "valid" (every run valid at the lease window),
+"strict-valid" (no stale read at all: every key has Δ = 0), "strict-flagged" (at least one run
+has a stale read), "invalid" (at least one run exceeds the lease window). The campaign exits 0
+when every expectation holds, 1 when one does not, 2 when a run could not be decided.
+Running first and checking once afterwards pays Spark's start-up once, not once per run.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, LeaselineError
+from harness.runner import RunConfig, run, validate, write_reports
+
+EXPECTATIONS = ("valid", "strict-valid", "strict-flagged", "invalid")
+_RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"check", "argv", "results_dir", "seed"}
+
+
+@dataclass
+class Case:
+    label: str
+    settings: dict[str, Any]
+    repeat: int = 1
+    expect: str | None = None
+    run_dirs: list[Path] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def load_campaign(path: Path) -> tuple[str, list[Case]]:
+    try:
+        spec = json.loads(path.read_text())
+    except OSError as e:
+        raise BadArguments(f"cannot read campaign file {path}: {e.strerror}.") from None
+    except json.JSONDecodeError as e:
+        raise BadArguments(f"{path}:{e.lineno}: not JSON ({e.msg}).") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("cases"), list) or not spec["cases"]:
+        raise BadArguments(f'{path}: a campaign needs a non-empty "cases" list.')
+    defaults = spec.get("defaults", {})
+    cases = []
+    for i, raw in enumerate(spec["cases"]):
+        merged = {**defaults, **raw}
+        label = str(merged.pop("label", f"case{i}"))
+        repeat = int(merged.pop("repeat", 1))
+        expect = merged.pop("expect", None)
+        if expect is not None and expect not in EXPECTATIONS:
+            raise BadArguments(
+                f"{path}: case {label}: expect must be one of {', '.join(EXPECTATIONS)}."
+            )
+        unknown = set(merged) - _RUN_FIELDS
+        if unknown:
+            raise BadArguments(
+                f"{path}: case {label}: unknown setting(s) {', '.join(sorted(unknown))}."
+            )
+        cases.append(Case(label, merged, repeat, expect))
+    return str(spec.get("name", path.stem)), cases
+
+
+def run_campaign(
+    path: Path, results_dir: Path, spark_master: str, console: Console | None = None
+) -> int:
+    console = console or Console(stderr=True)
+    name, cases = load_campaign(path)
+    configs = [
+        (
+            case,
+            RunConfig(
+                **case.settings,
+                seed=seed,
+                results_dir=results_dir,
+                check=False,
+                test_name=f"{name}-{case.label}",
+                argv=["campaign", str(path)],
+            ),
+        )
+        for case in cases
+        for seed in range(case.repeat)
+    ]
+    for _, cfg in configs:
+        validate(cfg)  # every argument problem before the first cluster boots
+    for n, (case, cfg) in enumerate(configs, 1):
+        console.rule(f"[bold]{name}[/] run {n}/{len(configs)}: {case.label} (seed {cfg.seed})")
+        try:
+            case.run_dirs.append(run(cfg, console).run_dir)
+        except LeaselineError as e:
+            case.errors.append(str(e))
+            console.print(f"[red]run failed: {e}[/]")
+    return _check_and_summarise(name, cases, results_dir, spark_master, console)
+
+
+def _check_and_summarise(
+    name: str, cases: list[Case], results_dir: Path, spark_master: str, console: Console
+) -> int:
+    from checkers.job import check_histories
+    from checkers.results import write_run_results
+
+    by_lease: dict[float, list[Path]] = {}
+    for case in cases:
+        for d in case.run_dirs:
+            lease = json.loads((d / "test.json").read_text())["lease_ms"]
+            by_lease.setdefault(lease, []).append(d)
+    reports: dict[Path, dict[str, Any]] = {}
+    for lease, dirs in by_lease.items():
+        console.print(f"checking {len(dirs)} histories in one Spark job (lease {lease:g} ms)")
+        out = check_histories(
+            [d / "history.jsonl" for d in dirs], "jsonl", round(lease * 1e6), spark_master
+        )
+        for d in dirs:
+            reports[d] = out["files"][str(d / "history.jsonl")]
+            write_run_results(d, reports[d])
+            write_reports(d, console)
+
+    summary = [_case_summary(case, reports) for case in cases]
+    camp_dir = results_dir / "campaigns" / name / time.strftime("%Y%m%dT%H%M%S")
+    camp_dir.mkdir(parents=True, exist_ok=True)
+    (camp_dir / "campaign.json").write_text(json.dumps({"name": name, "cases": summary}, indent=2))
+    from checkers.junit import write_campaign_junit
+
+    write_campaign_junit([d for c in cases for d in c.run_dirs], camp_dir / "junit.xml")
+    _print_table(name, summary, console)
+    console.print(f"campaign folder {camp_dir}")
+    if any(s["expectation_met"] is False for s in summary):
+        return EXIT_INVALID
+    if any(s["errors"] or s["unknown_runs"] for s in summary):
+        return EXIT_UNKNOWN
+    return EXIT_VALID
+
+
+def _case_summary(case: Case, reports: dict[Path, dict[str, Any]]) -> dict[str, Any]:
+    runs = [reports[d] for d in case.run_dirs]
+    deltas = [k["min_delta_ms"] for r in runs for k in r["keys"].values()]
+    # Strict mode flags a run when any key needed Δ > 0 (or no Δ helps): a stale read at all.
+    strict_flagged = sum(any(k["min_delta_ms"] != 0 for k in r["keys"].values()) for r in runs)
+    invalid = sum(r["valid"] is False for r in runs)
+    unknown = sum(r["valid"] == "unknown" for r in runs)
+    no_delta_helps = any(
+        k["status"] == "violation" and k["min_delta_ms"] is None
+        for r in runs
+        for k in r["keys"].values()
+    )
+    finite = [d for d in deltas if d is not None]
+    lease = case.settings.get("lease_ms")
+    if lease is None and case.run_dirs:
+        lease = json.loads((case.run_dirs[0] / "test.json").read_text())["lease_ms"]
+    met = {
+        "valid": invalid == 0 and unknown == 0 and not case.errors,
+        "strict-valid": strict_flagged == 0 and unknown == 0 and not case.errors,
+        "strict-flagged": strict_flagged > 0,
+        "invalid": invalid > 0,
+    }.get(case.expect or "")
+    return {
+        "label": case.label,
+        "settings": case.settings,
+        "runs": len(runs),
+        "errors": case.errors,
+        "strict_flagged_runs": strict_flagged,
+        "invalid_runs": invalid,
+        "unknown_runs": unknown,
+        "max_delta_ms": max(finite) if finite else None,
+        "no_delta_helps": no_delta_helps,
+        "lease_ms": lease,
+        "exceeded_lease": invalid > 0,
+        "expect": case.expect,
+        "expectation_met": met,
+        "run_dirs": [str(d) for d in case.run_dirs],
+    }
+
+
+def _print_table(name: str, summary: list[dict[str, Any]], console: Console) -> None:
+    t = Table(title=f"campaign {name}")
+    for col in (
+        "case",
+        "runs",
+        "strict flagged",
+        "invalid (Δ > L)",
+        "max Δ ms",
+        "lease ms",
+        "expect",
+        "met",
+    ):
+        t.add_column(col)
+    for s in summary:
+        max_delta = (
+            "∞"
+            if s["no_delta_helps"]
+            else ("-" if s["max_delta_ms"] is None else f"{s['max_delta_ms']:.1f}")
+        )
+        met = {True: "[green]yes[/]", False: "[red]NO[/]", None: "-"}[s["expectation_met"]]
+        runs = f"{s['runs']}" + (f" (+{len(s['errors'])} failed)" if s["errors"] else "")
+        t.add_row(
+            s["label"],
+            runs,
+            f"{s['strict_flagged_runs']}/{s['runs']}",
+            f"{s['invalid_runs']}/{s['runs']}",
+            max_delta,
+            "-" if s["lease_ms"] is None else f"{s['lease_ms']:g}",
+            s["expect"] or "-",
+            met,
+        )
+    console.print(t)

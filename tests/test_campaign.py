@@ -1,0 +1,131 @@
+"""Campaign files: parsing, per-case figures and expectations, and one real campaign in Docker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.campaign import Case, _case_summary, load_campaign
+from harness.errors import BadArguments
+
+
+def write(tmp_path: Path, spec: object) -> Path:
+    path = tmp_path / "campaign.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def test_cases_merge_defaults_and_keep_repeat_and_expect(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        {
+            "name": "proof",
+            "defaults": {"sut": "leasekv", "time_limit": 5},
+            "cases": [
+                {"label": "kill", "nemesis": ["kill-leader"], "repeat": 3, "expect": "valid"},
+                {"label": "bug", "sut_opts": {"bug": "local-read"}, "time_limit": 9},
+            ],
+        },
+    )
+    name, cases = load_campaign(path)
+    assert name == "proof"
+    assert [c.label for c in cases] == ["kill", "bug"]
+    assert cases[0].repeat == 3 and cases[0].expect == "valid"
+    assert cases[0].settings == {"sut": "leasekv", "time_limit": 5, "nemesis": ["kill-leader"]}
+    assert cases[1].settings["time_limit"] == 9 and cases[1].expect is None
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ({"cases": []}, "non-empty"),
+        ({"cases": [{"label": "x", "expect": "green"}]}, "expect must be one of"),
+        ({"cases": [{"label": "x", "nemessis": ["kill-leader"]}]}, "unknown setting(s) nemessis"),
+    ],
+)
+def test_bad_campaign_files_say_what_is_wrong(tmp_path: Path, spec: object, says: str) -> None:
+    with pytest.raises(BadArguments, match=None) as err:
+        load_campaign(write(tmp_path, spec))
+    assert says in str(err.value)
+
+
+def test_not_json_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text('{\n"cases": [\n}')
+    with pytest.raises(BadArguments) as err:
+        load_campaign(path)
+    assert str(err.value).startswith(f"{path}:3: not JSON")
+
+
+def _report(valid: object, *deltas: float | None) -> dict:
+    status = {None: "violation", 0: "linearizable"}
+    keys = {
+        f"k{i}": {"min_delta_ms": d, "status": status.get(d, "lease-bounded")}
+        for i, d in enumerate(deltas)
+    }
+    return {"valid": valid, "keys": keys}
+
+
+def test_summary_counts_strict_flags_separately_from_lease_violations(tmp_path: Path) -> None:
+    dirs = [tmp_path / f"r{i}" for i in range(3)]
+    reports = {
+        dirs[0]: _report(True, 0, 0),
+        dirs[1]: _report(True, 0, 120.5),  # stale, but inside the lease: strict flags it
+        dirs[2]: _report(False, None, 3.0),  # no Δ helps
+    }
+    case = Case("c", {"lease_ms": 700}, repeat=3, expect="strict-valid", run_dirs=dirs)
+    s = _case_summary(case, reports)
+    assert (s["runs"], s["strict_flagged_runs"], s["invalid_runs"]) == (3, 2, 1)
+    assert s["max_delta_ms"] == 120.5 and s["no_delta_helps"] is True
+    assert s["expectation_met"] is False
+    case.expect = "strict-flagged"
+    assert _case_summary(case, reports)["expectation_met"] is True
+    case.expect, case.run_dirs = "valid", dirs[:2]
+    assert _case_summary(case, reports)["expectation_met"] is True
+
+
+@pytest.mark.docker
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_real_campaign_runs_checks_once_and_gates(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from harness.campaign import run_campaign
+
+    path = write(
+        tmp_path,
+        {
+            "name": "mini",
+            "defaults": {
+                "sut": "leasekv",
+                "workload": "register",
+                "time_limit": 6,
+                "rate": 50,
+                "concurrency": 2,
+                "keys": 2,
+                "project": "ll-campaign-test",
+            },
+            "cases": [
+                {
+                    "label": "correct-kill",
+                    "nemesis": ["kill-leader"],
+                    "nemesis_interval": 2,
+                    "repeat": 2,
+                    "expect": "valid",
+                }
+            ],
+        },
+    )
+    code = run_campaign(path, tmp_path / "results", "local[2]", Console(stderr=True))
+    (summary_file,) = (tmp_path / "results" / "campaigns" / "mini").glob("*/campaign.json")
+    (case,) = json.loads(summary_file.read_text())["cases"]
+    assert case["runs"] == 2 and case["errors"] == []
+    for d in case["run_dirs"]:
+        results = json.loads((Path(d) / "results.json").read_text())
+        assert results["lease_ms"] == 700 and results["keys"]
+        assert (Path(d) / "report.html").is_file()
+    assert (summary_file.parent / "junit.xml").is_file()
+    # The correct leasekv build must hold the lease contract under leader kills.
+    assert case["expectation_met"] is True and code == 0, case
