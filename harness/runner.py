@@ -51,7 +51,7 @@ class Terminated(KeyboardInterrupt):
 
 @dataclass
 class RunConfig:
-    sut: str = "redis-sentinel"
+    sut: str = "leasekv"  # the reference cluster (cli.py shows the same default)
     workload: str = "register"
     nemesis: list[str] = field(default_factory=list)
     nemesis_interval: float = 6.0

@@ -50,6 +50,8 @@ def test_sigterm_mid_fault_heals_and_next_run_is_clean(
             sys.executable,
             str(ROOT / "cli.py"),
             "run",
+            "--sut",
+            "redis-sentinel",
             "--nemesis",
             nemesis,
             "--nemesis-interval",
@@ -100,6 +102,7 @@ def test_sigterm_mid_fault_heals_and_next_run_is_clean(
     # The next run on the same project replaces the leftover cluster and works.
     out = run(
         RunConfig(
+            sut="redis-sentinel",
             project=ll_project,
             results_dir=tmp_path,
             time_limit=3,
