@@ -4,17 +4,23 @@ A Nemesis never writes history itself; nemesis.schedule records an invoke and a
 completion around every start/stop, with the value the fault returned (target nodes,
 grudge, ...). `heal` must undo the fault whatever state it believes it is in, because it
 also runs after an interrupted or crashed run.
+
+A nemesis is configured by its spec (nemesis.spec): `pause:minority:d=2` means the pause
+fault, on a random minority, held for 2 s. Each class says which targets it accepts.
 """
 
 from __future__ import annotations
 
+import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from harness.cluster import Cluster
+from harness.errors import BadArguments
 from harness.profiles.base import Profile
+from nemesis.spec import NemesisSpec
 
 
 class FaultNotApplied(Exception):
@@ -26,6 +32,7 @@ class NemesisContext:
     profile: Profile
     cluster: Cluster
     log: Callable[[str], None] = field(default=lambda _m: None)
+    seed: int = 0
 
 
 class Nemesis(ABC):
@@ -33,10 +40,36 @@ class Nemesis(ABC):
     start_f: ClassVar[str]  # history f of the start, e.g. "kill", "start-partition"
     stop_f: ClassVar[str]  # e.g. "restart", "stop-partition"
     fault_kind: ClassVar[str]  # what the profile must support: "kill", "partition", "pause"
+    targets: ClassVar[tuple[str, ...]] = ()  # accepted `:target` words; () = none
+    default_target: ClassVar[str | None] = None
+    params: ClassVar[tuple[str, ...]] = ()  # accepted key=value parameters besides d=
 
-    def __init__(self, ctx: NemesisContext) -> None:
+    def __init__(self, ctx: NemesisContext, spec: NemesisSpec | None = None) -> None:
         self.ctx = ctx
+        self.spec = spec or NemesisSpec(self.name)
+        self.target = self.spec.target or self.default_target
+        # How long the fault is held before its stop (None: the schedule's interval).
+        self.duration_s: float | None = self.spec.duration_s
+        self.rng = random.Random(f"{ctx.seed}-{self.spec.text}")
         self.active: Any = None  # what start() did, while the fault is in force
+
+    @classmethod
+    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
+        """Raises BadArguments when this fault cannot run as specified on this profile."""
+        if cls.fault_kind not in profile.fault_kinds:
+            raise BadArguments(
+                f"nemesis {cls.name} needs {cls.fault_kind!r} faults, which {profile.name} does "
+                f"not support (it supports: {', '.join(sorted(profile.fault_kinds))})."
+            )
+        if spec.target is not None and spec.target not in cls.targets:
+            valid = ", ".join(cls.targets) if cls.targets else "no target"
+            raise BadArguments(
+                f"nemesis {cls.name} cannot target {spec.target!r} (it accepts: {valid})."
+            )
+        extra = sorted(set(spec.params) - set(cls.params))
+        if extra:
+            valid = ", ".join(f"{p}=" for p in ("d", *cls.params))
+            raise BadArguments(f"nemesis {cls.name} has no parameter {extra[0]}= (valid: {valid}).")
 
     @abstractmethod
     def start(self) -> Any:

@@ -1,10 +1,14 @@
 """The nemesis thread: alternates fault and heal on an interval, recording each in the history.
 
-One fault is in force at a time; the configured nemeses take turns (the seed picks the
-order). Each start/stop is an "invoke" record then "ok" with what the fault did, or
-"info" when it could not be applied or its effect is unknown. `heal_all` stops whatever
-is in force (recorded too) and then heals every nemesis blindly, so it is safe after a
-crash and safe to call twice.
+Mode "one" (default): one fault is in force at a time; the configured nemeses take turns
+(the seed picks the order), each held for its own `d=` seconds or the interval, then a
+gap of one interval. Mode "overlap": every nemesis cycles on its own clock (held for its
+duration, then healed for one interval), staggered so that faults overlap.
+
+Each start/stop is an "invoke" record then "ok" with what the fault did, or "info" when
+it could not be applied or its effect is unknown. `heal_all` stops whatever is in force
+(recorded too) and then heals every nemesis blindly, so it is safe after a crash and safe
+to call twice.
 """
 
 from __future__ import annotations
@@ -15,8 +19,11 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from harness.errors import BadArguments
 from harness.history import NEMESIS, HistoryWriter
 from nemesis.base import FaultNotApplied, Nemesis
+
+MODES = ("one", "overlap")
 
 
 class NemesisLog:
@@ -46,6 +53,7 @@ class NemesisSchedule(threading.Thread):
         interval_s: float,
         log: NemesisLog,
         seed: int = 0,
+        mode: str = "one",
     ) -> None:
         super().__init__(name="nemesis", daemon=True)
         self.nemeses = list(nemeses)
@@ -54,17 +62,26 @@ class NemesisSchedule(threading.Thread):
         self.interval_s = interval_s
         self.log = log
         self._stop_event = threading.Event()
+        if mode not in MODES:
+            raise BadArguments(f"unknown nemesis mode {mode!r} (valid: {', '.join(MODES)}).")
+        self.mode = mode
         self._lock = threading.Lock()  # one start/stop/heal at a time
-        self.in_force: Nemesis | None = None
         self.faults = 0
 
     @property
+    def in_force(self) -> list[Nemesis]:
+        return [n for n in self.nemeses if n.active]
+
+    @property
     def in_force_text(self) -> str:
-        n = self.in_force
-        if n is None or not n.active:
-            return "none"
-        nodes = n.active.get("nodes", []) if isinstance(n.active, dict) else []
-        return f"{n.name} {','.join(nodes)}".strip()
+        parts = []
+        for n in self.in_force:
+            nodes = n.active.get("nodes", []) if isinstance(n.active, dict) else []
+            parts.append(f"{n.name} {','.join(nodes)}".strip())
+        return "; ".join(parts) or "none"
+
+    def _held(self, nem: Nemesis) -> float:
+        return nem.duration_s if nem.duration_s is not None else self.interval_s
 
     def _apply(self, nem: Nemesis, start: bool) -> None:
         f = nem.start_f if start else nem.stop_f
@@ -82,20 +99,40 @@ class NemesisSchedule(threading.Thread):
                 return
             self.history.record(NEMESIS, "ok", f, value=value)
             self.log(f"{f} ({nem.name}): {value}")
-            self.in_force = nem if start else None
             if start:
                 self.faults += 1
 
     def run(self) -> None:
+        if self.mode == "overlap":
+            self._run_overlap()
+            return
         turn = 0
         while self.nemeses and not self._stop_event.wait(self.interval_s):
             nem = self.nemeses[turn % len(self.nemeses)]
             self._apply(nem, start=True)
-            if self._stop_event.wait(self.interval_s):
+            if self._stop_event.wait(self._held(nem)):
                 break
             if nem.active:
                 self._apply(nem, start=False)
             turn += 1
+
+    def _run_overlap(self) -> None:
+        n = len(self.nemeses)
+        now = time.monotonic()
+        # Staggered first starts: nemesis i starts i/n of an interval after nemesis 0.
+        due = [now + self.interval_s * (1 + i / max(n, 1)) for i in range(n)]
+        while self.nemeses:
+            i = min(range(n), key=due.__getitem__)
+            if self._stop_event.wait(max(0.0, due[i] - time.monotonic())):
+                break
+            nem = self.nemeses[i]
+            if nem.active:
+                self._apply(nem, start=False)
+                due[i] = time.monotonic() + self.interval_s
+            else:
+                self._apply(nem, start=True)
+                held = self._held(nem) if nem.active else self.interval_s
+                due[i] = time.monotonic() + held
 
     def stop(self, timeout: float = 60) -> None:
         self._stop_event.set()
@@ -116,5 +153,4 @@ class NemesisSchedule(threading.Thread):
                 except Exception as e:  # noqa: BLE001 - keep healing the others
                     problems.append(f"{nem.name}: {e}")
                     self.log(f"heal of {nem.name} failed: {e}")
-            self.in_force = None
         return problems

@@ -1,0 +1,52 @@
+"""kill: SIGKILL the target nodes' containers (default: one random node); stop restarts them.
+
+Targets: leader, one, minority, majority, all. Healing starts every node that is down
+(but not a paused one: that is the pause nemesis's to thaw).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nemesis.base import FaultNotApplied, Nemesis
+from nemesis.spec import TARGETS
+from nemesis.targets import pick_nodes
+
+
+class Kill(Nemesis):
+    name = "kill"
+    start_f = "kill"
+    stop_f = "restart"
+    fault_kind = "kill"
+    targets = TARGETS
+    default_target = "one"
+
+    def start(self) -> Any:
+        if self.active:
+            return self.active
+        nodes = [n for n in pick_nodes(self.target or "one", self.ctx.profile, self.rng)
+                 if self.ctx.cluster.is_running(n)]
+        if not nodes:
+            raise FaultNotApplied("no running node to kill")
+        for node in nodes:
+            self.ctx.cluster.kill(node)
+        self.active = {"nodes": nodes}
+        self.ctx.log(f"killed {', '.join(nodes)} (SIGKILL)")
+        return self.active
+
+    def stop(self) -> Any:
+        nodes = list(self.active["nodes"]) if self.active else []
+        for node in nodes:
+            self.ctx.cluster.start(node)
+            self.ctx.log(f"restarted {node}")
+        self.active = None
+        return {"nodes": nodes}
+
+    def heal(self) -> None:
+        for node in self.ctx.profile.nodes:
+            c = self.ctx.cluster.container(node)
+            c.reload()
+            if c.status in ("exited", "created", "dead"):
+                c.start()
+                self.ctx.log(f"healed: started {node}")
+        self.active = None

@@ -1,0 +1,71 @@
+"""loss: drop a random share of the packets on the target nodes' links (iptables statistic).
+
+`loss:all:p=0.3` (the default target is all, p defaults to 0.2): every direction of every
+link that touches a target loses packets with probability p, dropped once, at the
+receiving target (or at the sending target when the receiver is not one). TCP turns
+the loss into retransmission delays, which stretch quorum rounds: the way to expose
+bug=extend-after-round on a kernel without netem (see nemesis.delay).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.errors import BadArguments
+from harness.profiles.base import Profile
+from nemesis.base import FaultNotApplied, Nemesis
+from nemesis.netns import heal_chain, in_parallel, loss_script, run_in_netns
+from nemesis.spec import TARGETS, NemesisSpec
+from nemesis.targets import pick_nodes
+
+CHAIN = "LEASELINE-loss"
+
+
+class Loss(Nemesis):
+    name = "loss"
+    start_f = "start-loss"
+    stop_f = "stop-loss"
+    fault_kind = "partition"
+    targets = TARGETS
+    default_target = "all"
+    params = ("p",)
+
+    @classmethod
+    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
+        super().check(profile, spec)
+        if not 0 < spec.param("p", 0.2) <= 1:
+            raise BadArguments(f"nemesis loss: p= must be in (0, 1], got {spec.params['p']}.")
+
+    def start(self) -> Any:
+        if self.active:
+            return self.active
+        profile, cluster = self.ctx.profile, self.ctx.cluster
+        p = self.spec.param("p", 0.2)
+        targets = [n for n in pick_nodes(self.target or "all", profile, self.rng)
+                   if cluster.is_running(n)]
+        if not targets:
+            raise FaultNotApplied("no running node to make lossy")
+        ips = {s: cluster.ip(s) for s in profile.services() if cluster.is_running(s)}
+
+        def apply(node: str) -> str:
+            peers = [s for s in ips if s != node and ips[s]]
+            outbound = [ips[s] for s in peers if s not in targets]  # their INPUT is not lossy
+            return run_in_netns(cluster, node, loss_script([ips[s] for s in peers], outbound,
+                                                           p, CHAIN))
+
+        in_parallel(apply, targets)
+        self.active = {"nodes": targets, "probability": p}
+        self.ctx.log(f"loss {p:.0%} on the links of {', '.join(targets)}")
+        return self.active
+
+    def stop(self) -> Any:
+        nodes = list(self.active["nodes"]) if self.active else []
+        if self.active:
+            heal_chain(self.ctx.cluster, nodes, CHAIN)
+            self.ctx.log(f"loss healed on {', '.join(nodes)}")
+        self.active = None
+        return {"nodes": nodes}
+
+    def heal(self) -> None:
+        heal_chain(self.ctx.cluster, self.ctx.profile.nodes, CHAIN)
+        self.active = None

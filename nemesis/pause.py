@@ -1,0 +1,73 @@
+"""pause / pause-leader: freeze nodes (`docker pause`, the cgroup freezer) and thaw them.
+
+A frozen process keeps its sockets and its clock runs on, but it answers nothing: a
+paused leader's followers elect a new leader, and when it resumes it may still trust its
+old lease until its Raft thread notices. Hold it longer than the election timeout (e.g.
+`pause-leader:d=2` for leasekv's 1 s) to expose bug=lease-longer-than-election.
+Healing thaws every paused service of the cluster, whatever this object believes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from docker.errors import APIError, NotFound
+
+from nemesis.base import Nemesis
+from nemesis.spec import TARGETS
+from nemesis.targets import pick_nodes
+
+
+class Pause(Nemesis):
+    name = "pause"
+    start_f = "pause"
+    stop_f = "resume"
+    fault_kind = "pause"
+    targets = TARGETS
+    default_target = "leader"
+
+    def start(self) -> Any:
+        if self.active:
+            return self.active
+        nodes = pick_nodes(self.target or "leader", self.ctx.profile, self.rng)
+        paused = []
+        for node in nodes:
+            c = self.ctx.cluster.container(node)
+            c.reload()
+            if c.status == "running":
+                c.pause()
+                paused.append(node)
+        self.active = {"nodes": paused}
+        self.ctx.log(f"paused {', '.join(paused) or 'nothing (not running)'}")
+        return self.active
+
+    def stop(self) -> Any:
+        nodes = list(self.active["nodes"]) if self.active else []
+        for node in nodes:
+            self._thaw(node)
+            self.ctx.log(f"resumed {node}")
+        self.active = None
+        return {"nodes": nodes}
+
+    def _thaw(self, service: str) -> bool:
+        c = self.ctx.cluster.container(service)
+        c.reload()
+        if c.status != "paused":
+            return False
+        try:
+            c.unpause()
+        except (APIError, NotFound) as e:
+            if "is not paused" not in str(e):
+                raise
+        return True
+
+    def heal(self) -> None:
+        for service in self.ctx.profile.services():
+            if self._thaw(service):
+                self.ctx.log(f"healed: resumed {service}")
+        self.active = None
+
+
+class PauseLeader(Pause):
+    name = "pause-leader"
+    targets = ("leader",)

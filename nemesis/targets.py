@@ -1,0 +1,22 @@
+"""Choosing the nodes a fault hits: leader, one, minority, majority, all (like Jepsen's)."""
+
+from __future__ import annotations
+
+import random
+
+from harness.profiles.base import Profile
+from nemesis.base import FaultNotApplied
+
+
+def pick_nodes(target: str, profile: Profile, rng: random.Random) -> list[str]:
+    nodes = list(profile.nodes)
+    n = len(nodes)
+    if target == "leader":
+        leader = profile.leader()
+        if leader is None:
+            raise FaultNotApplied("no leader to target")
+        return [leader]
+    if target == "all":
+        return nodes
+    size = {"one": 1, "minority": max(1, (n - 1) // 2), "majority": n // 2 + 1}[target]
+    return sorted(rng.sample(nodes, size))

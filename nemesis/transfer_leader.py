@@ -1,0 +1,53 @@
+"""transfer-leader: ask the leader to hand leadership to a caught-up follower.
+
+Only for profiles with a `transfer_leader()` (leasekv's /transfer admin call). The
+interval between start and stop is the window in which a deposed leader that kept its
+lease (bug=keep-lease-on-step-down) answers stale reads; the stop changes nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness.errors import BadArguments, LeaselineError
+from harness.profiles.base import Profile
+from nemesis.base import FaultNotApplied, Nemesis
+from nemesis.spec import NemesisSpec
+
+
+class TransferLeader(Nemesis):
+    name = "transfer-leader"
+    start_f = "start-transfer"
+    stop_f = "stop-transfer"
+    fault_kind = "transfer-leader"
+
+    @classmethod
+    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
+        if not callable(getattr(profile, "transfer_leader", None)):
+            raise BadArguments(
+                f"nemesis transfer-leader needs a system that hands over leadership on request, "
+                f"and {profile.name} cannot (use kill-leader or partition-leader instead)."
+            )
+        super().check(profile, spec)
+
+    def start(self) -> Any:
+        if self.active:
+            return self.active
+        old = self.ctx.profile.leader()
+        if old is None:
+            raise FaultNotApplied("no leader to transfer from")
+        try:
+            new = self.ctx.profile.transfer_leader()  # type: ignore[attr-defined]
+        except LeaselineError as e:
+            raise FaultNotApplied(str(e)) from None
+        self.active = {"nodes": [old, new], "from": old, "to": new}
+        self.ctx.log(f"leadership transferred from {old} to {new}")
+        return self.active
+
+    def stop(self) -> Any:
+        nodes = list(self.active["nodes"]) if self.active else []
+        self.active = None
+        return {"nodes": nodes}
+
+    def heal(self) -> None:
+        self.active = None  # nothing to undo: a transfer leaves a healthy cluster
