@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from harness.errors import BadArguments
 from workloads.base import Client, Completion, Generator, Op, Workload, WorkloadOptions
+from workloads.dynamo_cas import DynamoCas
+from workloads.dynamo_register import DynamoRegister
+from workloads.lua_cas import LuaCas
 from workloads.register import Register
 
 WORKLOADS: dict[str, type[Workload]] = {
     Register.name: Register,
+    LuaCas.name: LuaCas,
+    DynamoRegister.name: DynamoRegister,
+    DynamoCas.name: DynamoCas,
 }
 
 
