@@ -1,0 +1,249 @@
+"""Each fault of the catalogue has its effect on a real 5-node leasekv cluster, and its stop
+and its blind heal leave nothing behind (no frozen container, no iptables rule)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from harness.cluster import Cluster
+from harness.errors import BadArguments
+from harness.profiles import profile_class
+from harness.profiles.base import Profile
+from harness.runner import remove_helpers
+from nemesis import NEMESES, FaultNotApplied, Nemesis, NemesisContext, nemesis_classes
+from nemesis.delay import netem_missing
+from nemesis.netns import CHAIN, list_rules, run_in_netns
+from nemesis.spec import parse_spec
+
+pytestmark = pytest.mark.docker
+RAFT = 4321
+Setup = tuple[Cluster, Profile]
+
+
+@pytest.fixture(scope="module")
+def lk() -> Iterator[Setup]:
+    cls = profile_class("leasekv")
+    c = Cluster(f"ll-g-{os.getpid()}-cat", cls.compose_profile, cls.compose_env({}))
+    try:
+        c.down()
+        c.up()
+        p = cls(c, {})
+        wait_ready(p)
+        yield c, p
+    finally:
+        c.down()
+        remove_helpers(c.project)
+
+
+def wait_ready(p: Profile, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    why = p.readiness()
+    while why is not None and time.monotonic() < deadline:
+        time.sleep(0.3)
+        why = p.readiness()
+    assert why is None, why
+
+
+def make(p: Profile, c: Cluster, text: str, seed: int = 0) -> Nemesis:
+    (factory,) = nemesis_classes([text], type(p))
+    return factory(NemesisContext(p, c, seed=seed))
+
+
+def reach(c: Cluster, src: str, dsts: list[str]) -> dict[str, bool]:
+    """Which of dsts src can open a TCP connection to, tested inside src's namespace."""
+    script = "; ".join(
+        f"if timeout 1 bash -c 'exec 3<>/dev/tcp/{c.ip(d)}/{RAFT}'; then echo {d}=1; "
+        f"else echo {d}=0; fi"
+        for d in dsts
+    )
+    out = run_in_netns(c, src, script)
+    return {k: v == "1" for k, v in (ln.split("=") for ln in out.split() if "=" in ln)}
+
+
+def assert_clean(c: Cluster, p: Profile) -> None:
+    for node in p.nodes:
+        assert c.container(node).status == "running", f"{node} left {c.container(node).status}"
+        assert CHAIN not in list_rules(c, node), f"rule left in {node}"
+
+
+def test_pause_leader_freezes_it_until_resumed(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    nem = make(p, c, "pause-leader:d=2")
+    assert nem.duration_s == 2.0
+    old = p.leader()
+    value = nem.start()
+    try:
+        assert value == {"nodes": [old]}
+        assert c.container(old).status == "paused"
+        assert p.status(old) is None, "a paused node must not answer"
+        # Longer than the 1 s election timeout: the others elect someone else.
+        deadline = time.monotonic() + 8
+        while p.leader() in (old, None) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert p.leader() not in (old, None)
+    finally:
+        assert nem.stop() == {"nodes": [old]}
+    assert c.container(old).status == "running" and p.status(old) is not None
+    # A blind heal thaws what a crashed harness left frozen.
+    c.container(old).pause()
+    nem.heal()
+    assert_clean(c, p)
+    wait_ready(p)
+
+
+def test_pause_minority_freezes_two_nodes(lk: Setup) -> None:
+    c, p = lk
+    nem = make(p, c, "pause:minority", seed=3)
+    value = nem.start()
+    try:
+        assert len(value["nodes"]) == 2
+        assert {c.container(n).status for n in value["nodes"]} == {"paused"}
+        assert all(p.status(n) is None for n in value["nodes"])
+        wait_ready_majority = [n for n in p.nodes if n not in value["nodes"]]
+        assert all(p.status(n) is not None for n in wait_ready_majority)
+    finally:
+        nem.stop()
+    assert_clean(c, p)
+
+
+def test_partition_halves_cuts_exactly_between_the_halves(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    nem = make(p, c, "partition-halves", seed=1)
+    value = nem.start()
+    try:
+        small = value["nodes"]
+        big = [n for n in p.nodes if n not in small]
+        assert len(small) == 2
+        seen = reach(c, small[0], [small[1], *big])
+        assert seen == {small[1]: True, **{b: False for b in big}}
+        seen = reach(c, big[0], [*big[1:], *small])
+        assert seen == {**{b: True for b in big[1:]}, **{s: False for s in small}}
+    finally:
+        nem.stop()
+    assert all(reach(c, p.nodes[0], list(p.nodes[1:])).values())
+    assert_clean(c, p)
+
+
+def test_majorities_ring_each_node_reaches_its_two_neighbours_only(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    nem = make(p, c, "partition-majorities-ring", seed=2)
+    value = nem.start()
+    try:
+        grudge = value["grudge"]
+        assert sorted(grudge) == sorted(p.nodes) and all(len(v) == 2 for v in grudge.values())
+        for node in p.nodes[:3]:
+            others = [n for n in p.nodes if n != node]
+            assert reach(c, node, others) == {n: n not in grudge[node] for n in others}
+    finally:
+        nem.stop()
+    assert_clean(c, p)
+
+
+def test_partition_one_and_bridge(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    leader = p.leader()
+    one = make(p, c, "partition-one", seed=4)
+    value = one.start()
+    try:
+        (node,) = value["nodes"]
+        assert node != leader
+        others = [n for n in p.nodes if n != node]
+        assert not any(reach(c, node, others).values())
+        assert all(reach(c, others[0], others[1:]).values())
+    finally:
+        one.stop()
+    br = make(p, c, "partition-bridge", seed=5)
+    value = br.start()
+    try:
+        (middle,) = value["nodes"]
+        others = [n for n in p.nodes if n != middle]
+        assert all(reach(c, middle, others).values())  # the bridge sees everyone
+        cut = value["grudge"][others[0]]
+        assert reach(c, others[0], cut) == {n: False for n in cut}
+    finally:
+        br.stop()
+    assert_clean(c, p)
+
+
+def test_loss_drops_packets_on_the_chosen_links(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    total = make(p, c, "loss:one:p=1", seed=6)  # p=1: every packet, so the effect is certain
+    value = total.start()
+    try:
+        (node,) = value["nodes"]
+        others = [n for n in p.nodes if n != node]
+        assert not any(reach(c, node, others).values())
+        assert all(reach(c, others[0], others[1:]).values())
+    finally:
+        total.stop()
+    assert_clean(c, p)
+    half = make(p, c, "loss:all:p=0.5")
+    half.start()
+    try:
+        rules = list_rules(c, p.nodes[0])
+        assert "--probability 0.5" in rules and "LEASELINE-loss" in rules
+    finally:
+        half.stop()
+    assert_clean(c, p)
+
+
+def test_transfer_leader_moves_leadership(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    nem = make(p, c, "transfer-leader")
+    old = p.leader()
+    value = None
+    for _ in range(5):  # the leader refuses while the target is not fully caught up
+        try:
+            value = nem.start()
+            break
+        except FaultNotApplied:
+            time.sleep(0.5)
+    assert value is not None and value["from"] == old and value["to"] != old
+    deadline = time.monotonic() + 5
+    while p.leader() != value["to"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert p.leader() == value["to"]
+    nem.stop()
+    wait_ready(p)
+
+
+def test_kill_minority_and_heal(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    nem = make(p, c, "kill:minority", seed=7)
+    value = nem.start()
+    assert len(value["nodes"]) == 2 and not any(c.is_running(n) for n in value["nodes"])
+    nem.stop()
+    assert all(c.is_running(n) for n in value["nodes"])
+    c.kill(value["nodes"][0])
+    NEMESES["kill"](NemesisContext(p, c)).heal()
+    assert_clean(c, p)
+    wait_ready(p)
+
+
+def test_delay_needs_netem_and_says_so(lk: Setup) -> None:
+    c, p = lk
+    why = netem_missing()
+    if why is None:  # a kernel with netem: delay must really be applied
+        nem = make(p, c, "delay:one:ms=50")
+        value = nem.start()
+        try:
+            out = run_in_netns(c, value["nodes"][0], "tc qdisc show")
+            assert "netem" in out
+        finally:
+            nem.stop()
+        return
+    with pytest.raises(BadArguments) as e:
+        nemesis_classes(["delay"], type(p))
+    assert "netem" in str(e.value) and "use loss instead" in str(e.value)
+    assert parse_spec("delay:ms=10").params == {"ms": 10.0}
