@@ -1,0 +1,91 @@
+"""`leaseline run` on leasekv killed with SIGTERM (or Ctrl-C) in the middle of a pause or a
+grudge partition leaves no frozen container, no iptables rule and no helper container,
+and records the heal in the history."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.cluster import Cluster
+from harness.docker_client import client
+from harness.profiles import profile_class
+from harness.runner import remove_helpers
+from nemesis.netns import CHAIN, HELPER_LABEL, list_rules
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def lk_project(request: pytest.FixtureRequest) -> Iterator[str]:
+    project = f"ll-g-{os.getpid()}-left-{request.node.callspec.id.replace(':', '-')}"
+    yield project
+    Cluster(project, "leasekv").down()
+    remove_helpers(project)
+
+
+def wait_for(history: Path, f: str, proc: subprocess.Popen[str], timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        if history.exists():
+            for line in history.read_text().splitlines():
+                rec = json.loads(line)
+                if rec["process"] == "nemesis" and rec["f"] == f and rec["type"] == "ok":
+                    return rec
+        time.sleep(0.2)
+    raise AssertionError(f"no {f} within {timeout} s")
+
+
+@pytest.mark.parametrize(
+    ("spec", "start_f", "stop_f", "sig"),
+    [
+        ("pause:minority:d=60", "pause", "resume", signal.SIGTERM),
+        ("partition-majorities-ring:d=60", "start-partition", "stop-partition", signal.SIGINT),
+    ],
+    ids=["pause", "ring"],
+)
+def test_killed_mid_fault_leaves_nothing_behind(
+    tmp_path: Path, lk_project: str, spec: str, start_f: str, stop_f: str, sig: int
+) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "cli.py"), "run", "--sut", "leasekv",
+         "--nemesis", spec, "--nemesis-interval", "1", "--time-limit", "90", "--rate", "20",
+         "--project", lk_project, "--results-dir", str(tmp_path), "--leave-running"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    cluster = Cluster(lk_project, "leasekv")
+    nodes = profile_class("leasekv").nodes
+    try:
+        history = tmp_path / "latest" / "history.jsonl"
+        started = wait_for(history, start_f, proc, timeout=120)
+        # The fault really is in force when the signal arrives.
+        if start_f == "pause":
+            assert {cluster.container(n).status for n in started["value"]["nodes"]} == {"paused"}
+        else:
+            assert any(CHAIN in list_rules(cluster, n) for n in nodes)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+
+    nem = [json.loads(x) for x in history.read_text().splitlines()]
+    nem = [r for r in nem if r["process"] == "nemesis"]
+    assert (nem[-1]["f"], nem[-1]["type"]) == (stop_f, "ok")
+    for node in nodes:
+        assert cluster.container(node).status == "running", f"{node} left behind"
+        assert CHAIN not in list_rules(cluster, node), f"rule left in {node}"
+    helpers = client().containers.list(all=True, filters={"label": f"{HELPER_LABEL}={lk_project}"})
+    assert helpers == []
