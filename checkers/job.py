@@ -1,8 +1,10 @@
 """The checker's PySpark job: many history files, one Spark job, one task per (file, key).
 
 jsonl histories are parsed by Spark's JVM JSON reader with an explicit schema (the value
-as a VARIANT, printed back as JSON text, so "3" and 3 stay different), grouped by
-(file, key) and handed to `pair_key` + `check_key` in pandas UDFs; knossos / etcd-log
+as a VARIANT, printed back as JSON text, so "3" and 3 stay different), repartitioned by
+(file, key), sorted within partitions and streamed as Arrow batches to `mapInArrow`, which
+slices each (file, key) run and hands it to `pair_key` + `check_key` (no per-group pandas
+conversion: that transfer was the job's main cost); knossos / etcd-log
 files are read by their importers inside the executors. Only per-key results come back
 to the driver, and a task holds one key's operations at a time.
 
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pandas as pd
 
 from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION, Budget, check_key
@@ -163,43 +166,112 @@ def _check(history: KeyHistory, lease_ns: int, budget: Budget | None,
     return _row(history.file, history.key, result=json.dumps(result))
 
 
+_REQUIRED = ("index", "time", "process", "type", "f", "key", "value")
+_RESULT_FIELDS = [tuple(c.split()) for c in RESULT_SCHEMA.split(", ")]
+
+
+def _object(values: Any) -> pd.Series:
+    # explicit object dtype: pandas 3 would infer arrow-backed strings, which pair_key
+    # turns straight back into objects
+    return pd.Series(values, dtype=object)
+
+
 def _jsonl_group(
-    pdf: pd.DataFrame,
+    table: Any,
     *,
     files: list[str],
     nemesis: dict[int, list[NemesisEvent]],
     lease_ns: int,
     budget: Budget | None,
     checker: Checker | None = None,
-) -> pd.DataFrame:
-    """One (file, key) group of jsonl records -> one result row (or one problem row)."""
-    warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
-    fid = int(pdf["fid"].iat[0])
-    path, key = files[fid], pdf["key"].iat[0]
-    key = None if pd.isna(key) else str(key)
-    required = ["index", "time", "process", "type", "f", "key", "value"]
-    if pdf["bad"].any() or pdf[required].isna().any(axis=None):
+) -> dict[str, Any]:
+    """One (file, key) group of jsonl records (a pyarrow Table) -> one result or problem row."""
+    fid = table.column("fid")[0].as_py()
+    path, key = files[fid], table.column("key")[0].as_py()
+    if table.column("bad").to_numpy().any() or any(table.column(c).null_count
+                                                    for c in _REQUIRED):
         # no line numbers here: the driver streams the file to name the first bad line
-        row = _row(path, key, problem_what="a line is not a valid history record")
-    else:
-        frame = pdf.assign(line=-1).astype(
-            {"index": "int64", "time": "int64", "process": "int64", "type": "int8", "f": "int8"})
-        try:
-            history = pair_key(frame, file=path, key=key or "", nemesis=nemesis.get(fid, []))
-        except RecordProblem as e:
-            row = _row(path, key, problem_index=e.index, problem_process=e.process,
-                       problem_what=e.what)
-        else:
-            row = _check(history, lease_ns, budget, checker)
-    return _frame(row)
+        return _row(path, key, problem_what="a line is not a valid history record")
+    n = table.num_rows
 
+    def col(name: str, dtype: Any) -> np.ndarray:
+        return table.column(name).to_numpy().astype(dtype, copy=False)
 
-def _frame(row: dict[str, Any]) -> pd.DataFrame:
-    # explicit dtypes: pandas 3's inferred arrow-backed strings trip PySpark's converter
-    return pd.DataFrame({
-        name: pd.Series([row[name]], dtype="Int64" if kind == "BIGINT" else object)
-        for name, kind in (c.split() for c in RESULT_SCHEMA.split(", "))
+    frame = pd.DataFrame({
+        "line": np.full(n, -1, dtype=np.int64),
+        "index": col("index", np.int64),
+        "time": col("time", np.int64),
+        "process": col("process", np.int64),
+        "type": col("type", np.int8),
+        "f": col("f", np.int8),
+        "key": _object(np.full(n, key, dtype=object)),
+        "value": _object(table.column("value").to_numpy(zero_copy_only=False)),
+        "plain": col("plain", bool),
+        "node": _object(table.column("node").to_numpy(zero_copy_only=False)),
     })
+    try:
+        history = pair_key(frame, file=path, key=key, nemesis=nemesis.get(fid, []))
+    except RecordProblem as e:
+        return _row(path, key, problem_index=e.index, problem_process=e.process,
+                    problem_what=e.what)
+    return _check(history, lease_ns, budget, checker)
+
+
+def _group_starts(batch: Any) -> np.ndarray:
+    """Positions where a new (fid, key) run starts in a batch sorted by (fid, key)."""
+    import pyarrow.compute as pc
+
+    n = batch.num_rows
+    change = np.zeros(n, dtype=bool)
+    change[0] = True
+    if n > 1:
+        for name in ("fid", "key"):
+            c = batch.column(name)
+            a, b = c.slice(1), c.slice(0, n - 1)
+            same = pc.fill_null(pc.equal(a, b), False)
+            both_null = pc.and_(pc.is_null(a), pc.is_null(b))
+            change[1:] |= ~pc.or_(same, both_null).to_numpy(zero_copy_only=False)
+    return np.flatnonzero(change)
+
+
+def _same_group(a: Any, b: Any) -> bool:
+    return all(a.column(c)[a.num_rows - 1].as_py() == b.column(c)[0].as_py()
+               for c in ("fid", "key"))
+
+
+def _jsonl_partition(batches: Iterator[Any], check: Callable[[Any], dict[str, Any]],
+                     ) -> Iterator[Any]:
+    """A partition sorted by (fid, key), as Arrow batches -> one result batch.
+
+    A group may continue across batches: its tail is carried until the next group
+    starts, so a task holds one group (plus one batch) at a time.
+    """
+    import pyarrow as pa
+
+    rows: list[dict[str, Any]] = []
+    carry: list[Any] = []  # the slices of the group still open at the end of a batch
+    for batch in batches:
+        starts = _group_starts(batch) if batch.num_rows else np.zeros(0, dtype=np.int64)
+        bounds = np.append(starts, batch.num_rows)
+        for i in range(len(starts)):
+            piece = batch.slice(bounds[i], bounds[i + 1] - bounds[i])
+            if carry and not (i == 0 and _same_group(carry[-1], piece)):
+                rows.append(check(pa.Table.from_batches(carry)))
+                carry = []
+            carry.append(piece)
+    if carry:
+        rows.append(check(pa.Table.from_batches(carry)))
+    if rows:
+        yield _result_batch(rows)
+
+
+def _result_batch(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    types = {"STRING": pa.string(), "BIGINT": pa.int64()}
+    schema = pa.schema([(name, types[kind]) for name, kind in _RESULT_FIELDS])
+    return pa.RecordBatch.from_pydict(
+        {name: [r[name] for r in rows] for name, _ in _RESULT_FIELDS}, schema=schema)
 
 
 def _import(path: str, fmt: str) -> list[KeyHistory]:
@@ -284,17 +356,22 @@ def _jsonl_rows(
     # nemesis events are few: a memchr-speed scan on the driver finds them
     nemesis = {i: scan_nemesis(p) for i, p in enumerate(paths)}
     records = jsonl_records(spark, paths)
-    spark.conf.set("spark.sql.shuffle.partitions",
-                   str(max(2, 2 * spark.sparkContext.defaultParallelism)))
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100000")
+    # one partition per core: each task sorts its share once; batches as big as a
+    # partition's usual groups so the Python side slices few, large Arrow batches
+    parts = max(1, spark.sparkContext.defaultParallelism)
+    spark.conf.set("spark.sql.shuffle.partitions", str(parts))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
 
-    def fn(pdf: pd.DataFrame) -> pd.DataFrame:  # a plain function: Spark inspects its hints
-        return _jsonl_group(pdf, files=paths, nemesis=nemesis, lease_ns=lease_ns, budget=budget,
-                            checker=checker)
+    def check(table: Any) -> dict[str, Any]:
+        return _jsonl_group(table, files=paths, nemesis=nemesis, lease_ns=lease_ns,
+                            budget=budget, checker=checker)
 
-    with warnings.catch_warnings():  # PySpark warns about pandas 3 on every pandas UDF
+    with warnings.catch_warnings():  # PySpark warns about pandas 3 on every Arrow UDF
         warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
-        grouped = records.groupBy("fid", "key").applyInPandas(fn, RESULT_SCHEMA)
+        grouped = (records.repartition(parts, "fid", "key")
+                   .sortWithinPartitions("fid", "key")
+                   .mapInArrow(functools.partial(_jsonl_partition, check=check),
+                               RESULT_SCHEMA))
     rows = [r.asDict() for r in grouped.collect()]
     return rows, {paths[i]: ev for i, ev in nemesis.items()}
 
