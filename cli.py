@@ -90,6 +90,13 @@ def images_build() -> int:
     "transfer-leader. TARGET: leader|one|minority|majority|all; d= holds the fault that "
     "long (default: the interval). E.g. pause-leader:d=2,loss:all:p=0.3"))
 @click.option("--nemesis-interval", default=6.0, show_default=True, help="Seconds per fault/heal.")
+@click.option(
+    "--nemesis-mode",
+    type=click.Choice(["one", "overlap"]),
+    default="one",
+    show_default=True,
+    help="one fault at a time, or each fault on its own staggered clock.",
+)
 @click.option("--time-limit", default=60.0, show_default=True, help="Seconds of client operations.")
 @click.option("--rate", default=100.0, show_default=True, help="Total operations per second.")
 @click.option("--concurrency", default=4, show_default=True, help="Client worker threads.")

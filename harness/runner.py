@@ -55,6 +55,7 @@ class RunConfig:
     workload: str = "register"
     nemesis: list[str] = field(default_factory=list)
     nemesis_interval: float = 6.0
+    nemesis_mode: str = "one"  # "overlap": each fault on its own clock
     time_limit: float = 30.0
     rate: float = 100.0
     concurrency: int = 4
@@ -245,6 +246,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
             "workload": cfg.workload,
             "nemesis": list(cfg.nemesis),
             "nemesis_interval": cfg.nemesis_interval,
+            "nemesis_mode": cfg.nemesis_mode,
             "time_limit": cfg.time_limit,
             "lease_ms": lease_ms,
             "concurrency": cfg.concurrency,
@@ -317,9 +319,11 @@ def _lifecycle(
             tracker.refresh()
             tracker.start()
             workload.setup(profile, tracker.current or profile.nodes[0])
-            ctx = NemesisContext(profile, cluster, nem_log)
+            ctx = NemesisContext(profile, cluster, nem_log, seed=cfg.seed)
             nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, profile_cls)]
-            schedule = NemesisSchedule(nemeses, history, cfg.nemesis_interval, nem_log, cfg.seed)
+            schedule = NemesisSchedule(
+                nemeses, history, cfg.nemesis_interval, nem_log, cfg.seed, mode=cfg.nemesis_mode
+            )
             # Time 0 is the moment the workload starts (cluster boot is not part of the test).
             clock = history.clock = MonotonicClock()
             for wid in range(cfg.concurrency):

@@ -142,7 +142,9 @@ def test_duration_overrides_the_interval(tmp_path: Path) -> None:
     starts = [r["time"] for r in recs if r["f"] == "start-timed"]
     stops = [r["time"] for r in recs if r["f"] == "stop-timed"]
     held = [b - a for a, b in zip(starts, stops, strict=False)]
-    assert held and all(0.55e9 < d < 0.9e9 for d in held), held  # 0.6 s, not the 0.1 s interval
+    # The first hold is complete (a later one may be cut short by stop()); 0.6 s, not the
+    # 0.1 s interval, with slack for a loaded 2-core machine.
+    assert held and 0.55e9 < held[0] < 1.3e9, held
 
 
 def test_overlap_mode_holds_two_faults_at_once(tmp_path: Path) -> None:

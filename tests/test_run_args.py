@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
         (["--sut", "nope"], "unknown system under test 'nope' (valid: "),
         (["--workload", "nope"], "unknown workload 'nope' (valid: "),
         (["--nemesis", "kill-leader,nope"], "unknown nemesis 'nope' (valid: "),
-        (["--sut-opt", "bogus=1"], "is not an option of redis-sentinel"),
+        (["--sut-opt", "bogus=1"], "is not an option of leasekv (valid: bug)"),
+        (["--sut", "redis-sentinel", "--sut-opt", "x=1"], "is not an option of redis-sentinel"),
         (["--sut-opt", "novalue"], "expects key=value"),
         (["--time-limit", "0"], "--time-limit must be at least"),
         (["--test-name", "../x"], "--test-name"),
@@ -51,6 +52,6 @@ def test_parsers() -> None:
 
 def test_validate_accepts_the_defaults() -> None:
     profile = validate(RunConfig(nemesis=["kill-leader", "partition-leader"]))
-    assert profile.name == "redis-sentinel"
+    assert profile.name == "leasekv"  # the reference cluster is the default
     with pytest.raises(BadArguments):
         validate(RunConfig(client_routing="sideways"))
