@@ -112,7 +112,7 @@ class Cluster:
         return boto3.client(
             "dynamodb", endpoint_url=f"http://127.0.0.1:{self.nodes[i]['dynamo']}",
             region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y",
-            config=Config(retries={"max_attempts": 1}, read_timeout=5, connect_timeout=2),
+            config=Config(retries={"total_max_attempts": 1}, read_timeout=5, connect_timeout=2),
         )
 
 

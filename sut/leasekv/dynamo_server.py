@@ -9,7 +9,8 @@ ClientError with Error.Code = <Name>. leasekv-specific outcomes:
   `MOVED 0 host:port` naming the leader's DynamoDB endpoint, or `no leader is known`.
 * NotAppliedException (400): the write certainly did not take effect.
 * InternalServerError (500): the outcome is unknown (as with real DynamoDB). boto3
-  retries 5xx and connection errors by default: test clients must set max_attempts=1.
+  retries 5xx and connection errors by default: test clients must set
+  total_max_attempts=1 (one attempt, no retry).
 """
 
 from __future__ import annotations
