@@ -77,6 +77,46 @@ class Generator(ABC):
         return Op("read", key)
 
 
+
+class IndependentKeysGenerator(Generator):
+    """Jepsen's independent keys: a few keys in use, each proposing values 1, 2, 3, ... so a
+    read names the operation it observed; with --writes-per-key N a key retires after N
+    proposals and a fresh key takes its slot, which keeps each key's history small."""
+
+    def __init__(self, opts: WorkloadOptions, key_prefix: str) -> None:
+        super().__init__(opts)
+        self.key_prefix = key_prefix
+        self._next_key = 0
+        self._active: list[str] = [self._new_key() for _ in range(max(1, opts.keys))]
+        self._all: list[str] = list(self._active)
+        self._last_value: dict[str, int] = {}
+
+    def _new_key(self) -> str:
+        name = f"{self.key_prefix}{self._next_key}"
+        self._next_key += 1
+        return name
+
+    def pick_key(self, rng: random.Random) -> tuple[int, str]:
+        """A slot and its key; call with self.lock held."""
+        slot = rng.randrange(len(self._active))
+        return slot, self._active[slot]
+
+    def propose(self, slot: int, key: str) -> tuple[int, int]:
+        """(last proposed value, the new unique one); call with self.lock held. After a key's
+        last proposal later operations go to a fresh key."""
+        last = self._last_value.get(key, 0)
+        value = self._last_value[key] = last + 1
+        limit = self.opts.writes_per_key
+        if limit is not None and value >= limit:
+            fresh = self._new_key()
+            self._active[slot] = fresh
+            self._all.append(fresh)
+        return last, value
+
+    def all_keys(self) -> list[str]:
+        with self.lock:
+            return list(self._all)
+
 class Workload(ABC):
     name: ClassVar[str]
     protocol: ClassVar[str]  # the profile endpoint protocol the client speaks

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import random
 
-from workloads.base import Generator, Op, WorkloadOptions
+from workloads.base import IndependentKeysGenerator, Op, WorkloadOptions
 
 
-class CasGenerator(Generator):
+class CasGenerator(IndependentKeysGenerator):
     def __init__(
         self,
         opts: WorkloadOptions,
@@ -23,18 +23,8 @@ class CasGenerator(Generator):
         cas_ratio: float = 0.4,
         key_prefix: str = "c",
     ) -> None:
-        super().__init__(opts)
+        super().__init__(opts, key_prefix)
         self.read_ratio, self.cas_ratio = read_ratio, cas_ratio
-        self.key_prefix = key_prefix
-        self._next_key = 0
-        self._active: list[str] = [self._new_key() for _ in range(max(1, opts.keys))]
-        self._all: list[str] = list(self._active)
-        self._last_value: dict[str, int] = {}
-
-    def _new_key(self) -> str:
-        name = f"{self.key_prefix}{self._next_key}"
-        self._next_key += 1
-        return name
 
     def _expected(self, rng: random.Random, last: int) -> int | None:
         # 0 stands for "absent": no value was ever proposed on the key (or we pretend so).
@@ -44,24 +34,11 @@ class CasGenerator(Generator):
 
     def next_op(self, rng: random.Random) -> Op:
         with self.lock:
-            slot = rng.randrange(len(self._active))
-            key = self._active[slot]
+            slot, key = self.pick_key(rng)
             roll = rng.random()
             if roll < self.read_ratio:
                 return Op("read", key)
-            last = self._last_value.get(key, 0)
-            value = last + 1
-            self._last_value[key] = value
-            limit = self.opts.writes_per_key
-            if limit is not None and value >= limit:
-                # The key's last write or cas: later ops go to a fresh key.
-                fresh = self._new_key()
-                self._active[slot] = fresh
-                self._all.append(fresh)
+            last, value = self.propose(slot, key)
             if roll < self.read_ratio + self.cas_ratio:
                 return Op("cas", key, [self._expected(rng, last), value])
             return Op("write", key, value)
-
-    def all_keys(self) -> list[str]:
-        with self.lock:
-            return list(self._all)

@@ -9,7 +9,14 @@ from __future__ import annotations
 
 import random
 
-from workloads.base import FAIL, Completion, Generator, Op, Workload, WorkloadOptions
+from workloads.base import (
+    FAIL,
+    Completion,
+    IndependentKeysGenerator,
+    Op,
+    Workload,
+    WorkloadOptions,
+)
 from workloads.redis_client import RedisClient, decode_value, ok
 
 
@@ -28,39 +35,18 @@ class RegisterClient(RedisClient):
         return Completion(FAIL, op.value, f"register has no operation {op.f!r}")
 
 
-class RegisterGenerator(Generator):
+class RegisterGenerator(IndependentKeysGenerator):
     def __init__(self, opts: WorkloadOptions, read_ratio: float = 0.5) -> None:
-        super().__init__(opts)
+        super().__init__(opts, key_prefix="r")
         self.read_ratio = read_ratio
-        self._next_key = 0
-        self._active: list[str] = [self._new_key() for _ in range(max(1, opts.keys))]
-        self._all: list[str] = list(self._active)
-        self._last_value: dict[str, int] = {}
-
-    def _new_key(self) -> str:
-        name = f"r{self._next_key}"
-        self._next_key += 1
-        return name
 
     def next_op(self, rng: random.Random) -> Op:
         with self.lock:
-            slot = rng.randrange(len(self._active))
-            key = self._active[slot]
+            slot, key = self.pick_key(rng)
             if rng.random() < self.read_ratio:
                 return Op("read", key)
-            value = self._last_value.get(key, 0) + 1
-            self._last_value[key] = value
-            limit = self.opts.writes_per_key
-            if limit is not None and value >= limit:
-                # This is the key's last write: later ops go to a fresh key.
-                fresh = self._new_key()
-                self._active[slot] = fresh
-                self._all.append(fresh)
+            _, value = self.propose(slot, key)
             return Op("write", key, value)
-
-    def all_keys(self) -> list[str]:
-        with self.lock:
-            return list(self._all)
 
 
 class Register(Workload):
