@@ -34,3 +34,34 @@ def spark() -> object:
     from checkers.job import get_spark
 
     return get_spark("local[2]")
+
+
+def wait_until_ready(profile: object, timeout: float = 90) -> None:
+    """Polls the profile's readiness check; fails the test with its last reason."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    why = profile.readiness()  # type: ignore[attr-defined]
+    while why is not None and time.monotonic() < deadline:
+        time.sleep(0.3)
+        why = profile.readiness()  # type: ignore[attr-defined]
+    assert why is None, why
+
+
+def booted_cluster(sut: str, project: str, timeout: float = 90) -> Iterator[tuple[object, object]]:
+    """Generator for module fixtures: a profile's cluster, up and ready, removed afterwards."""
+    from harness.cluster import Cluster
+    from harness.profiles import profile_class
+    from harness.runner import remove_helpers
+
+    cls = profile_class(sut)
+    cluster = Cluster(project, cls.compose_profile, cls.compose_env({}))
+    try:
+        cluster.down()
+        cluster.up()
+        profile = cls(cluster, {})
+        wait_until_ready(profile, timeout)
+        yield cluster, profile
+    finally:
+        cluster.down()
+        remove_helpers(project)

@@ -8,12 +8,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from conftest import booted_cluster, wait_until_ready
 
 from harness.cluster import Cluster
 from harness.errors import BadArguments
-from harness.profiles import profile_class
 from harness.profiles.base import Profile
-from harness.runner import remove_helpers
 from nemesis import NEMESES, FaultNotApplied, Nemesis, NemesisContext, nemesis_classes
 from nemesis.delay import netem_missing
 from nemesis.netns import CHAIN, list_rules, run_in_netns
@@ -26,26 +25,11 @@ Setup = tuple[Cluster, Profile]
 
 @pytest.fixture(scope="module")
 def lk() -> Iterator[Setup]:
-    cls = profile_class("leasekv")
-    c = Cluster(f"ll-g-{os.getpid()}-cat", cls.compose_profile, cls.compose_env({}))
-    try:
-        c.down()
-        c.up()
-        p = cls(c, {})
-        wait_ready(p)
-        yield c, p
-    finally:
-        c.down()
-        remove_helpers(c.project)
+    yield from booted_cluster("leasekv", f"ll-g-{os.getpid()}-cat", timeout=60)
 
 
-def wait_ready(p: Profile, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    why = p.readiness()
-    while why is not None and time.monotonic() < deadline:
-        time.sleep(0.3)
-        why = p.readiness()
-    assert why is None, why
+def wait_ready(p: Profile) -> None:
+    wait_until_ready(p, 60)
 
 
 def make(p: Profile, c: Cluster, text: str, seed: int = 0) -> Nemesis:

@@ -13,11 +13,10 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+from conftest import booted_cluster, wait_until_ready
 
 from harness.cluster import Cluster
-from harness.profiles import profile_class
 from harness.profiles.base import Profile
-from harness.runner import remove_helpers
 from nemesis import NEMESES, NemesisContext
 from nemesis.netns import CHAIN, list_rules, run_in_netns
 
@@ -26,26 +25,11 @@ pytestmark = pytest.mark.docker
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Cluster, Profile]]:
-    cls = profile_class("redis-sentinel")
-    c = Cluster(f"ll-t-{os.getpid()}-nemesis", cls.compose_profile, cls.compose_env({}))
-    try:
-        c.down()
-        c.up()
-        p = cls(c, {})
-        wait_ready(p)
-        yield c, p
-    finally:
-        c.down()
-        remove_helpers(c.project)
+    yield from booted_cluster("redis-sentinel", f"ll-t-{os.getpid()}-nemesis", timeout=90)
 
 
-def wait_ready(p: Profile, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    why = p.readiness()
-    while why is not None and time.monotonic() < deadline:
-        time.sleep(0.3)
-        why = p.readiness()
-    assert why is None, why
+def wait_ready(p: Profile) -> None:
+    wait_until_ready(p, 90)
 
 
 def reachable(c: Cluster, from_service: str, to_service: str, port: int) -> bool:
