@@ -206,7 +206,7 @@ def _jsonl_group(
         "f": col("f", np.int8),
         "key": _object(np.full(n, key, dtype=object)),
         "value": _object(table.column("value").to_numpy(zero_copy_only=False)),
-        "plain": col("plain", bool),
+        "plain": _plain(table.column("value")),
         "node": _object(table.column("node").to_numpy(zero_copy_only=False)),
     })
     try:
@@ -215,6 +215,18 @@ def _jsonl_group(
         return _row(path, key, problem_index=e.index, problem_process=e.process,
                     problem_what=e.what)
     return _check(history, lease_ns, budget, checker)
+
+
+# ints and null print the same in Spark and Python: only other values get a Python round
+# trip to ops.canonical (floats, strings with escapes, objects...)
+_PLAIN = r'^(-?[0-9]+|null|"[ !#-\[\]-~]*")$'
+
+
+def _plain(values: Any) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.match_substring_regex(values, _PLAIN), True).to_numpy(
+        zero_copy_only=False)
 
 
 def _group_starts(batch: Any) -> np.ndarray:
@@ -315,8 +327,9 @@ def _uri_to_path(uri: str) -> str:
 
 
 def jsonl_records(spark: Any, paths: list[str]) -> Any:
-    """The client records of every file as one DataFrame in the shape pair_key expects
-    (type/f as codes, value as JSON text) plus fid (position in `paths`) and bad (corrupt)."""
+    """The client records of every file as one DataFrame: type/f as codes, value as JSON
+    text, fid (position in `paths`) and bad (corrupt); `_jsonl_group` adds what else
+    pair_key expects (plain, computed with Arrow's regex engine in the worker)."""
     from pyspark.sql import functions as F
 
     fid = {_uri_to_path(p): i for i, p in enumerate(paths)}
@@ -326,7 +339,9 @@ def jsonl_records(spark: Any, paths: list[str]) -> Any:
     spellings = {v: fid[_uri_to_path(u)] for u in df.inputFiles()
                  for v in (u, u.replace("file:///", "file:/", 1))}
     uri_ids = [x for u, i in spellings.items() for x in (F.lit(u), F.lit(i))]
-    file_id = F.create_map(*uri_ids)[F.col("_metadata.file_path")]
+    # one file (the usual large case): a constant, no per-row path lookup
+    file_id = (F.lit(0) if len(paths) == 1
+               else F.create_map(*uri_ids)[F.col("_metadata.file_path")])
 
     def code(col: str, names: tuple[str, ...]) -> Any:  # position in names, -1 if absent
         return (F.array_position(F.array(*map(F.lit, names)), F.col(col)) - 1).cast("tinyint")
@@ -341,10 +356,6 @@ def jsonl_records(spark: Any, paths: list[str]) -> Any:
         code("f", tuple(CLIENT_FS)).alias("f"),
         "key",
         value.alias("value"),
-        # ints and null print the same in Spark and Python: only other values get a
-        # Python round trip to ops.canonical (floats, strings with escapes, objects...)
-        F.coalesce(value.rlike(r"^(-?[0-9]+|null|\"[ !#-\[\]-~]*\")$"), F.lit(True))
-        .alias("plain"),
         "node",
         F.col("_corrupt").isNotNull().alias("bad"),
     )
