@@ -14,6 +14,7 @@ Target: 10 M ops in <= 60 s on local[2].
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,6 +22,30 @@ from pathlib import Path
 from bench.gen_history import generate
 
 OUT = Path(__file__).resolve().parent / "out"
+
+
+def tree_cpu_seconds() -> float:
+    """User+sys CPU of this process and its descendants (the JVM, Python workers) from
+    /proc: on a shared machine wall time varies with load, CPU time much less."""
+    stats: dict[int, tuple[int, int]] = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{d}/stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
+        stats[int(d)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    total, todo = 0, [os.getpid()]
+    while todo:
+        pid = todo.pop()
+        total += stats.get(pid, (0, 0))[1]
+        todo.extend(children.get(pid, []))
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def main() -> int:
@@ -52,12 +77,13 @@ def main() -> int:
     t = time.perf_counter()
     get_spark(a.master)
     t_session = time.perf_counter() - t
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), tree_cpu_seconds()
     report = check_histories([path], "jsonl", int(a.lease_ms * 1e6), a.master)
-    seconds = time.perf_counter() - t
+    seconds, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
     r = report["files"][str(path)]
-    print(f"ops={r['ops']:,} keys={len(r['keys'])} seconds={seconds:.1f} "
-          f"ops/s={r['ops'] / seconds:,.0f} (session start {t_session:.1f} s, master {a.master})")
+    print(f"ops={r['ops']:,} keys={len(r['keys'])} seconds={seconds:.1f} cpu_seconds={cpu:.1f} "
+          f"ops/s={r['ops'] / seconds:,.0f} (session start {t_session:.1f} s, master {a.master}, "
+          f"load average {os.getloadavg()[0]:.1f})")
     print(f"verdict={r['valid']} summary={r['summary']} max_delta_ms={r['max_delta_ms']}")
 
     # the planted anomalies must be what the checker reports on their keys
