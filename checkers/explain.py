@@ -223,8 +223,9 @@ def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int) -> di
     stale_by = (int(h.invoke[r]) - int(h.complete[first_new])) if first_new is not None else None
     text = f"{_describe(h, r)} returned {h.value[r] if h.value[r] is not None else 'nil'}"
     if first_new is not None:
-        text += (f", but {_describe(h, first_new)} had already observed a later value "
-                 f"{stale_by / 1e6:.3f} ms before the read was invoked")
+        seen = "written" if int(h.f[first_new]) != READ else "observed"
+        text += (f", but {_describe(h, first_new)} had already {seen} a later value, "
+                 f"finishing {stale_by / 1e6:.3f} ms before the read was invoked")
     text += (f"; the read needs a shift of {delta / 1e6:.3f} ms, more than the lease "
              f"window of {lease_ns / 1e6:.3f} ms." if delta is not None else ".")
     return build(h, rows, roles, edges, text, lease_ns)
