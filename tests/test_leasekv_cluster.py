@@ -219,6 +219,26 @@ def test_transfer_leader(cluster: Cluster) -> None:
         cluster.redis(old).get("t")
 
 
+def test_transfer_after_idle_reaches_every_voter(cluster: Cluster) -> None:
+    # Regression: pysyncobj checks a connection's read timeout (3.5 s) only when sending,
+    # and followers never talk to each other. Without keepalives the target's first vote
+    # request over an idle follower-follower connection closed it and was dropped.
+    old = cluster.wait_leader()
+    target = _follower(cluster, old)
+    others = [i for i in cluster.procs if i not in (old, target)]
+    time.sleep(4.5)  # longer than connectionTimeout: every follower-follower link is idle
+    sizes = {i: (cluster.base / f"node{i}.log").stat().st_size for i in others}
+    code, body = cluster.transfer(old, target)
+    assert code == 200, body
+    assert cluster.wait_leader(timeout=5) == target
+    needle = f"vote request from 127.0.0.1:{cluster.nodes[target]['raft']} (term"
+    for i in others:
+        with open(cluster.base / f"node{i}.log", "rb") as f:
+            f.seek(sizes[i])
+            text = f.read().decode(errors="replace")
+        assert needle in text and "for a leadership transfer" in text, (i, text[-2000:])
+
+
 def test_leader_kill_elects_a_new_leader_and_keeps_acked_writes(cluster: Cluster) -> None:
     old = cluster.wait_leader()
     r = cluster.redis(old)

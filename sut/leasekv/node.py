@@ -210,7 +210,7 @@ class LeaseKV:
             outcome.append(err)
             finished.set()
 
-        self.raft.run_on_tick(lambda: self.raft.hand_over(target, done))
+        self.raft.run_on_tick(lambda: self.raft.hand_over(target, done, self.lease.invalidate))
         if not finished.wait(2.0):
             raise TransferFailed("the Raft thread did not run the transfer in time")
         if outcome[0] is not None:

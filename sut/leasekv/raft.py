@@ -14,7 +14,8 @@ pysyncobj implements plain Raft. A lease additionally needs (Raft thesis §6.4.1
 
 The hooks: this subclass overrides SyncObj's private message handler (name-mangled
 `_SyncObj__onMessageReceived`, the method SyncObj registers with its transport), and a
-TCPTransport subclass adds the `transfer` flag to outgoing vote requests. Everything that
+TCPTransport subclass adds the `transfer` flag to outgoing vote requests and keeps idle
+peer connections alive (see `LeaseTransport.send_keepalives`). Everything that
 changes Raft state runs on pysyncobj's tick thread (tasks are queued with run_on_tick).
 """
 
@@ -39,6 +40,13 @@ FOLLOWER, CANDIDATE, LEADER = _RAFT_STATE.FOLLOWER, _RAFT_STATE.CANDIDATE, _RAFT
 ROLE_NAMES = {FOLLOWER: "follower", CANDIDATE: "candidate", LEADER: "leader"}
 
 
+# Sent by every node to every peer each KEEPALIVE_PERIOD_S; dropped on receipt.
+KEEPALIVE = {"type": "leasekv_keepalive"}
+KEEPALIVE_PERIOD_S = 0.5
+# How long a leader keeps retrying a transfer to a target that is not yet caught up.
+HANDOVER_WAIT_S = 0.5
+
+
 class LeaseTransport(TCPTransport):
     """Marks the vote requests of a requested leadership transfer with `transfer: True`."""
 
@@ -48,6 +56,19 @@ class LeaseTransport(TCPTransport):
             if getattr(owner, "transfer_election_active", lambda: False)():
                 message = dict(message, transfer=True)
         return super().send(node, message)
+
+    def send_keepalives(self) -> None:
+        """Sends a tiny message over every peer connection (tick thread).
+
+        pysyncobj's TcpConnection checks its read timeout (connectionTimeout) only when it
+        sends, and two followers never talk to each other. So the first message over an
+        idle follower-follower connection (a transfer target's vote request) found the
+        connection "timed out", closed it, started a reconnect and was dropped: only the
+        old leader, which talks to every follower, got the vote request. Traffic both
+        ways keeps every connection fresh, and a dead peer is still noticed in time.
+        """
+        for node in list(self._nodes):
+            self.send(node, KEEPALIVE)
 
 
 def make_conf(cfg: NodeConfig, on_state_changed: Callable[[int, int], None]) -> SyncObjConf:
@@ -94,7 +115,11 @@ class LeaseRaft(SyncObj):
         others = [p.raft_addr for p in cfg.others]
         super().__init__(cfg.me.raft_addr, others, make_conf(cfg, on_state_changed),
                          consumers=consumers, transportClass=LeaseTransport)
+        self._next_keepalive = 0.0
+        self._handover: tuple[Any, ...] | None = None  # (target, done, fence, deadline)
         self.addOnTickCallback(self._drain_tasks)
+        self.addOnTickCallback(self._handover_tick)
+        self.addOnTickCallback(self._keepalive_tick)
 
     # --- running code on the tick thread -------------------------------------------------
     def run_on_tick(self, task: Callable[[], None]) -> None:
@@ -110,6 +135,12 @@ class LeaseRaft(SyncObj):
                 task()
             except Exception:  # a failing admin task must not stop replication
                 log.exception("tick task failed")
+
+    def _keepalive_tick(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_keepalive:
+            self._next_keepalive = now + KEEPALIVE_PERIOD_S
+            self._SyncObj__transport.send_keepalives()  # type: ignore[attr-defined]
 
     # --- state seen from other threads ----------------------------------------------------
     def role(self) -> int:
@@ -133,6 +164,8 @@ class LeaseRaft(SyncObj):
     # --- the hooked message handler ------------------------------------------------------
     def _SyncObj__onMessageReceived(self, node: Any, message: dict) -> None:  # noqa: N802
         mtype = message.get("type")
+        if mtype == KEEPALIVE["type"]:
+            return  # its only job was to be read (see LeaseTransport.send_keepalives)
         now = time.monotonic()
         term = self.raftCurrentTerm
         if mtype == "request_vote":
@@ -171,15 +204,35 @@ class LeaseRaft(SyncObj):
         self._SyncObj__raftElectionDeadline = time.monotonic() + 2 * self._min_election_s
         self._SyncObj__setState(FOLLOWER)  # type: ignore[attr-defined]
 
-    def hand_over(self, target_addr: str | None, done: Callable[[str | None], None]) -> None:
-        """Tick thread: send TimeoutNow to a caught-up target, then step down. done(error)."""
+    def hand_over(self, target_addr: str | None, done: Callable[[str | None], None],
+                  fence: Callable[[], None] = lambda: None) -> None:
+        """Tick thread: send TimeoutNow to a caught-up target, then step down. done(error).
+
+        Under a steady write stream the target is rarely caught up at the exact tick
+        (pysyncobj wants its matchIndex == our last index), so retry on later ticks for
+        up to HANDOVER_WAIT_S before refusing. fence() runs before every attempt, so no
+        lease extended by a round of the waiting time survives until the TimeoutNow.
+        """
+        self._handover = (target_addr, done, fence, time.monotonic() + HANDOVER_WAIT_S)
+        self._handover_tick()
+
+    def _handover_tick(self) -> None:
+        if self._handover is None:
+            return
+        target_addr, done, fence, deadline = self._handover
         if not self._isLeader():
+            self._handover = None
             done("not the leader")
             return
+        fence()
         result: list[int] = []
         self.transferLeadership(target_addr, callback=lambda _r, err: result.append(err))
         if not result or result[0] != 0:
+            if time.monotonic() < deadline:
+                return  # try again on the next tick
+            self._handover = None
             done("the target is not connected or not caught up with the leader's log")
             return
+        self._handover = None
         self.step_down()
         done(None)
