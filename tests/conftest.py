@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -65,3 +66,56 @@ def booted_cluster(sut: str, project: str, timeout: float = 90) -> Iterator[tupl
     finally:
         cluster.down()
         remove_helpers(project)
+
+
+class FakeConnection:
+    """Scripted redis Connection: each entry is a reply or an exception, per phase."""
+
+    def __init__(
+        self,
+        connect_error: Exception | None = None,
+        replies: list[Any] | None = None,
+        send_error: Exception | None = None,
+    ) -> None:
+        self.connect_error = connect_error
+        self.replies = list(replies or [])
+        self.send_error = send_error
+        self.sent: list[tuple[Any, ...]] = []
+        self.connects = 0
+        self.disconnects = 0
+
+    def connect(self) -> None:
+        self.connects += 1
+        if self.connect_error:
+            raise self.connect_error
+
+    def send_command(self, *args: Any) -> None:
+        if self.send_error:
+            raise self.send_error
+        self.sent.append(args)
+
+    def read_response(self) -> Any:
+        r = self.replies.pop(0)
+        if isinstance(r, Exception):
+            raise r
+        return r
+
+    def disconnect(self) -> None:
+        self.disconnects += 1
+
+
+def wait_for_nemesis_record(history: object, f: str, proc: object, timeout: float) -> dict:
+    """Polls a running `leaseline run`'s history.jsonl until the nemesis records `f` as ok."""
+    import json
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""  # type: ignore[attr-defined]
+        if history.exists():  # type: ignore[attr-defined]
+            for line in history.read_text().splitlines():  # type: ignore[attr-defined]
+                rec = json.loads(line)
+                if rec["process"] == "nemesis" and rec["f"] == f and rec["type"] == "ok":
+                    return rec
+        time.sleep(0.2)
+    raise AssertionError(f"no {f} within {timeout} s")

@@ -7,10 +7,10 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_for_nemesis_record
 
 from harness.cluster import Cluster
 from harness.docker_client import client
@@ -20,19 +20,6 @@ from nemesis.netns import CHAIN, HELPER_LABEL, list_rules
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def wait_for_fault(history: Path, f: str, proc: subprocess.Popen[str], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        if history.exists():
-            for line in history.read_text().splitlines():
-                rec = json.loads(line)
-                if rec["process"] == "nemesis" and rec["f"] == f and rec["type"] == "ok":
-                    return
-        time.sleep(0.2)
-    raise AssertionError(f"no {f} within {timeout} s")
 
 
 @pytest.mark.parametrize(
@@ -73,7 +60,7 @@ def test_sigterm_mid_fault_heals_and_next_run_is_clean(
     )
     try:
         history = tmp_path / "latest" / "history.jsonl"
-        wait_for_fault(history, start_f, proc, timeout=120)
+        wait_for_nemesis_record(history, start_f, proc, timeout=120)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
     finally:

@@ -9,11 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import wait_for_nemesis_record
 
 from harness.cluster import Cluster
 from harness.docker_client import client
@@ -31,19 +31,6 @@ def lk_project(request: pytest.FixtureRequest) -> Iterator[str]:
     yield project
     Cluster(project, "leasekv").down()
     remove_helpers(project)
-
-
-def wait_for(history: Path, f: str, proc: subprocess.Popen[str], timeout: float) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
-        if history.exists():
-            for line in history.read_text().splitlines():
-                rec = json.loads(line)
-                if rec["process"] == "nemesis" and rec["f"] == f and rec["type"] == "ok":
-                    return rec
-        time.sleep(0.2)
-    raise AssertionError(f"no {f} within {timeout} s")
 
 
 @pytest.mark.parametrize(
@@ -67,7 +54,7 @@ def test_killed_mid_fault_leaves_nothing_behind(
     nodes = profile_class("leasekv").nodes
     try:
         history = tmp_path / "latest" / "history.jsonl"
-        started = wait_for(history, start_f, proc, timeout=120)
+        started = wait_for_nemesis_record(history, start_f, proc, timeout=120)
         # The fault really is in force when the signal arrives.
         if start_f == "pause":
             assert {cluster.container(n).status for n in started["value"]["nodes"]} == {"paused"}

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import redis
+from conftest import FakeConnection
 from lupa import LuaRuntime
 
 from checkers.decide import check_key
@@ -21,34 +22,6 @@ from workloads import WORKLOADS, WorkloadOptions, workload_class
 from workloads.base import FAIL, INFO, OK, Op
 from workloads.cas_ops import CasGenerator
 from workloads.lua_cas import CAS_SCRIPT, CAS_SHA, READ_SHA, LuaCasClient, load_scripts
-
-
-class FakeConnection:
-    """Scripted redis Connection: replies (or exceptions) in order; records what was sent."""
-
-    def __init__(self, replies: list[Any] | None = None,
-                 connect_error: Exception | None = None) -> None:
-        self.replies = list(replies or [])
-        self.connect_error = connect_error
-        self.sent: list[tuple[Any, ...]] = []
-        self.connects = self.disconnects = 0
-
-    def connect(self) -> None:
-        self.connects += 1
-        if self.connect_error:
-            raise self.connect_error
-
-    def send_command(self, *args: Any) -> None:
-        self.sent.append(args)
-
-    def read_response(self) -> Any:
-        r = self.replies.pop(0)
-        if isinstance(r, Exception):
-            raise r
-        return r
-
-    def disconnect(self) -> None:
-        self.disconnects += 1
 
 
 def client_with(conn: FakeConnection) -> LuaCasClient:

@@ -3,52 +3,16 @@
 from __future__ import annotations
 
 import random
-from typing import Any
 
 import pytest
 import redis
+from conftest import FakeConnection
 
 from harness.errors import BadArguments
 from harness.profiles.base import Endpoint
 from workloads import WORKLOADS, WorkloadOptions, workload_class
 from workloads.base import FAIL, INFO, OK, Op
 from workloads.register import RegisterClient, RegisterGenerator
-
-
-class FakeConnection:
-    """Scripted redis Connection: each entry is a reply or an exception, per phase."""
-
-    def __init__(
-        self,
-        connect_error: Exception | None = None,
-        replies: list[Any] | None = None,
-        send_error: Exception | None = None,
-    ) -> None:
-        self.connect_error = connect_error
-        self.replies = list(replies or [])
-        self.send_error = send_error
-        self.sent: list[tuple[Any, ...]] = []
-        self.connects = 0
-        self.disconnects = 0
-
-    def connect(self) -> None:
-        self.connects += 1
-        if self.connect_error:
-            raise self.connect_error
-
-    def send_command(self, *args: Any) -> None:
-        if self.send_error:
-            raise self.send_error
-        self.sent.append(args)
-
-    def read_response(self) -> Any:
-        r = self.replies.pop(0)
-        if isinstance(r, Exception):
-            raise r
-        return r
-
-    def disconnect(self) -> None:
-        self.disconnects += 1
 
 
 def client_with(conn: FakeConnection) -> RegisterClient:
