@@ -6,8 +6,14 @@ pysyncobj implements plain Raft. A lease additionally needs (Raft thesis §6.4.1
   timeout ignores RequestVote entirely (it neither votes nor adopts the higher term).
   Only a vote request that carries the `transfer` flag (sent by the target of a
   leadership transfer that the leader itself asked for) is honoured inside that window;
-* check quorum: a leader that has not heard from a majority for an election timeout
-  steps down (pysyncobj's `leaderFallbackTimeout`, configured to the election timeout);
+* check quorum, as etcd's CheckQuorum (which elastickv uses) does it: every election
+  timeout since it became leader, the leader checks whether a majority (itself included)
+  answered it during that period, and steps down if not. So a leader cut off from its
+  peers steps down between 1x and 2x the election timeout after it last heard from them,
+  not at exactly 1x: a correct lease (shorter than the election timeout and counted from
+  before the round) does not care, but a lease that outlives the election timeout is
+  then served after a rival is elected, as it would be in elastickv. pysyncobj's own
+  `leaderFallbackTimeout` checks on every tick (precise) and is disabled here;
 * a node that ignored a vote request must still be able to rejoin: when it receives
   AppendEntries from a lower term it answers `stale_term` with its own term, and the
   stale leader steps down (etcd does the same with checkQuorum enabled).
@@ -22,6 +28,7 @@ changes Raft state runs on pysyncobj's tick thread (tasks are queued with run_on
 from __future__ import annotations
 
 import logging
+import math
 import os
 import queue
 import time
@@ -83,8 +90,9 @@ def make_conf(cfg: NodeConfig, on_state_changed: Callable[[int, int], None]) -> 
         raftMinTimeout=election_s,
         raftMaxTimeout=2 * election_s,
         appendEntriesPeriod=0.1,
-        # Check quorum: a leader cut off from a majority for an election timeout steps down.
-        leaderFallbackTimeout=election_s,
+        # Off (pysyncobj's check runs every tick): LeaseRaft._check_quorum_tick does it the
+        # way etcd does. (None fails SyncObjConf's validation; inf never falls back.)
+        leaderFallbackTimeout=math.inf,
         connectionTimeout=max(3.5, 2 * election_s),
         connectionRetryTime=0.5,
         # Send each new entry at once (not on the next 100 ms heartbeat): lower latency.
@@ -117,7 +125,11 @@ class LeaseRaft(SyncObj):
                          consumers=consumers, transportClass=LeaseTransport)
         self._next_keepalive = 0.0
         self._handover: tuple[Any, ...] | None = None  # (target, done, fence, deadline)
+        # Check quorum: the start of the current check period while leading (None: not
+        # leading). Period boundaries are counted from when this node became leader.
+        self._quorum_period_start: float | None = None
         self.addOnTickCallback(self._drain_tasks)
+        self.addOnTickCallback(self._check_quorum_tick)
         self.addOnTickCallback(self._handover_tick)
         self.addOnTickCallback(self._keepalive_tick)
 
@@ -141,6 +153,37 @@ class LeaseRaft(SyncObj):
         if now >= self._next_keepalive:
             self._next_keepalive = now + KEEPALIVE_PERIOD_S
             self._SyncObj__transport.send_keepalives()  # type: ignore[attr-defined]
+
+    def _check_quorum_tick(self) -> None:
+        """etcd's CheckQuorum: each election timeout, step down unless a majority was active.
+
+        etcd sets a peer's RecentActive on any message from it and clears the flags at each
+        check; pysyncobj stamps `__lastResponseTime[peer]` on every AppendEntries answer,
+        so "active during the period" is a stamp later than the period's start.
+        """
+        if not self._isLeader():
+            self._quorum_period_start = None
+            return
+        now = time.monotonic()
+        start = self._quorum_period_start
+        if start is None:
+            self._quorum_period_start = now
+            return
+        if now - start < self._min_election_s:
+            return
+        stamps = self._SyncObj__lastResponseTime  # type: ignore[attr-defined]
+        active = 1 + sum(1 for node in self._SyncObj__otherNodes  # type: ignore[attr-defined]
+                         if stamps.get(node, -math.inf) > start)
+        if active > (len(self._SyncObj__otherNodes) + 1) / 2:  # type: ignore[attr-defined]
+            # A new period starts now (etcd's electionElapsed = 0; like etcd's tick counter,
+            # time the process spent frozen counts as one period, not several).
+            self._quorum_period_start = now
+            return
+        log.info("check quorum: only %d of %d nodes answered in the last %.1f s: stepping down",
+                 active, len(self._SyncObj__otherNodes) + 1,  # type: ignore[attr-defined]
+                 self._min_election_s)
+        self._quorum_period_start = None
+        self.step_down()
 
     # --- state seen from other threads ----------------------------------------------------
     def role(self) -> int:
