@@ -24,6 +24,7 @@ from nemesis.partition_one import PartitionOne
 from nemesis.partition_ring import PartitionMajoritiesRing
 from nemesis.pause import Pause, PauseLeader
 from nemesis.spec import NemesisSpec, parse_spec
+from nemesis.transfer_isolate import TransferIsolate
 from nemesis.transfer_leader import TransferLeader
 
 NEMESES: dict[str, type[Nemesis]] = {
@@ -41,6 +42,7 @@ NEMESES: dict[str, type[Nemesis]] = {
         Loss,
         Delay,
         TransferLeader,
+        TransferIsolate,
     )
 }
 
