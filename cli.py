@@ -84,9 +84,10 @@ def images_build() -> int:
 @click.option("--sut", default="leasekv", show_default=True, help="System under test.")
 @click.option("--workload", default="register", show_default=True)
 @click.option("--nemesis", default="", help=(
-    "Comma list of faults, each NAME[:TARGET][:d=SECONDS][:p=P|ms=N]: kill-leader, kill, "
+    "Comma list of faults, each NAME[:TARGET][:d=SECONDS][:KEY=VALUE]: kill-leader, kill, "
     "pause-leader, pause, partition-leader, partition-one, partition-halves, "
-    "partition-majorities-ring, partition-bridge, loss (p=0.2), delay (needs netem), "
+    "partition-majorities-ring, partition-bridge, loss (p=0.2), delay (ms=100, jitter=0, "
+    "dir=in|out|both; NFQUEUE, no netem needed), "
     "transfer-leader. TARGET: leader|one|minority|majority|all; d= holds the fault that "
     "long (default: the interval). E.g. pause-leader:d=2,loss:all:p=0.3"))
 @click.option("--nemesis-interval", default=6.0, show_default=True, help="Seconds per fault/heal.")

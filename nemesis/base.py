@@ -42,7 +42,7 @@ class Nemesis(ABC):
     fault_kind: ClassVar[str]  # what the profile must support: "kill", "partition", "pause"
     targets: ClassVar[tuple[str, ...]] = ()  # accepted `:target` words; () = none
     default_target: ClassVar[str | None] = None
-    params: ClassVar[tuple[str, ...]] = ()  # accepted key=value parameters besides d=
+    params: ClassVar[tuple[str, ...]] = ()  # accepted key=value parameters (and words) besides d=
 
     def __init__(self, ctx: NemesisContext, spec: NemesisSpec | None = None) -> None:
         self.ctx = ctx
@@ -66,7 +66,7 @@ class Nemesis(ABC):
             raise BadArguments(
                 f"nemesis {cls.name} cannot target {spec.target!r} (it accepts: {valid})."
             )
-        extra = sorted(set(spec.params) - set(cls.params))
+        extra = sorted({*spec.params, *spec.words} - set(cls.params))
         if extra:
             valid = ", ".join(f"{p}=" for p in ("d", *cls.params))
             raise BadArguments(f"nemesis {cls.name} has no parameter {extra[0]}= (valid: {valid}).")

@@ -1,47 +1,101 @@
-"""delay: add latency to the target nodes' packets with `tc qdisc ... netem`.
+"""delay: hold the packets of the target nodes' peer links for ms +- jitter milliseconds.
 
-Needs the kernel's sch_netem qdisc. Kernels without it (like the one Leaseline's own CI
-runs on) cannot delay packets at all: asking for `delay` there fails before the run with
-one sentence (the probe runs `tc qdisc add dev lo root netem` in a throwaway, network-less
-helper container); use `loss` instead, whose retransmissions also stretch quorum rounds.
-`delay:all:ms=200` (default target all, ms defaults to 100).
+No netem (many kernels, Leaseline's CI's among them, lack sch_netem): iptables sends the
+chosen links' packets to an nfnetlink queue (`-j NFQUEUE --queue-bypass`) and a small
+stdlib-only handler (nemesis/nfqueue.py) holds each one and then accepts it. Rules and
+handler live in one helper container per target, in the target's network namespace, which
+stays up while the fault is in force; if it dies, --queue-bypass lets traffic flow again.
+
+    delay:leader:ms=300:jitter=50:dir=in   the leader's peers' packets reach it 250-350 ms late
+    delay:all:ms=100                       (the defaults: target all, ms=100, jitter=0, dir=both)
+
+dir=in delays what the targets receive from their peers (a leader's quorum acks come back
+late), dir=out what they send, dir=both every direction of every link that touches a
+target, once. Only links between nodes (and aux services) are delayed, never clients.
+Asking for `delay` on a kernel without nfnetlink_queue fails before the run, in one sentence.
 """
 
 from __future__ import annotations
 
+import time
+from functools import cache
+from pathlib import Path
 from typing import Any
 
-from docker.errors import ContainerError, DockerException, ImageNotFound
+from docker.errors import DockerException, ImageNotFound, NotFound
+from docker.models.containers import Container
 
 from harness.docker_client import client
-from harness.errors import BadArguments
+from harness.errors import BadArguments, EnvironmentProblem
 from harness.profiles.base import Profile
 from nemesis.base import FaultNotApplied, Nemesis
-from nemesis.netns import NEMESIS_IMAGE, in_parallel, run_in_netns
+from nemesis.netns import (
+    HELPER_LABEL,
+    NEMESIS_IMAGE,
+    heal_chain,
+    in_parallel,
+    queue_script,
+    start_in_netns,
+    tar_of,
+)
 from nemesis.spec import TARGETS, NemesisSpec
 from nemesis.targets import pick_nodes
 
-NO_NETEM = (
-    "nemesis delay needs the kernel's netem qdisc (sch_netem), which this kernel does not "
-    "have (`tc qdisc add ... netem` failed: {why}); use loss instead."
+CHAIN = "LEASELINE-delay"
+QUEUE = 7411
+HANDLER_LABEL = "io.leaseline.nemesis-delay"  # on the handler helpers; value: the target
+HANDLER = "/tmp/leaseline-nfqueue.py"
+HANDLER_SOURCE = Path(__file__).with_name("nfqueue.py")
+BOUND_TIMEOUT_S = 20.0
+MAX_MS = 10_000.0
+NO_NFQUEUE = (
+    "nemesis delay needs the kernel's nfnetlink_queue (iptables NFQUEUE), which this kernel "
+    "does not offer ({why}); use loss instead."
 )
-DEVICES = "for dev in $(ls /sys/class/net | grep -v '^lo$'); do "
 
 
-def netem_missing() -> str | None:
-    """Why netem cannot be used here, or None if it can (or the probe cannot run yet)."""
+@cache
+def _probe() -> str | None:
+    """Why NFQUEUE cannot be used here, or None if it can; binds a queue in a throwaway,
+    network-less helper. Raises (uncached) while the image or the engine is missing."""
+    helper = client().containers.create(
+        NEMESIS_IMAGE,
+        ["sh", "-ec", f"iptables -w -A OUTPUT -j NFQUEUE --queue-num {QUEUE} --queue-bypass\n"
+                      f"exec python3 {HANDLER} --probe {QUEUE}"],
+        network_mode="none", cap_add=["NET_ADMIN"],
+    )
     try:
-        client().containers.run(
-            NEMESIS_IMAGE,
-            ["tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-            network_mode="none", cap_add=["NET_ADMIN"], remove=True, stderr=True,
-        )
-    except ContainerError as e:
-        err = e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else str(e.stderr)
-        return err.strip().splitlines()[-1] if err.strip() else f"exit {e.exit_status}"
-    except (ImageNotFound, DockerException):
-        return None  # no image/engine yet: the run's own checks report that; start() re-checks
-    return None
+        _copy_handler(helper)
+        helper.start()
+        status = helper.wait(timeout=60)
+        if status.get("StatusCode") == 0:
+            return None
+        err = helper.logs().decode(errors="replace").strip()
+        return err.splitlines()[-1] if err else f"exit {status.get('StatusCode')}"
+    finally:
+        helper.remove(force=True)
+
+
+def nfqueue_missing() -> str | None:
+    """Why `delay` cannot work on this kernel, or None if it can (or the probe cannot run yet:
+    start() then reports the failure as an info record)."""
+    try:
+        return _probe()
+    except (ImageNotFound, DockerException, EnvironmentProblem):
+        return None
+
+
+def _copy_handler(helper: Container) -> None:
+    helper.put_archive("/", tar_of({HANDLER: HANDLER_SOURCE.read_bytes()}))
+
+
+def links(node: str, peers: list[str], targets: list[str], direction: str) -> dict[str, list[str]]:
+    """Which peers' packets node's rules delay: "in" (they send to it) and "out" (it sends to
+    them). With dir=both a link between two targets is delayed at its receiving end only."""
+    inbound = list(peers) if direction in ("in", "both") else []
+    if direction == "out":
+        return {"in": inbound, "out": list(peers)}
+    return {"in": inbound, "out": [p for p in peers if direction == "both" and p not in targets]}
 
 
 class Delay(Nemesis):
@@ -51,43 +105,99 @@ class Delay(Nemesis):
     fault_kind = "partition"
     targets = TARGETS
     default_target = "all"
-    params = ("ms",)
+    params = ("ms", "jitter", "dir")
 
     @classmethod
     def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
         super().check(profile, spec)
-        if spec.param("ms", 100) <= 0:
-            raise BadArguments(f"nemesis delay: ms= must be positive, got {spec.params['ms']}.")
-        why = netem_missing()
+        ms, jitter = spec.param("ms", 100), spec.param("jitter", 0)
+        if not 0 < ms <= MAX_MS:
+            raise BadArguments(f"nemesis delay: ms= must be in (0, {MAX_MS:g}], got {ms:g}.")
+        if not 0 <= jitter <= ms:
+            raise BadArguments(
+                f"nemesis delay: jitter= must be between 0 and ms= ({ms:g}), got {jitter:g}."
+            )
+        why = nfqueue_missing()
         if why is not None:
-            raise BadArguments(NO_NETEM.format(why=why))
+            raise BadArguments(NO_NFQUEUE.format(why=why))
 
     def start(self) -> Any:
         if self.active:
             return self.active
-        ms = self.spec.param("ms", 100)
-        nodes = [n for n in pick_nodes(self.target or "all", self.ctx.profile, self.rng)
-                 if self.ctx.cluster.is_running(n)]
-        if not nodes:
+        profile, cluster = self.ctx.profile, self.ctx.cluster
+        ms, jitter = self.spec.param("ms", 100), self.spec.param("jitter", 0)
+        direction = self.spec.word("dir", "both")
+        targets = [n for n in pick_nodes(self.target or "all", profile, self.rng)
+                   if cluster.is_running(n)]
+        if not targets:
             raise FaultNotApplied("no running node to delay")
-        script = DEVICES + f"tc qdisc replace dev $dev root netem delay {ms:g}ms; done"
+        ips = {s: cluster.ip(s) for s in profile.services() if cluster.is_running(s)}
+        plan = {n: links(n, [p for p in profile.peers(n) if ips.get(p)], targets, direction)
+                for n in targets}
+        seed = self.rng.randrange(2**32)
+
+        def apply(node: str) -> Container:
+            rules = queue_script([ips[p] for p in plan[node]["in"]],
+                                 [ips[p] for p in plan[node]["out"]], QUEUE, CHAIN)
+            argv = ["sh", "-ec", f"{rules}\nexec python3 {HANDLER} {QUEUE} {ms:g} {jitter:g} "
+                                 f"{seed}"]
+            helper = start_in_netns(cluster, node, argv, {HANDLER: HANDLER_SOURCE.read_bytes()},
+                                    {HANDLER_LABEL: node})
+            wait_bound(helper, node)
+            return helper
+
         try:
-            in_parallel(lambda n: run_in_netns(self.ctx.cluster, n, script), nodes)
-        except Exception as e:
-            self.heal()
-            raise FaultNotApplied(NO_NETEM.format(why=e)) from None
-        self.active = {"nodes": nodes, "delay_ms": ms}
+            in_parallel(apply, targets)
+        except (FaultNotApplied, EnvironmentProblem) as e:
+            self._heal(targets)
+            raise FaultNotApplied(str(e)) from None
+        self.active = {"nodes": targets, "delay_ms": ms, "jitter_ms": jitter, "dir": direction,
+                       "links": plan}
+        self.ctx.log(f"delay {ms:g}+-{jitter:g} ms (dir={direction}) on the peer links of "
+                     f"{', '.join(targets)}")
         return self.active
 
     def stop(self) -> Any:
         nodes = list(self.active["nodes"]) if self.active else []
         if self.active:
-            self.heal()
+            self._heal(nodes)
+            self.ctx.log(f"delay healed on {', '.join(nodes)}")
         self.active = None
         return {"nodes": nodes}
 
     def heal(self) -> None:
-        script = DEVICES + "tc qdisc del dev $dev root 2>/dev/null || true; done"
-        in_parallel(lambda n: run_in_netns(self.ctx.cluster, n, script),
-                    [n for n in self.ctx.profile.nodes if self.ctx.cluster.is_running(n)])
+        self._heal(list(self.ctx.profile.nodes))
         self.active = None
+
+    def _heal(self, nodes: list[str]) -> None:
+        """Rules first (no packet is queued any more), then the handlers, which accept every
+        packet they still hold when stopped."""
+        heal_chain(self.ctx.cluster, nodes, CHAIN)
+        handlers = client().containers.list(all=True, filters={
+            "label": [f"{HELPER_LABEL}={self.ctx.cluster.project}", HANDLER_LABEL]})
+        in_parallel(_remove, [h.id for h in handlers if h.labels.get(HANDLER_LABEL) in nodes])
+
+
+def _remove(container_id: str) -> None:
+    try:
+        helper = client().containers.get(container_id)
+        helper.stop(timeout=2)
+        helper.remove(force=True)
+    except NotFound:
+        pass  # already gone: healing twice is fine
+
+
+def wait_bound(helper: Container, node: str) -> None:
+    """Until the handler says it holds the queue; a handler that exits says why."""
+    deadline = time.monotonic() + BOUND_TIMEOUT_S
+    while time.monotonic() < deadline:
+        helper.reload()
+        out = helper.logs().decode(errors="replace").strip()
+        if "bound queue" in out:
+            return
+        if helper.status in ("exited", "dead"):
+            why = out.splitlines()[-1] if out else f"exit {helper.attrs['State']['ExitCode']}"
+            raise FaultNotApplied(f"the delay handler in {node} stopped: {why}")
+        time.sleep(0.1)
+    raise FaultNotApplied(f"the delay handler in {node} did not start within "
+                          f"{BOUND_TIMEOUT_S:g} s")

@@ -3,8 +3,8 @@
 `loss:all:p=0.3` (the default target is all, p defaults to 0.2): every direction of every
 link that touches a target loses packets with probability p, dropped once, at the
 receiving target (or at the sending target when the receiver is not one). TCP turns
-the loss into retransmission delays, which stretch quorum rounds: the way to expose
-bug=extend-after-round on a kernel without netem (see nemesis.delay).
+the loss into retransmission delays, which stretch quorum rounds: like `delay`
+(nemesis.delay), a way to expose bug=extend-after-round.
 """
 
 from __future__ import annotations

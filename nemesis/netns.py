@@ -8,11 +8,14 @@ and OUTPUT, so faults overlap without touching each other's rules and healing is
 
 from __future__ import annotations
 
+import io
+import tarfile
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 from docker.errors import ContainerError
+from docker.models.containers import Container
 
 from harness.cluster import Cluster
 from harness.docker_client import client
@@ -48,6 +51,35 @@ def run_in_netns(cluster: Cluster, service: str, script: str, pid: bool = False)
     return out.decode(errors="replace") if isinstance(out, bytes) else str(out)
 
 
+def start_in_netns(
+    cluster: Cluster, service: str, argv: list[str], files: dict[str, bytes], labels: dict[str, str]
+) -> Container:
+    """A long-lived helper in the service's network namespace, with `files` (absolute path ->
+    content) copied in before it starts; labelled as a helper so a crashed run's is removed."""
+    target = cluster.container(service)
+    target.reload()
+    if target.status not in ("running", "paused"):
+        raise EnvironmentProblem(f"{service} is not running, so its network cannot be changed.")
+    helper = client().containers.create(
+        NEMESIS_IMAGE, argv, network_mode=f"container:{target.id}", cap_add=["NET_ADMIN"],
+        labels={HELPER_LABEL: cluster.project, **labels},
+    )
+    helper.put_archive("/", tar_of(files))
+    helper.start()
+    return helper
+
+
+def tar_of(files: dict[str, bytes]) -> bytes:
+    """A tar archive of files (absolute path -> content), for Container.put_archive("/")."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for path, content in files.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode = len(content), 0o644
+            tar.addfile(info, io.BytesIO(content))
+    return buf.getvalue()
+
+
 def in_parallel(fn: Callable[[str], T], services: Iterable[str]) -> dict[str, T]:
     """fn on every service at once (each helper container takes ~0.5 s to start)."""
     names = list(services)
@@ -81,6 +113,16 @@ def loss_script(in_ips: list[str], out_ips: list[str], probability: float, chain
     lines = _hook(chain)
     lines += [f"iptables -w -A {chain} -s {ip} {stat}" for ip in in_ips]
     lines += [f"iptables -w -A {chain} -d {ip} {stat}" for ip in out_ips]
+    return "\n".join(lines)
+
+
+def queue_script(in_ips: list[str], out_ips: list[str], queue: int, chain: str) -> str:
+    """Send packets from in_ips (and to out_ips) to an nfnetlink queue; with --queue-bypass
+    they flow on untouched whenever no process listens on it (e.g. the handler died)."""
+    target = f"-j NFQUEUE --queue-num {queue} --queue-bypass"
+    lines = _hook(chain)
+    lines += [f"iptables -w -A {chain} -s {ip} {target}" for ip in in_ips]
+    lines += [f"iptables -w -A {chain} -d {ip} {target}" for ip in out_ips]
     return "\n".join(lines)
 
 

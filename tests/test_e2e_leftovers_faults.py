@@ -1,6 +1,6 @@
-"""`leaseline run` on leasekv killed with SIGTERM (or Ctrl-C) in the middle of a pause or a
-grudge partition leaves no frozen container, no iptables rule and no helper container,
-and records the heal in the history."""
+"""`leaseline run` on leasekv killed with SIGTERM (or Ctrl-C) in the middle of a pause, a
+grudge partition or a delay leaves no frozen container, no iptables rule and no helper
+container (the delay's packet handler included), and records the heal in the history."""
 
 from __future__ import annotations
 
@@ -38,8 +38,9 @@ def lk_project(request: pytest.FixtureRequest) -> Iterator[str]:
     [
         ("pause:minority:d=60", "pause", "resume", signal.SIGTERM),
         ("partition-majorities-ring:d=60", "start-partition", "stop-partition", signal.SIGINT),
+        ("delay:leader:ms=200:dir=in:d=60", "start-delay", "stop-delay", signal.SIGTERM),
     ],
-    ids=["pause", "ring"],
+    ids=["pause", "ring", "delay"],
 )
 def test_killed_mid_fault_leaves_nothing_behind(
     tmp_path: Path, lk_project: str, spec: str, start_f: str, stop_f: str, sig: int
@@ -60,6 +61,8 @@ def test_killed_mid_fault_leaves_nothing_behind(
             assert {cluster.container(n).status for n in started["value"]["nodes"]} == {"paused"}
         else:
             assert any(CHAIN in list_rules(cluster, n) for n in nodes)
+        if start_f == "start-delay":  # its handler helper lives as long as the fault
+            assert client().containers.list(filters={"label": f"{HELPER_LABEL}={lk_project}"})
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=120)
     finally:

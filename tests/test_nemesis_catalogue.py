@@ -4,6 +4,7 @@ and its blind heal leave nothing behind (no frozen container, no iptables rule).
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
 
@@ -11,12 +12,11 @@ import pytest
 from conftest import booted_cluster, wait_until_ready
 
 from harness.cluster import Cluster
-from harness.errors import BadArguments
+from harness.docker_client import client
 from harness.profiles.base import Profile
 from nemesis import NEMESES, FaultNotApplied, Nemesis, NemesisContext, nemesis_classes
-from nemesis.delay import netem_missing
-from nemesis.netns import CHAIN, list_rules, run_in_netns
-from nemesis.spec import parse_spec
+from nemesis.delay import nfqueue_missing
+from nemesis.netns import CHAIN, HELPER_LABEL, list_rules, run_in_netns
 
 pytestmark = pytest.mark.docker
 RAFT = 4321
@@ -215,19 +215,94 @@ def test_kill_minority_and_heal(lk: Setup) -> None:
     wait_ready(p)
 
 
-def test_delay_needs_netem_and_says_so(lk: Setup) -> None:
+def rtts_ms(c: Cluster, src: str, dst: str, port: int = RAFT, n: int = 3) -> list[float]:
+    """TCP connect times (one SYN, one SYN-ACK) from src's namespace to dst, in ms."""
+    code = (
+        "import socket, time\n"
+        f"for _ in range({n}):\n"
+        "    t = time.monotonic()\n"
+        f"    socket.create_connection(('{c.ip(dst)}', {port}), 5).close()\n"
+        "    print((time.monotonic() - t) * 1000)\n"
+    )
+    return [float(x) for x in run_in_netns(c, src, f"python3 -c \"{code}\"").split()]
+
+
+def host_rtt_ms(c: Cluster, dst: str, port: int = RAFT) -> float:
+    t = time.monotonic()
+    socket.create_connection((c.ip(dst), port), 5).close()
+    return (time.monotonic() - t) * 1000
+
+
+def assert_no_delay_left(c: Cluster, p: Profile) -> None:
+    assert_clean(c, p)
+    left = client().containers.list(all=True, filters={"label": f"{HELPER_LABEL}={c.project}"})
+    assert left == [], f"helpers left: {[h.name for h in left]}"
+
+
+def test_delay_leader_ingress_holds_peer_packets_not_clients(lk: Setup) -> None:
     c, p = lk
-    why = netem_missing()
-    if why is None:  # a kernel with netem: delay must really be applied
-        nem = make(p, c, "delay:one:ms=50")
-        value = nem.start()
-        try:
-            out = run_in_netns(c, value["nodes"][0], "tc qdisc show")
-            assert "netem" in out
-        finally:
-            nem.stop()
-        return
-    with pytest.raises(BadArguments) as e:
-        nemesis_classes(["delay"], type(p))
-    assert "netem" in str(e.value) and "use loss instead" in str(e.value)
-    assert parse_spec("delay:ms=10").params == {"ms": 10.0}
+    wait_ready(p)
+    nem = make(p, c, "delay:leader:ms=300:dir=in")
+    leader = p.leader()
+    value = nem.start()
+    try:
+        peers = [n for n in p.nodes if n != leader]
+        assert value["nodes"] == [leader] and value["dir"] == "in"
+        assert value["delay_ms"] == 300 and value["jitter_ms"] == 0
+        assert value["links"] == {leader: {"in": peers, "out": []}}
+        assert "NFQUEUE" in list_rules(c, leader)
+        # The SYN from a peer reaches the leader 300 ms late: every round trip takes >= 300 ms.
+        assert min(rtts_ms(c, peers[0], leader)) >= 300
+        assert max(rtts_ms(c, peers[1], peers[2])) < 100  # links between others: untouched
+        assert host_rtt_ms(c, leader) < 100  # clients are never delayed
+        assert nem.start() is value  # idempotent
+    finally:
+        assert nem.stop() == {"nodes": [leader]}
+    assert max(rtts_ms(c, peers[0], leader)) < 100
+    assert_no_delay_left(c, p)
+    assert nem.stop() == {"nodes": []}
+    wait_ready(p)
+
+
+def test_delay_jitter_and_directions(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    out = make(p, c, "delay:one:ms=200:jitter=100:dir=out", seed=8)
+    value = out.start()
+    try:
+        (node,) = value["nodes"]
+        other = next(n for n in p.nodes if n != node)
+        assert value["links"][node] == {"in": [], "out": [n for n in p.nodes if n != node]}
+        # Only the SYN-ACK (node's egress) waits, 100..300 ms.
+        samples = rtts_ms(c, other, node, n=6)
+        assert min(samples) >= 100 and max(samples) < 400, samples
+    finally:
+        out.stop()
+    both = make(p, c, "delay:all:ms=200:dir=both")
+    value = both.start()
+    try:
+        assert sorted(value["nodes"]) == sorted(p.nodes)
+        # SYN and SYN-ACK each wait once (at their receiver), not twice: 400 ms, not 800.
+        samples = rtts_ms(c, p.nodes[0], p.nodes[1])
+        assert min(samples) >= 400 and max(samples) < 600, samples
+    finally:
+        both.stop()
+    assert_no_delay_left(c, p)
+    wait_ready(p)
+
+
+def test_delay_blind_heal_after_a_crash(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    make(p, c, "delay:minority:ms=100", seed=9).start()  # then "crash": the object is lost
+    fresh = make(p, c, "delay")
+    fresh.heal()
+    fresh.heal()  # idempotent
+    assert_no_delay_left(c, p)
+    assert max(rtts_ms(c, p.nodes[0], p.nodes[1])) < 100
+
+
+def test_delay_is_offered_on_this_kernel(lk: Setup) -> None:
+    _, p = lk
+    assert nfqueue_missing() is None  # nfnetlink_queue is there, even though netem is not
+    assert len(nemesis_classes(["delay:leader:ms=300:dir=in"], type(p))) == 1

@@ -33,7 +33,10 @@ def test_spec_parsing() -> None:
     assert (s.name, s.target, s.duration_s, s.params) == ("pause", "minority", 2.5, {})
     s = parse_spec(" loss:p=0.3 ")
     assert (s.name, s.target, s.params) == ("loss", None, {"p": 0.3})
-    for bad in ("kill:nowhere", "pause:d=x", "pause:d=0"):
+    s = parse_spec("delay:leader:ms=500:jitter=100:dir=in")
+    assert (s.target, s.params, s.words) == ("leader", {"ms": 500, "jitter": 100}, {"dir": "in"})
+    assert s.word("dir", "both") == "in" and parse_spec("delay").word("dir", "both") == "both"
+    for bad in ("kill:nowhere", "pause:d=x", "pause:d=0", "delay:dir=up", "delay:dir=1"):
         with pytest.raises(BadArguments):
             parse_spec(bad)
 
@@ -48,6 +51,14 @@ def test_spec_parsing() -> None:
         ("leasekv", "kill:ms=3", "no parameter ms="),
         ("leasekv", "partition-one:leader", "cannot target 'leader'"),
         ("leasekv", "teleport", "unknown nemesis 'teleport'"),
+        # delay's values are checked before its probe of the kernel (which needs Docker).
+        ("leasekv", "delay:ms=0", "ms= must be in (0, 10000]"),
+        ("leasekv", "delay:ms=20000", "ms= must be in (0, 10000]"),
+        ("leasekv", "delay:ms=100:jitter=150", "jitter= must be between 0 and ms= (100)"),
+        ("leasekv", "delay:jitter=-1", "jitter= must be between 0 and ms= (100)"),
+        ("leasekv", "delay:dir=sideways", "dir= must be one of in, out, both, got 'sideways'"),
+        ("leasekv", "delay:rate=3", "no parameter rate= (valid: d=, ms=, jitter=, dir=)"),
+        ("leasekv", "pause:dir=in", "no parameter dir="),
     ],
 )
 def test_bad_specs_are_one_sentence(sut: str, spec: str, fragment: str) -> None:
@@ -57,7 +68,7 @@ def test_bad_specs_are_one_sentence(sut: str, spec: str, fragment: str) -> None:
 
 
 def test_every_registered_fault_validates_on_leasekv() -> None:
-    specs = [n for n in NEMESES if n != "delay"]  # delay needs netem (probed; see docker tests)
+    specs = [n for n in NEMESES if n != "delay"]  # delay probes the kernel in a helper container
     factories = nemesis_classes(specs, profile_class("leasekv"))
     assert len(factories) == len(specs)
 
