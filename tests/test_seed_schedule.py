@@ -1,0 +1,251 @@
+"""`--seed`: the same seed gives the same operation schedule (each workload's generator driven
+by the real Worker loop) and the same fault schedule (the real NemesisSchedule thread over
+the real catalogue: order, targets, grudges, rules, hold times), also in another process
+with another string-hash seed (so no set or dict order leaks in); another seed differs.
+Docker is faked: the fault objects only talk to a fake cluster and a fake netns."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from harness.history import HistoryWriter, MonotonicClock
+from harness.profiles.base import Endpoint, Profile
+from harness.workers import LeaderTracker, ProcessIds, Router, Stats, Worker
+from nemesis import NemesisContext, nemesis_classes
+from nemesis.schedule import NemesisLog, NemesisSchedule
+from workloads import WORKLOADS, workload_class
+from workloads.base import OK, Completion, Op, WorkloadOptions
+
+SPECS = [
+    "kill:minority", "pause:one", "partition-leader", "partition-one", "partition-halves",
+    "partition-majorities-ring", "partition-bridge", "loss:majority:p=0.3",
+    "delay:minority:ms=50:jitter=10:dir=in", "pause-leader:d=0.1",
+]
+TURNS = 2 * len(SPECS)
+
+
+class FakeContainer:
+    def __init__(self, cluster: FakeCluster, name: str) -> None:
+        self.cluster, self.name = cluster, name
+
+    @property
+    def status(self) -> str:
+        return self.cluster.state[self.name]
+
+    def reload(self) -> None:
+        pass
+
+    def pause(self) -> None:
+        self.cluster.state[self.name] = "paused"
+
+    def unpause(self) -> None:
+        self.cluster.state[self.name] = "running"
+
+    def start(self) -> None:
+        self.cluster.state[self.name] = "running"
+
+
+class FakeCluster:
+    project = "ll-fake"
+
+    def __init__(self, services: tuple[str, ...]) -> None:
+        self.state = dict.fromkeys(services, "running")
+        # (history records so far, service, script or argv) of every helper command
+        self.netns: list[tuple[int, str, str]] = []
+        self.lock = threading.Lock()
+        self.history: HistoryWriter | None = None
+
+    def container(self, service: str) -> FakeContainer:
+        return FakeContainer(self, service)
+
+    def is_running(self, service: str) -> bool:
+        return self.state[service] == "running"
+
+    def ip(self, service: str) -> str:
+        return f"10.9.0.{sorted(self.state).index(service) + 2}"
+
+    def kill(self, service: str) -> None:
+        self.state[service] = "exited"
+
+    def start(self, service: str) -> None:
+        self.state[service] = "running"
+
+    def helper(self, service: str, what: Any) -> str:
+        with self.lock:
+            self.netns.append((self.history.count if self.history else 0, service,
+                               json.dumps(what)))
+        return ""
+
+
+class FakeProfile(Profile):
+    name = "fake"
+    compose_profile = "fake"
+    protocols = frozenset({"redis", "dynamodb"})
+    nodes = ("lk1", "lk2", "lk3", "lk4", "lk5")
+    lease_ms = 700.0
+    images = ()
+    fault_kinds = frozenset({"kill", "partition", "pause"})
+
+    def endpoint(self, node: str, protocol: str) -> Endpoint:
+        return Endpoint(node, 6379)
+
+    def leader(self) -> str | None:
+        return "lk2"
+
+    def readiness(self) -> str | None:
+        return None
+
+
+@contextmanager
+def fake_docker(cluster: FakeCluster) -> Iterator[None]:
+    """Every place a fault reaches Docker, answered by the fake cluster."""
+    def run(c: FakeCluster, service: str, script: str, pid: bool = False) -> str:
+        return c.helper(service, script)
+
+    def heal_chain(c: FakeCluster, services: Any, chain: str = "") -> list[str]:
+        return [s for s in services if c.helper(s, f"heal {chain}") == ""]
+
+    def start_in_netns(c: FakeCluster, service: str, argv: list[str], *_: Any) -> None:
+        c.helper(service, argv)
+
+    no_helpers = SimpleNamespace(containers=SimpleNamespace(list=lambda **_: []))
+    with ExitStack() as stack:
+        for target, fake in [
+            ("nemesis.grudge.run_in_netns", run), ("nemesis.grudge.heal_chain", heal_chain),
+            ("nemesis.loss.run_in_netns", run), ("nemesis.loss.heal_chain", heal_chain),
+            ("nemesis.delay.heal_chain", heal_chain),
+            ("nemesis.delay.start_in_netns", start_in_netns),
+            ("nemesis.delay.wait_bound", lambda *_: None),
+            ("nemesis.delay.client", lambda: no_helpers),
+            ("nemesis.delay.nfqueue_missing", lambda: None),
+        ]:
+            stack.enter_context(mock.patch(target, fake))
+        yield
+
+
+def fault_schedule(seed: int, tmp: Path) -> dict[str, Any]:
+    """What the nemesis thread does over TURNS faults: its order and hold times, each start
+    and stop record's value, and every helper command (with its rules and node)."""
+    cluster = FakeCluster(FakeProfile.nodes)
+    profile = FakeProfile(cluster, {})  # type: ignore[arg-type]
+    history = cluster.history = HistoryWriter(tmp / f"h-{seed}.jsonl", MonotonicClock())
+    with fake_docker(cluster):
+        ctx = NemesisContext(profile, cluster, seed=seed)  # type: ignore[arg-type]
+        nemeses = [factory(ctx) for factory in nemesis_classes(SPECS, FakeProfile)]
+        sched = NemesisSchedule(nemeses, history, 0.001, NemesisLog(tmp / "n.log"), seed)
+        sched.start()
+        deadline = time.monotonic() + 30
+        while sched.faults < TURNS and time.monotonic() < deadline:
+            time.sleep(0.005)
+        sched.stop()
+        sched.join(10)
+    history.close()
+    records = [json.loads(x) for x in (tmp / f"h-{seed}.jsonl").read_text().splitlines()]
+    done = [(r["f"], r["type"], r["value"]) for r in records if r["type"] != "invoke"]
+    done = done[: 2 * TURNS]
+    assert len(done) == 2 * TURNS and {t for _f, t, _v in done} == {"ok"}, done
+    return {
+        "order": [(n.spec.text, n.target, sched._held(n)) for n in sched.nemeses],
+        "records": done,
+        # Those of the first TURNS faults (4 records each); in_parallel makes their order a race.
+        "helpers": sorted(h for h in cluster.netns if h[0] < 4 * TURNS),
+    }
+
+
+class FakeClient:
+    def open(self, node: str, endpoint: Endpoint) -> None:
+        pass
+
+    def invoke(self, op: Op) -> Completion:
+        return Completion(OK, None if op.f == "read" else op.value)
+
+    def close(self) -> None:
+        pass
+
+
+class OpRecorder:
+    """The worker's history: the invoked (node, f, key, value); stops the worker after n."""
+
+    def __init__(self, stop: threading.Event, n: int) -> None:
+        self.ops: list[tuple[Any, ...]] = []
+        self.stop, self.n = stop, n
+
+    def record(self, process: Any, type_: str, f: str, key: Any = None, value: Any = None,
+               node: Any = None, error: Any = None) -> None:
+        if type_ == "invoke":
+            self.ops.append((node, f, key, value))
+            if len(self.ops) >= self.n:
+                self.stop.set()
+
+
+def op_schedule(seed: int, workload: str, workers: int = 3, per_worker: int = 40) -> list[Any]:
+    """Each worker in turn (its own seeded rng) runs the real Worker loop on one shared
+    generator of the workload, pinned routing, against a client that always succeeds."""
+    wl = workload_class(workload)(WorkloadOptions(keys=3, writes_per_key=5, seed=seed))
+    generator = wl.new_generator()
+    profile = FakeProfile(FakeCluster(FakeProfile.nodes), {})  # type: ignore[arg-type]
+    router = Router("pinned", profile, LeaderTracker(profile))
+    ids, ops = ProcessIds(), []
+    for wid in range(workers):
+        stop = threading.Event()
+        recorder = OpRecorder(stop, per_worker)
+        w = Worker(wid, workload=SimpleNamespace(new_client=FakeClient, protocol=wl.protocol),
+                   generator=generator, profile=profile, router=router, history=recorder,
+                   ids=ids, stats=Stats(), rate_per_worker=5000, seed=seed, stop_event=stop)
+        w.start()
+        w.join(30)
+        assert w.error is None and not w.is_alive()
+        ops.append(recorder.ops)
+    return ops
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_same_seed_same_operations_other_seed_others(workload: str) -> None:
+    first = op_schedule(7, workload)
+    assert first == op_schedule(7, workload)
+    assert first != op_schedule(8, workload)
+    fs = {op[1] for ops in first for op in ops}
+    assert "read" in fs and len(fs) >= 2  # a real mix, not a constant stream
+
+
+def test_same_seed_same_faults_other_seed_others(tmp_path: Path) -> None:
+    first = fault_schedule(11, tmp_path)
+    assert first == fault_schedule(11, tmp_path)
+    other = fault_schedule(12, tmp_path)
+    assert other["order"] != first["order"] and other["records"] != first["records"]
+    starts = [v for f, _t, v in first["records"] if f.startswith(("start", "kill", "pause"))]
+    assert any(v.get("grudge") for v in starts) and any(v.get("links") for v in starts)
+    assert [h for h in first["order"] if h[0] == "pause-leader:d=0.1"][0][2] == 0.1
+
+
+def test_schedules_do_not_depend_on_the_process_hash_seed(tmp_path: Path) -> None:
+    """Set and dict orders of strings change with PYTHONHASHSEED; the schedules must not."""
+    code = (
+        "import json, sys, pathlib; sys.path.insert(0, 'tests'); import test_seed_schedule as t; "
+        f"p = pathlib.Path({str(tmp_path)!r}) / sys.argv[1]; p.mkdir(); "
+        "print(json.dumps([t.fault_schedule(11, p), t.op_schedule(7, 'lua-cas')]))"
+    )
+    root = Path(__file__).resolve().parent.parent
+    outs = []
+    for hash_seed in ("1", "2"):
+        r = subprocess.run([sys.executable, "-c", code, hash_seed], cwd=root, text=True,
+                           capture_output=True, env={**os.environ, "PYTHONHASHSEED": hash_seed},
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs.append(r.stdout)
+    assert outs[0] == outs[1]
+    here = json.loads(json.dumps([fault_schedule(11, tmp_path), op_schedule(7, "lua-cas")]))
+    assert json.loads(outs[0]) == here
