@@ -227,10 +227,14 @@ def rtts_ms(c: Cluster, src: str, dst: str, port: int = RAFT, n: int = 3) -> lis
     return [float(x) for x in run_in_netns(c, src, f"python3 -c \"{code}\"").split()]
 
 
-def host_rtt_ms(c: Cluster, dst: str, port: int = RAFT) -> float:
-    t = time.monotonic()
-    socket.create_connection((c.ip(dst), port), 5).close()
-    return (time.monotonic() - t) * 1000
+def host_rtt_ms(c: Cluster, dst: str, port: int = RAFT, n: int = 3) -> float:
+    """The fastest of n TCP connects from the host (the clients' side) to dst, in ms."""
+    best = float("inf")
+    for _ in range(n):
+        t = time.monotonic()
+        socket.create_connection((c.ip(dst), port), 5).close()
+        best = min(best, (time.monotonic() - t) * 1000)
+    return best
 
 
 def assert_no_delay_left(c: Cluster, p: Profile) -> None:
@@ -252,13 +256,15 @@ def test_delay_leader_ingress_holds_peer_packets_not_clients(lk: Setup) -> None:
         assert value["links"] == {leader: {"in": peers, "out": []}}
         assert "NFQUEUE" in list_rules(c, leader)
         # The SYN from a peer reaches the leader 300 ms late: every round trip takes >= 300 ms.
+        # (A load spike can only lengthen a round trip, so lower bounds are exact and "not
+        # delayed" is shown by one fast sample: a delay would hold back every one.)
         assert min(rtts_ms(c, peers[0], leader)) >= 300
-        assert max(rtts_ms(c, peers[1], peers[2])) < 100  # links between others: untouched
-        assert host_rtt_ms(c, leader) < 100  # clients are never delayed
+        assert min(rtts_ms(c, peers[1], peers[2])) < 50  # links between others: untouched
+        assert host_rtt_ms(c, leader) < 50  # clients are never delayed
         assert nem.start() is value  # idempotent
     finally:
         assert nem.stop() == {"nodes": [leader]}
-    assert max(rtts_ms(c, peers[0], leader)) < 100
+    assert min(rtts_ms(c, peers[0], leader)) < 50
     assert_no_delay_left(c, p)
     assert nem.stop() == {"nodes": []}
     wait_ready(p)
@@ -273,9 +279,10 @@ def test_delay_jitter_and_directions(lk: Setup) -> None:
         (node,) = value["nodes"]
         other = next(n for n in p.nodes if n != node)
         assert value["links"][node] == {"in": [], "out": [n for n in p.nodes if n != node]}
-        # Only the SYN-ACK (node's egress) waits, 100..300 ms.
-        samples = rtts_ms(c, other, node, n=6)
-        assert min(samples) >= 100 and max(samples) < 400, samples
+        # Only the SYN-ACK (node's egress) waits, 100..300 ms (uniform): of 10 samples one is
+        # below 200 ms but for a 2^-10 chance; the median allows 50 ms of scheduling noise.
+        samples = sorted(rtts_ms(c, other, node, n=10))
+        assert samples[0] >= 100 and samples[0] < 200 and samples[5] < 350, samples
     finally:
         out.stop()
     both = make(p, c, "delay:all:ms=200:dir=both")
@@ -283,8 +290,8 @@ def test_delay_jitter_and_directions(lk: Setup) -> None:
     try:
         assert sorted(value["nodes"]) == sorted(p.nodes)
         # SYN and SYN-ACK each wait once (at their receiver), not twice: 400 ms, not 800.
-        samples = rtts_ms(c, p.nodes[0], p.nodes[1])
-        assert min(samples) >= 400 and max(samples) < 600, samples
+        samples = sorted(rtts_ms(c, p.nodes[0], p.nodes[1]))
+        assert samples[0] >= 400 and samples[1] < 600, samples
     finally:
         both.stop()
     assert_no_delay_left(c, p)
@@ -299,7 +306,7 @@ def test_delay_blind_heal_after_a_crash(lk: Setup) -> None:
     fresh.heal()
     fresh.heal()  # idempotent
     assert_no_delay_left(c, p)
-    assert max(rtts_ms(c, p.nodes[0], p.nodes[1])) < 100
+    assert min(rtts_ms(c, p.nodes[0], p.nodes[1])) < 50
 
 
 def test_delay_is_offered_on_this_kernel(lk: Setup) -> None:
