@@ -71,7 +71,7 @@ def _probe() -> str | None:
         if status.get("StatusCode") == 0:
             return None
         err = helper.logs().decode(errors="replace").strip()
-        return err.splitlines()[-1] if err else f"exit {status.get('StatusCode')}"
+        return err.splitlines()[-1].rstrip(".") if err else f"exit {status.get('StatusCode')}"
     finally:
         helper.remove(force=True)
 

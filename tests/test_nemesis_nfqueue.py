@@ -1,13 +1,19 @@
 """The NFQUEUE packet delayer without a kernel queue: the netlink messages it sends and
-parses, when it releases held packets, and which links `delay` puts into the queue."""
+parses, when it releases held packets, which links `delay` puts into the queue, and its
+one-sentence refusal when the kernel probe fails."""
 
 from __future__ import annotations
 
 import random
 import socket
 import struct
+from types import SimpleNamespace
 
-from nemesis import nfqueue
+import pytest
+
+from harness.errors import BadArguments
+from harness.profiles import profile_class
+from nemesis import delay, nemesis_classes, nfqueue
 from nemesis.delay import links
 
 
@@ -79,3 +85,42 @@ def test_links_per_direction() -> None:
     assert links("lk1", peers, ["lk1"], "out") == {"in": [], "out": peers}
     # both: a link to another target is delayed where it is received, so once per direction.
     assert links("lk1", peers, ["lk1", "lk2"], "both") == {"in": peers, "out": ["lk3", "s1"]}
+
+
+class FakeProbeHelper:
+    """A probe container whose iptables cannot find the NFQUEUE target."""
+
+    def __init__(self) -> None:
+        self.removed = False
+
+    def put_archive(self, path: str, data: bytes) -> None:
+        assert path == "/" and data
+
+    def start(self) -> None:
+        pass
+
+    def wait(self, timeout: float) -> dict[str, int]:
+        return {"StatusCode": 2}
+
+    def logs(self) -> bytes:
+        return b"Warning: something\niptables: No chain/target/match by that name.\n"
+
+    def remove(self, force: bool) -> None:
+        self.removed = True
+
+
+def test_delay_is_refused_in_one_sentence_without_nfqueue(monkeypatch: pytest.MonkeyPatch) -> None:
+    helper = FakeProbeHelper()
+    fake = SimpleNamespace(containers=SimpleNamespace(create=lambda *a, **k: helper))
+    monkeypatch.setattr(delay, "client", lambda: fake)
+    delay._probe.cache_clear()
+    try:
+        with pytest.raises(BadArguments) as e:
+            nemesis_classes(["delay:leader:ms=300:dir=in"], profile_class("leasekv"))
+    finally:
+        delay._probe.cache_clear()
+    assert str(e.value) == (
+        "nemesis delay needs the kernel's nfnetlink_queue (iptables NFQUEUE), which this kernel "
+        "does not offer (iptables: No chain/target/match by that name); use loss instead."
+    )
+    assert helper.removed
