@@ -1,29 +1,38 @@
 """Recording overhead: the harness's own client loop (harness.workers.Worker with the real
 register workload and redis-py) against a real Redis in a container, with history recording
-(HistoryWriter: lock, JSON, flush per line) and without it (a writer that drops records).
-Prints both throughputs and their ratio; target >= 0.9.
+(HistoryWriter, as in a run) and without it (a writer that drops records). Workers run
+unthrottled (rate 0), the worst case for recording: a real run at --rate 100 records a few
+hundred lines a second.
 
-    .venv/bin/python -m bench.bench_recording [--seconds 10] [--workers 4] [--rounds 3]
+The machine is shared, so the arms alternate in short slices (ABBA order, so drift in the
+load hits both alike) after a warm-up, and the report gives the ratio of total
+throughputs, the median of the per-slice ratios, the process CPU per operation of each arm
+(what recording really costs, less sensitive to the neighbours) and the load average.
+
+    .venv/bin/python -m bench.bench_recording [--seconds 3] [--workers 4] [--rounds 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from harness import images
 from harness.docker_client import client
 from harness.history import HistoryWriter, MonotonicClock
-from harness.images import build_all
 from harness.profiles.base import Endpoint
 from harness.workers import ProcessIds, Stats, Worker
 from workloads.base import WorkloadOptions
 from workloads.register import Register
 
 NODE = "bench"
+IMAGE = "leaseline/redis:latest"
 
 
 class DroppingHistory:
@@ -49,7 +58,10 @@ class OneNode:
         return NODE
 
 
-def throughput(endpoint: Endpoint, history: Any, workers: int, seconds: float) -> float:
+def throughput(
+    endpoint: Endpoint, history: Any, workers: int, seconds: float
+) -> tuple[float, float]:
+    """(operations per second, process CPU microseconds per operation)."""
     workload = Register(WorkloadOptions(keys=8, writes_per_key=None, seed=0))
     generator, stats, stop = workload.new_generator(), Stats(), threading.Event()
     node = OneNode(endpoint)
@@ -69,54 +81,80 @@ def throughput(endpoint: Endpoint, history: Any, workers: int, seconds: float) -
         )
         for wid in range(workers)
     ]
+    cpu0, t0 = time.process_time(), time.monotonic()
     for w in pool:
         w.start()
     time.sleep(seconds)
     stop.set()
     for w in pool:
         w.join()
+    elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
     errors = [w.error for w in pool if w.error]
     if errors:
         raise errors[0]
-    return sum(stats.counts.values()) / seconds
+    ops = sum(stats.counts.values())
+    return ops / elapsed, cpu / max(ops, 1) * 1e6
+
+
+def measure(endpoint: Endpoint, args: argparse.Namespace, tmp: Path) -> None:
+    def recording(r: int) -> tuple[float, float]:
+        with HistoryWriter(tmp / f"h{r}.jsonl", MonotonicClock()) as h:
+            return throughput(endpoint, h, args.workers, args.seconds)
+
+    def dropping(r: int) -> tuple[float, float]:
+        return throughput(endpoint, DroppingHistory(), args.workers, args.seconds)
+
+    recording(-1)  # warm-up: connections, caches, the file system
+    dropping(-1)
+    load_before = os.getloadavg()
+    with_rec: list[tuple[float, float]] = []
+    without: list[tuple[float, float]] = []
+    for r in range(args.rounds):
+        arms = ((without, dropping), (with_rec, recording))
+        for results, arm in arms if r % 2 == 0 else arms[::-1]:
+            results.append(arm(r))
+        print(
+            f"round {r + 1}: without {without[-1][0]:,.0f} ops/s ({without[-1][1]:.0f} us CPU/op), "
+            f"with recording {with_rec[-1][0]:,.0f} ops/s ({with_rec[-1][1]:.0f} us CPU/op)",
+            flush=True,
+        )
+    load_after = os.getloadavg()
+    ratio = sum(t for t, _ in with_rec) / sum(t for t, _ in without)
+    paired = statistics.median(a[0] / b[0] for a, b in zip(with_rec, without, strict=True))
+    cpu_with = statistics.median(c for _, c in with_rec)
+    cpu_without = statistics.median(c for _, c in without)
+    print(
+        f"recording overhead: {args.workers} workers, real redis-py against Redis, "
+        f"{args.rounds} x 2 x {args.seconds:g} s: throughput ratio {ratio:.3f} "
+        f"(median per round {paired:.3f}; target >= 0.9: {'met' if ratio >= 0.9 else 'NOT met'}); "
+        f"CPU per op {cpu_without:.1f} us without, {cpu_with:.1f} us with "
+        f"({cpu_without / cpu_with:.3f}); {os.cpu_count()} CPUs, load average "
+        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after"
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=10)
+    ap.add_argument("--seconds", type=float, default=3)
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
 
-    build_all(log=print)
+    images.build_base(print)
+    images.build_image(IMAGE, images.image_contexts()[IMAGE], print)
     container = client().containers.run(
-        "leaseline/redis:latest",
+        IMAGE,
         ["redis-server", "--save", "", "--appendonly", "no", "--protected-mode", "no"],
         detach=True,
         remove=True,
-        name="ll-bench-recording",
+        name=f"ll-bench-recording-{os.getpid()}",
     )
     try:
         container.reload()
-        ip = container.attrs["NetworkSettings"]["IPAddress"]
-        endpoint = Endpoint(ip, 6379)
+        endpoint = Endpoint(container.attrs["NetworkSettings"]["IPAddress"], 6379)
         time.sleep(1)
-        with_rec, without = [], []
         with tempfile.TemporaryDirectory() as tmp:
-            for r in range(args.rounds):  # alternate so drift in machine load hits both
-                without.append(throughput(endpoint, DroppingHistory(), args.workers, args.seconds))
-                with HistoryWriter(Path(tmp) / f"h{r}.jsonl", MonotonicClock()) as h:
-                    with_rec.append(throughput(endpoint, h, args.workers, args.seconds))
-                print(
-                    f"round {r + 1}: without {without[-1]:,.0f} ops/s, "
-                    f"with recording {with_rec[-1]:,.0f} ops/s"
-                )
-        ratio = sum(with_rec) / sum(without)
-        print(
-            f"recording overhead: {args.workers} workers, real redis-py against Redis "
-            f"{args.rounds}x{args.seconds:g} s each: ratio {ratio:.3f} "
-            f"(target >= 0.9) -> {'met' if ratio >= 0.9 else 'NOT met'}"
-        )
+            measure(endpoint, args, Path(tmp))
     finally:
         container.stop(timeout=1)
 

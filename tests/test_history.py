@@ -1,13 +1,22 @@
-"""HistoryWriter: ordered, parseable, visible while the run goes on, complete after close."""
+"""HistoryWriter: ordered, parseable, visible while the run goes on, complete after close,
+whole lines after a SIGKILL, and the same bytes json.dumps gives."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
-from harness.history import FLUSH_INTERVAL_S, HistoryWriter, MonotonicClock
+import pytest
+
+from harness.history import FLUSH_INTERVAL_S, HistoryWriter, MonotonicClock, format_line
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_concurrent_records_are_ordered_complete_and_parseable(tmp_path: Path) -> None:
@@ -32,16 +41,88 @@ def test_concurrent_records_are_ordered_complete_and_parseable(tmp_path: Path) -
     assert times == sorted(times)  # index order is time order
     assert list(recs[0])[:8] == ["index", "time", "process", "type", "f", "key", "value", "node"]
     assert sum("error" in r for r in recs) == 8
+    per_process = [r["value"] for r in recs if r["process"] == 5 and r["type"] == "ok"]
+    assert per_process == list(range(500))
 
 
 def test_lines_reach_the_file_while_the_run_goes_on(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     w = HistoryWriter(path, MonotonicClock())
-    rec = w.record("nemesis", "invoke", "start-partition", value={"nodes": ["n1"]})
-    assert rec["index"] == 0 and rec["value"] == {"nodes": ["n1"]}
+    index = w.record("nemesis", "invoke", "start-partition", value={"nodes": ["n1"]})
+    assert index == 0
     deadline = time.monotonic() + 50 * FLUSH_INTERVAL_S
     while time.monotonic() < deadline and not path.read_text():
         time.sleep(FLUSH_INTERVAL_S / 2)
-    assert json.loads(path.read_text())["f"] == "start-partition"  # without close()
+    line = json.loads(path.read_text())  # without close()
+    assert line["f"] == "start-partition" and line["value"] == {"nodes": ["n1"]}
     w.close()
     w.close()  # idempotent
+    with pytest.raises(ValueError):
+        w.record(1, "invoke", "read", "k")  # a straggler after close is an error, not lost
+
+
+@pytest.mark.parametrize(
+    ("process", "type_", "f", "key", "value", "node", "error"),
+    [
+        (3, "invoke", "write", "r12", 7, "n1", None),
+        (3, "ok", "read", "r12", None, "n1", None),
+        (4, "fail", "cas", "c1", [1, 2], "n2", "NOREPLICAS not enough"),
+        ("nemesis", "ok", "start-partition", None, {"grudge": {"n1": ["n2"]}, "p": 0.5}, None,
+         None),
+        ("nemesis", "info", "kill", None, None, None, 'docker: "quoted"\nnewline é ☃'),
+        (9, "ok", "read", "k\u2603", True, "ü", None),
+        (9, "ok", "read", "k", False, None, None),
+        (2**70, "ok", "read", "k", -1.5, "n3", ""),
+    ],
+)
+def test_lines_are_exactly_what_json_dumps_gives(
+    process: object, type_: str, f: str, key: object, value: object, node: object,
+    error: object,
+) -> None:
+    fields = {"index": 12, "time": 345, "process": process, "type": type_, "f": f, "key": key,
+              "value": value, "node": node}
+    if error is not None:
+        fields["error"] = error
+    expected = json.dumps(fields, separators=(",", ":")) + "\n"
+    assert format_line((12, 345, process, type_, f, key, value, node, error)) == expected
+
+
+def test_a_value_json_refuses_still_gives_a_readable_line(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, MonotonicClock()) as w:
+        w.record("nemesis", "ok", "start-x", value={"nodes": {"n1"}})
+        w.record(1, "invoke", "read", "k")
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert recs[0]["value"] == {"nodes": "{'n1'}"} and recs[1]["f"] == "read"
+
+
+def test_a_killed_harness_leaves_whole_lines_and_loses_little(tmp_path: Path) -> None:
+    path = tmp_path / "history.jsonl"
+    marker = tmp_path / "recorded"
+    script = f"""
+import time
+from pathlib import Path
+from harness.history import HistoryWriter, MonotonicClock
+w = HistoryWriter(Path({str(path)!r}), MonotonicClock())
+i = 0
+while True:
+    w.record(i % 7, "invoke", "write", "k", i, "n1")
+    i += 1
+    if i == 20000:
+        Path({str(marker)!r}).write_text("")
+"""
+    child = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert marker.exists(), "the child never recorded 20000 records"
+        time.sleep(5 * FLUSH_INTERVAL_S)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    text = path.read_text()
+    assert text.endswith("\n")
+    recs = [json.loads(line) for line in text.splitlines()]  # every line whole
+    assert [r["index"] for r in recs] == list(range(len(recs)))
+    assert len(recs) >= 20000  # what was recorded a few flush intervals ago is on disk
