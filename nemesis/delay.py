@@ -13,11 +13,14 @@ dir=in delays what the targets receive from their peers (a leader's quorum acks 
 late), dir=out what they send, dir=both every direction of every link that touches a
 target, once. Only links between nodes (and aux services) are delayed, never clients.
 Asking for `delay` on a kernel without nfnetlink_queue fails before the run, in one sentence.
+Each spec gets its own chain, queue number and handler label (from a hash of its text), so
+two delays overlapping on one node (--nemesis-mode overlap) neither clobber nor heal each other.
 """
 
 from __future__ import annotations
 
 import time
+import zlib
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,9 +44,10 @@ from nemesis.netns import (
 from nemesis.spec import TARGETS, NemesisSpec
 from nemesis.targets import pick_nodes
 
-CHAIN = "LEASELINE-delay"
-QUEUE = 7411
-HANDLER_LABEL = "io.leaseline.nemesis-delay"  # on the handler helpers; value: the target
+CHAIN = "LEASELINE-delay"  # each spec's chain is CHAIN-<its id>
+QUEUE = 7000  # each spec's queue number is QUEUE + its id
+INSTANCES = 1000
+HANDLER_LABEL = "io.leaseline.nemesis-delay"  # on the handler helpers; value: "<id>:<target>"
 HANDLER = "/tmp/leaseline-nfqueue.py"
 HANDLER_SOURCE = Path(__file__).with_name("nfqueue.py")
 BOUND_TIMEOUT_S = 20.0
@@ -107,6 +111,11 @@ class Delay(Nemesis):
     default_target = "all"
     params = ("ms", "jitter", "dir")
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.id = zlib.crc32(self.spec.text.encode()) % INSTANCES
+        self.chain, self.queue = f"{CHAIN}-{self.id}", QUEUE + self.id
+
     @classmethod
     def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
         super().check(profile, spec)
@@ -138,11 +147,11 @@ class Delay(Nemesis):
 
         def apply(node: str) -> Container:
             rules = queue_script([ips[p] for p in plan[node]["in"]],
-                                 [ips[p] for p in plan[node]["out"]], QUEUE, CHAIN)
-            argv = ["sh", "-ec", f"{rules}\nexec python3 {HANDLER} {QUEUE} {ms:g} {jitter:g} "
+                                 [ips[p] for p in plan[node]["out"]], self.queue, self.chain)
+            argv = ["sh", "-ec", f"{rules}\nexec python3 {HANDLER} {self.queue} {ms:g} {jitter:g} "
                                  f"{seed}"]
             helper = start_in_netns(cluster, node, argv, {HANDLER: HANDLER_SOURCE.read_bytes()},
-                                    {HANDLER_LABEL: node})
+                                    {HANDLER_LABEL: f"{self.id}:{node}"})
             wait_bound(helper, node)
             return helper
 
@@ -172,10 +181,11 @@ class Delay(Nemesis):
     def _heal(self, nodes: list[str]) -> None:
         """Rules first (no packet is queued any more), then the handlers, which accept every
         packet they still hold when stopped."""
-        heal_chain(self.ctx.cluster, nodes, CHAIN)
+        heal_chain(self.ctx.cluster, nodes, self.chain)
         handlers = client().containers.list(all=True, filters={
             "label": [f"{HELPER_LABEL}={self.ctx.cluster.project}", HANDLER_LABEL]})
-        in_parallel(_remove, [h.id for h in handlers if h.labels.get(HANDLER_LABEL) in nodes])
+        mine = {f"{self.id}:{n}" for n in nodes}
+        in_parallel(_remove, [h.id for h in handlers if h.labels.get(HANDLER_LABEL) in mine])
 
 
 def _remove(container_id: str) -> None:

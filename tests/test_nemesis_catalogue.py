@@ -298,11 +298,29 @@ def test_delay_jitter_and_directions(lk: Setup) -> None:
     wait_ready(p)
 
 
+def test_two_delays_on_one_node_add_up_and_heal_apart(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    inbound, outbound = make(p, c, "delay:leader:ms=200:dir=in"), make(p, c, "delay:leader:dir=out")
+    leader = inbound.start()["nodes"][0]
+    peer = next(n for n in p.nodes if n != leader)
+    try:
+        assert outbound.start()["nodes"] == [leader]
+        assert min(rtts_ms(c, peer, leader)) >= 300  # SYN waits 200 ms, SYN-ACK 100 ms
+        inbound.stop()  # the other delay's chain and handler stay
+        assert 100 <= min(rtts_ms(c, peer, leader)) < 200
+    finally:
+        inbound.stop()
+        outbound.stop()
+    assert min(rtts_ms(c, peer, leader)) < 50
+    assert_no_delay_left(c, p)
+
+
 def test_delay_blind_heal_after_a_crash(lk: Setup) -> None:
     c, p = lk
     wait_ready(p)
     make(p, c, "delay:minority:ms=100", seed=9).start()  # then "crash": the object is lost
-    fresh = make(p, c, "delay")
+    fresh = make(p, c, "delay:minority:ms=100")  # the same --nemesis, as the next heal_all has
     fresh.heal()
     fresh.heal()  # idempotent
     assert_no_delay_left(c, p)
