@@ -96,10 +96,11 @@ def _copy_handler(helper: Container) -> None:
 def links(node: str, peers: list[str], targets: list[str], direction: str) -> dict[str, list[str]]:
     """Which peers' packets node's rules delay: "in" (they send to it) and "out" (it sends to
     them). With dir=both a link between two targets is delayed at its receiving end only."""
-    inbound = list(peers) if direction in ("in", "both") else []
+    if direction == "in":
+        return {"in": list(peers), "out": []}
     if direction == "out":
-        return {"in": inbound, "out": list(peers)}
-    return {"in": inbound, "out": [p for p in peers if direction == "both" and p not in targets]}
+        return {"in": [], "out": list(peers)}
+    return {"in": list(peers), "out": [p for p in peers if p not in targets]}
 
 
 class Delay(Nemesis):
@@ -157,8 +158,8 @@ class Delay(Nemesis):
 
         try:
             in_parallel(apply, targets)
-        except (FaultNotApplied, EnvironmentProblem) as e:
-            self._heal(targets)
+        except (FaultNotApplied, EnvironmentProblem, DockerException) as e:
+            self._heal(targets)  # the nodes where it did start must not keep half a fault
             raise FaultNotApplied(str(e)) from None
         self.active = {"nodes": targets, "delay_ms": ms, "jitter_ms": jitter, "dir": direction,
                        "links": plan}
