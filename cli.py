@@ -99,6 +99,10 @@ def images_build() -> int:
     help="one fault at a time, or each fault on its own staggered clock.",
 )
 @click.option("--time-limit", default=60.0, show_default=True, help="Seconds of client operations.")
+@click.option("--phases", default=None, help=(
+    "Consecutive phases, each NAME[:DURATION][:rate=OPS][:reads=P][:nemesis=on|off], e.g. "
+    "warmup:10s:rate=50:nemesis=off,faults:40s,quiet:10s:nemesis=off. Durations add up to "
+    "--time-limit (one phase may leave its own out and take the rest)."))
 @click.option("--rate", default=100.0, show_default=True, help="Total operations per second.")
 @click.option("--concurrency", default=4, show_default=True, help="Client worker threads.")
 @click.option("--keys", default=4, show_default=True, help="Keys in use at any moment.")

@@ -1,4 +1,5 @@
-"""The live view of a run on stderr: elapsed time, ops/s, ok/fail/info, the fault in force."""
+"""The live view of a run on stderr: elapsed time, the phase, ops/s, ok/fail/info, the fault
+in force."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rich.live import Live
 from rich.table import Table
 
 from harness.history import MonotonicClock
+from harness.phases import PhaseDriver
 from harness.workers import LeaderTracker, Stats
 from nemesis.schedule import NemesisSchedule
 
@@ -20,10 +22,12 @@ def _view(
     rate: float,
     schedule: NemesisSchedule,
     leader: str | None,
+    phases: PhaseDriver | None = None,
 ) -> Table:
     t = Table.grid(padding=(0, 2))
     t.add_row(
         f"[bold]{min(elapsed, limit):5.1f}/{limit:.0f} s[/]",
+        *([f"phase [cyan]{phases.text}[/]"] if phases is not None else []),
         f"{rate:6.1f} ops/s",
         f"[green]ok {counts.get('ok', 0)}[/]",
         f"[red]fail {counts.get('fail', 0)}[/]",
@@ -41,6 +45,7 @@ def live_progress(
     stats: Stats,
     schedule: NemesisSchedule,
     tracker: LeaderTracker,
+    phases: PhaseDriver | None = None,
 ) -> None:
     """Blocks until the time limit, refreshing twice a second (Ctrl-C interrupts it)."""
     start = clock.now() / 1e9
@@ -54,7 +59,9 @@ def live_progress(
             if now - last_t >= 1.0:
                 rate = (n - last_n) / (now - last_t)
                 last_t, last_n = now, n
-            live.update(_view(now - start, time_limit, counts, rate, schedule, tracker.current))
+            live.update(
+                _view(now - start, time_limit, counts, rate, schedule, tracker.current, phases)
+            )
             if now - start >= time_limit:
                 break
             time.sleep(min(0.5, max(0.01, time_limit - (now - start))))

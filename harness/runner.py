@@ -29,6 +29,7 @@ from harness import images
 from harness.cluster import ROOT, Cluster
 from harness.errors import BadArguments, EnvironmentProblem, LeaselineError
 from harness.history import HistoryWriter, MonotonicClock
+from harness.phases import PhaseDriver, check_mix, parse_phases
 from harness.profiles import profile_class
 from harness.profiles.base import Profile
 from harness.progress import live_progress
@@ -57,6 +58,7 @@ class RunConfig:
     nemesis_interval: float = 6.0
     nemesis_mode: str = "one"  # "overlap": each fault on its own clock
     time_limit: float = 30.0
+    phases: str | None = None  # harness/phases.py; None: one phase over the time limit
     rate: float = 100.0
     concurrency: int = 4
     keys: int = 4
@@ -104,6 +106,9 @@ def validate(cfg: RunConfig) -> type[Profile]:
     ):
         if v < lo:
             raise BadArguments(f"{name} must be at least {lo}, got {v}.")
+    phases = parse_phases(cfg.phases, cfg.time_limit)
+    if phases:
+        check_mix(phases, wl(WorkloadOptions()).new_generator(), cfg.workload)
     if cfg.writes_per_key is not None and cfg.writes_per_key < 1:
         raise BadArguments(f"--writes-per-key must be at least 1, got {cfg.writes_per_key}.")
     if cfg.lease_ms is not None and cfg.lease_ms < 0:
@@ -248,6 +253,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
             "nemesis_interval": cfg.nemesis_interval,
             "nemesis_mode": cfg.nemesis_mode,
             "time_limit": cfg.time_limit,
+            "phases": [p.describe() for p in parse_phases(cfg.phases, cfg.time_limit)],
             "lease_ms": lease_ms,
             "concurrency": cfg.concurrency,
             "rate": cfg.rate,
@@ -301,6 +307,7 @@ def _lifecycle(
     stop_workers = threading.Event()
     workers: list[Worker] = []
     schedule: NemesisSchedule | None = None
+    phases: PhaseDriver | None = None
     completed = False
     cleanup_problems: list[str] = []
 
@@ -326,6 +333,12 @@ def _lifecycle(
             )
             # Time 0 is the moment the workload starts (cluster boot is not part of the test).
             clock = history.clock = MonotonicClock()
+            phase_list = parse_phases(cfg.phases, cfg.time_limit)
+            if phase_list:
+                phases = PhaseDriver(
+                    phase_list, clock, schedule, generator, cfg.rate, cfg.concurrency
+                )
+                phases.begin()
             for wid in range(cfg.concurrency):
                 w = Worker(
                     wid,
@@ -336,18 +349,22 @@ def _lifecycle(
                     history=history,
                     ids=ids,
                     stats=stats,
-                    rate_per_worker=cfg.rate / cfg.concurrency,
+                    rate_per_worker=(
+                        phases.rate_per_worker if phases else cfg.rate / cfg.concurrency
+                    ),
                     seed=cfg.seed,
                     stop_event=stop_workers,
                 )
                 workers.append(w)
                 w.start()
             schedule.start()
-            live_progress(console, cfg.time_limit, clock, stats, schedule, tracker)
+            live_progress(console, cfg.time_limit, clock, stats, schedule, tracker, phases)
             completed = True
         finally:
             shield()  # from here on Ctrl-C / SIGTERM wait until the cluster is healed
             stop_workers.set()
+            if phases is not None:
+                phases.stop()
             for w in workers:
                 w.join(10)
             if schedule is not None:

@@ -12,6 +12,7 @@ import itertools
 import random
 import threading
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from harness.history import HistoryWriter
@@ -94,18 +95,24 @@ class Worker(threading.Thread):
         history: HistoryWriter,
         ids: ProcessIds,
         stats: Stats,
-        rate_per_worker: float,
+        rate_per_worker: float | Callable[[], float],
         seed: int,
         stop_event: threading.Event,
     ) -> None:
         super().__init__(name=f"worker-{wid}", daemon=True)
         self.workload, self.generator, self.profile = workload, generator, profile
         self.router, self.history, self.ids, self.stats = router, history, ids, stats
-        self.mean_gap_s = 1.0 / rate_per_worker if rate_per_worker > 0 else 0.0
+        # A function when phases change the rate during the run (harness/phases.py).
+        self.rate_per_worker = rate_per_worker
         self.rng = random.Random(seed * 1_000_003 + wid)
         self.stop_event = stop_event
         self.clients: dict[str, Client] = {}
         self.error: BaseException | None = None
+
+    def mean_gap_s(self) -> float:
+        rate = self.rate_per_worker
+        rate = rate() if callable(rate) else rate
+        return 1.0 / rate if rate > 0 else 0.0
 
     def _client(self, node: str) -> Client:
         c = self.clients.get(node)
@@ -126,9 +133,8 @@ class Worker(threading.Thread):
             process = self.ids.next()
             while not self.stop_event.is_set():
                 # Uniform gaps around the mean give the target rate without lock-step workers.
-                if self.mean_gap_s and self.stop_event.wait(
-                    self.rng.uniform(0, 2 * self.mean_gap_s)
-                ):
+                gap_s = self.mean_gap_s()
+                if gap_s and self.stop_event.wait(self.rng.uniform(0, 2 * gap_s)):
                     break
                 node = self.router.node_for(process)
                 if node is None:  # no leader known yet: nothing sensible to send

@@ -8,7 +8,7 @@ duration, then healed for one interval), staggered so that faults overlap.
 Each start/stop is an "invoke" record then "ok" with what the fault did, or "info" when
 it could not be applied or its effect is unknown. `heal_all` stops whatever is in force
 (recorded too) and then heals every nemesis blindly, so it is safe after a crash and safe
-to call twice.
+to call twice. Phases (harness/phases.py) switch faults off and on with `enter_phase`.
 """
 
 from __future__ import annotations
@@ -66,6 +66,8 @@ class NemesisSchedule(threading.Thread):
             raise BadArguments(f"unknown nemesis mode {mode!r} (valid: {', '.join(MODES)}).")
         self.mode = mode
         self._lock = threading.Lock()  # one start/stop/heal at a time
+        self._faults_on = threading.Event()  # cleared in a nemesis=off phase
+        self._faults_on.set()
         self.faults = 0
 
     @property
@@ -86,6 +88,8 @@ class NemesisSchedule(threading.Thread):
     def _apply(self, nem: Nemesis, start: bool) -> None:
         f = nem.start_f if start else nem.stop_f
         with self._lock:
+            if start and not self._faults_on.is_set():
+                return
             self.history.record(NEMESIS, "invoke", f)
             try:
                 value: Any = nem.start() if start else nem.stop()
@@ -108,6 +112,11 @@ class NemesisSchedule(threading.Thread):
             return
         turn = 0
         while self.nemeses and not self._stop_event.wait(self.interval_s):
+            if not self._faults_on.is_set():
+                while not self._faults_on.wait(0.1):
+                    if self._stop_event.is_set():
+                        return
+                continue  # a phase's first fault comes one interval into it
             nem = self.nemeses[turn % len(self.nemeses)]
             self._apply(nem, start=True)
             if self._stop_event.wait(self._held(nem)):
@@ -133,6 +142,22 @@ class NemesisSchedule(threading.Thread):
                 self._apply(nem, start=True)
                 held = self._held(nem) if nem.active else self.interval_s
                 due[i] = time.monotonic() + held
+
+    def enter_phase(self, value: dict[str, Any], faults_on: bool) -> None:
+        """Record a phase start (under the lock, so never between a fault's invoke and its
+        completion); with faults off, heal what is in force and start nothing new."""
+        with self._lock:
+            self.history.record(NEMESIS, "info", "phase", value=value)
+            if faults_on:
+                self._faults_on.set()
+            else:
+                self._faults_on.clear()
+        self.log(f"phase {value.get('name')}: faults {'on' if faults_on else 'off'}")
+        if faults_on:
+            return
+        for nem in self.nemeses:
+            if nem.active:
+                self._apply(nem, start=False)
 
     def stop(self, timeout: float = 60) -> None:
         self._stop_event.set()

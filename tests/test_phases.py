@@ -1,0 +1,179 @@
+"""Phases: the spec grammar and its one-sentence errors, and a real schedule of phases (real
+Worker loop, real NemesisSchedule with a fake fault, real HistoryWriter; no Docker)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from harness.errors import BadArguments
+from harness.history import HistoryWriter, MonotonicClock
+from harness.phases import Phase, PhaseDriver, parse_phases
+from harness.workers import ProcessIds, Stats, Worker
+from nemesis.schedule import NemesisLog, NemesisSchedule
+from tests.test_nemesis_schedule import FakeFault
+from workloads.base import OK, Completion, Op, WorkloadOptions
+from workloads.cas_ops import CasGenerator
+from workloads.register import RegisterGenerator
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_issue_example_parses_with_defaults_left_unset() -> None:
+    assert parse_phases("warmup:10s:rate=50:nemesis=off,faults:40s,quiet:10s:nemesis=off", 60) == [
+        Phase("warmup", 10, rate=50, nemesis=False),
+        Phase("faults", 40),
+        Phase("quiet", 10, nemesis=False),
+    ]
+
+
+def test_units_and_one_open_phase_taking_the_rest() -> None:
+    phases = parse_phases("a:500ms:reads=0.9, b:nemesis=off, c:0.5m", 40)
+    assert [(p.name, p.duration_s) for p in phases] == [("a", 0.5), ("b", 9.5), ("c", 30)]
+    assert phases[0].reads == 0.9 and phases[1].nemesis is False
+
+
+@pytest.mark.parametrize("spec", [None, "", "  "])
+def test_no_spec_is_one_implicit_phase(spec: str | None) -> None:
+    assert parse_phases(spec, 30) == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("a:10s,b:10s", "the phases last 20 s but --time-limit is 30 s"),
+        ("a,b:10s,c", "only one phase may leave its duration out, but a, c do"),
+        ("a:30s,b", "leaves phase 'b' no time"),
+        ("a:10s:rat=5,b", "unknown setting 'rat' (valid: rate, reads, nemesis)"),
+        ("a:10s:rate=0,b", "rate=0, which must be at least 0.1"),
+        ("a:10s:rate=fast,b", "rate='fast', which is not a number"),
+        ("a:10s:reads=1.5,b", "reads=1.5, which must be between 0 and 1"),
+        ("a:10s:nemesis=maybe,b", "use nemesis=on or nemesis=off"),
+        ("a:10x,b", "'10x', which is neither a duration"),
+        ("a:10s:20s,b", "'20s', which is neither a duration"),
+        ("a:0.1s,b", "lasts 0.1 s, less than 0.5 s"),
+        ("a:10s:rate=1:rate=2,b", "sets rate twice"),
+        (":10s,b", "must start with a phase name"),
+    ],
+)
+def test_bad_specs_say_what_is_wrong_in_one_sentence(spec: str, says: str) -> None:
+    with pytest.raises(BadArguments) as e:
+        parse_phases(spec, 30)
+    text = str(e.value)
+    assert says in text and text.startswith("--phases") and text.count(". ") == 0
+    assert e.value.exit_code == 254
+
+
+def test_the_cli_refuses_a_bad_spec_with_exit_254_before_any_docker() -> None:
+    r = subprocess.run(
+        [str(ROOT / ".venv/bin/leaseline"), "run", "--time-limit", "20",
+         "--phases", "warmup:10s:rate=-1,rest", "--project", "ll-phases-unit"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 254
+    assert r.stderr.strip().splitlines()[-1].startswith("leaseline: --phases: phase 'warmup'")
+    assert "Traceback" not in r.stderr
+
+
+def test_reads_reshape_the_mix_and_keep_write_cas_proportions() -> None:
+    from harness.phases import set_mix
+
+    cas = CasGenerator(WorkloadOptions(), read_ratio=0.4, cas_ratio=0.4)
+    set_mix(cas, 0.8, (0.4, 0.4))
+    assert cas.read_ratio == 0.8 and cas.cas_ratio == pytest.approx(0.2 * 2 / 3)  # cas:write 2:1
+    reg = RegisterGenerator(WorkloadOptions())
+    set_mix(reg, 1.0, (0.5, 0.0))
+    rng = __import__("random").Random(1)
+    assert {reg.next_op(rng).f for _ in range(200)} == {"read"}
+
+
+class InstantClient:
+    def open(self, node: str, endpoint: Any) -> None:
+        pass
+
+    def invoke(self, op: Op) -> Completion:
+        return Completion(OK, None if op.f == "read" else op.value)
+
+    def close(self) -> None:
+        pass
+
+
+class OneNode:
+    def endpoint(self, node: str, protocol: str) -> Any:
+        return None
+
+    def node_for(self, process: int) -> str:
+        return "n1"
+
+
+def test_a_run_through_phases_changes_rate_mix_and_faults(tmp_path: Path) -> None:
+    """quiet (0.8 s, 40 ops/s, only reads, no faults) -> faults (2 s, 400 ops/s, faults every
+    0.2 s) -> calm (1.2 s, 40 ops/s, no faults): the history shows each phase, the rates, the
+    mix, no fault started outside the faults phase, and the fault in force healed at its end."""
+    phases = parse_phases("quiet:0.8s:rate=40:reads=1:nemesis=off,faults:2s:rate=400,"
+                          "calm:1.2s:rate=40:nemesis=off", 4)
+    history = HistoryWriter(tmp_path / "h.jsonl", MonotonicClock())
+    fault = FakeFault()
+    schedule = NemesisSchedule([fault], history, 0.2, NemesisLog(tmp_path / "nemesis.log"))
+    generator = RegisterGenerator(WorkloadOptions(keys=2))
+    clock = history.clock = MonotonicClock()
+    driver = PhaseDriver(phases, clock, schedule, generator, rate=100, concurrency=4)
+    driver.begin()
+    stop = threading.Event()
+    workers = [
+        Worker(wid, workload=SimpleNamespace(new_client=InstantClient, protocol="redis"),
+               generator=generator, profile=OneNode(), router=OneNode(),  # type: ignore[arg-type]
+               history=history, ids=ProcessIds(), stats=Stats(),
+               rate_per_worker=driver.rate_per_worker, seed=3, stop_event=stop)
+        for wid in range(4)
+    ]
+    for w in workers:
+        w.start()
+    schedule.start()
+    seen = []
+    while clock.now() < 4e9:
+        seen.append(driver.text)
+        time.sleep(0.05)
+    stop.set()
+    driver.stop()
+    for w in workers:
+        w.join(5)
+    schedule.stop()
+    schedule.heal_all()
+    history.close()
+
+    assert seen[0] == "quiet (1/3)" and "faults (2/3)" in seen and seen[-1] == "calm (3/3)"
+    recs = [json.loads(x) for x in (tmp_path / "h.jsonl").read_text().splitlines()]
+    marks = [r for r in recs if r["f"] == "phase"]
+    assert [(m["process"], m["type"], m["value"]["name"]) for m in marks] == [
+        ("nemesis", "info", "quiet"), ("nemesis", "info", "faults"), ("nemesis", "info", "calm")
+    ]
+    assert marks[0]["value"] == {"name": "quiet", "duration_s": 0.8, "rate": 40, "reads": 1,
+                                 "nemesis": False}
+    t_faults, t_calm = marks[1]["time"], marks[2]["time"]
+    assert t_faults == pytest.approx(0.8e9, abs=0.2e9) and t_calm == pytest.approx(2.8e9, abs=0.2e9)
+
+    def ops(lo: float, hi: float) -> list[dict[str, Any]]:
+        return [r for r in recs if r["type"] == "invoke" and r["process"] != "nemesis"
+                and lo <= r["time"] < hi]
+
+    quiet, busy, calm = ops(0, t_faults), ops(t_faults, t_calm), ops(t_calm, 4e9)
+    rate = [len(o) / (d / 1e9) for o, d in
+            ((quiet, t_faults), (busy, t_calm - t_faults), (calm, 4e9 - t_calm))]
+    assert rate[0] < 100 and rate[2] < 100 and rate[1] > 200, rate
+    assert {r["f"] for r in quiet} == {"read"} and {"read", "write"} <= {r["f"] for r in busy}
+    starts = [r["time"] for r in recs if r["f"] == "start-fake" and r["type"] == "invoke"]
+    assert starts and all(t_faults < t < t_calm for t in starts), (starts, t_faults, t_calm)
+    # the fault in force when "calm" began was stopped right then, not at the end
+    stops = [r["time"] for r in recs if r["f"] == "stop-fake" and r["type"] == "ok"]
+    assert len(stops) == len(starts) and max(stops) < t_calm + 0.1e9
+    nemesis = [r for r in recs if r["process"] == "nemesis" and r["f"] != "phase"]
+    for inv, done in zip(nemesis[::2], nemesis[1::2], strict=True):  # never split by a phase
+        assert inv["type"] == "invoke" and done["type"] == "ok" and inv["f"] == done["f"]
