@@ -23,6 +23,7 @@ from nemesis.partition_leader import PartitionLeader
 from nemesis.partition_one import PartitionOne
 from nemesis.partition_ring import PartitionMajoritiesRing
 from nemesis.pause import Pause, PauseLeader
+from nemesis.pause_isolate import PauseIsolate
 from nemesis.spec import NemesisSpec, parse_spec
 from nemesis.transfer_isolate import TransferIsolate
 from nemesis.transfer_leader import TransferLeader
@@ -43,6 +44,7 @@ NEMESES: dict[str, type[Nemesis]] = {
         Delay,
         TransferLeader,
         TransferIsolate,
+        PauseIsolate,
     )
 }
 

@@ -31,9 +31,11 @@ from nemesis.spec import NemesisSpec
 TRANSFER = (
     "bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; "
     'printf "POST /transfer HTTP/1.0\\r\\nContent-Length: 0\\r\\n\\r\\n" >&3; '
-    "IFS= read -r status <&3; "
+    # Read the whole reply (the admin server answers HTTP/1.0 and closes), status line first.
+    "IFS= read -r status <&3; rest=$(cat <&3); "
     'case "$status" in *" 200 "*) ;; '
-    '*) echo "the leader refused to transfer: $status $(tail -n 1 <&3)" >&2; exit 1;; esac\''
+    '*) echo "the leader refused to transfer: $status $(printf %s "$rest" | tail -n 1)" >&2; '
+    "exit 1;; esac'"
 )
 NEW_LEADER_WAIT_S = 1.0
 
