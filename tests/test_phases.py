@@ -177,3 +177,19 @@ def test_a_run_through_phases_changes_rate_mix_and_faults(tmp_path: Path) -> Non
     nemesis = [r for r in recs if r["process"] == "nemesis" and r["f"] != "phase"]
     for inv, done in zip(nemesis[::2], nemesis[1::2], strict=True):  # never split by a phase
         assert inv["type"] == "invoke" and done["type"] == "ok" and inv["f"] == done["f"]
+
+
+def test_the_live_view_names_the_phase() -> None:
+    from rich.console import Console
+
+    from harness.progress import _view
+
+    driver = PhaseDriver(parse_phases("warmup:5s,faults", 20), MonotonicClock(),
+                         SimpleNamespace(enter_phase=lambda value, faults_on: None), None,
+                         rate=100, concurrency=4)
+    driver.enter(1)
+    console = Console(record=True, width=200)
+    console.print(_view(6.0, 20, {"ok": 3}, 12.0, SimpleNamespace(in_force_text="none"),  # type: ignore[arg-type]
+                        "lk1", driver))
+    assert "phase faults (2/2)" in console.export_text()
+    assert driver.rate_per_worker() == 25  # the run's rate where the phase sets none
