@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -156,19 +156,27 @@ def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
 # ---- rules across records -------------------------------------------------------------------
 
 
+# A DataFrame, or (the Spark job, per key: no pandas construction cost) a dict of arrays.
+Frame = pd.DataFrame | Mapping[str, np.ndarray]
+
+
+def _col(frame: Frame, name: str, dtype: Any) -> np.ndarray:
+    return np.asarray(frame[name], dtype=dtype)
+
+
 class _Cols:
     """The frame's columns as numpy arrays, rows ordered by (process, index)."""
 
-    def __init__(self, frame: pd.DataFrame) -> None:
+    def __init__(self, frame: Frame) -> None:
         self.frame = frame
-        process = frame["process"].to_numpy(np.int64)
-        index = frame["index"].to_numpy(np.int64)
+        process = _col(frame, "process", np.int64)
+        index = _col(frame, "index", np.int64)
         self.order = np.lexsort((index, process))
         self.process = process[self.order]
         self.index = index[self.order]
-        self.type = frame["type"].to_numpy(np.int8)[self.order]
-        self.f = frame["f"].to_numpy(np.int8)[self.order]
-        self.line = frame["line"].to_numpy(np.int64)[self.order]
+        self.type = _col(frame, "type", np.int8)[self.order]
+        self.f = _col(frame, "f", np.int8)[self.order]
+        self.line = _col(frame, "line", np.int64)[self.order]
         n = len(self.order)
         self.is_inv = self.type == INVOKE
         # same_prev[k]: row k-1 belongs to the same process; prev_inv: ... and is an invocation
@@ -181,7 +189,7 @@ class _Cols:
         """type/f as written (the Spark frame only has codes: a generic "?" there)."""
         col = f"{name}_text"
         if col in self.frame:
-            return str(self.frame[col].iat[self.order[k]])
+            return str(np.asarray(self.frame[col])[self.order[k]])
         codes = self.type if name == "type" else self.f
         names = TYPES if name == "type" else tuple(CLIENT_FS)
         return names[codes[k]] if codes[k] >= 0 else "?"
@@ -190,9 +198,9 @@ class _Cols:
         return f"line {self.line[k]}" if self.line[k] > 0 else f"index {self.index[k]}"
 
 
-def find_problem(frame: pd.DataFrame, cols: _Cols | None = None) -> RecordProblem | None:
+def find_problem(frame: Frame, cols: _Cols | None = None) -> RecordProblem | None:
     """The earliest (by history index) client record that breaks a rule, if any."""
-    if len(frame) == 0:
+    if len(frame["index"]) == 0:
         return None
     c = cols or _Cols(frame)
     found: list[tuple[int, int]] = []  # (index, position)
@@ -214,7 +222,7 @@ def find_problem(frame: pd.DataFrame, cols: _Cols | None = None) -> RecordProble
     if not found:  # the sequence rules below assume known types
         comp = ~c.is_inv
         prev = np.maximum(np.arange(len(c.order)) - 1, 0)
-        key = frame["key"].to_numpy(object)[c.order]
+        key = _col(frame, "key", object)[c.order]
         flag(c.is_inv & c.prev_inv,
              lambda k: f"second invocation of process {c.process[k]} while its invocation at "
              f"{c.where(k - 1)} is still pending")
@@ -251,7 +259,7 @@ def _canonical_texts(values: np.ndarray, plain: np.ndarray) -> np.ndarray:
 
 
 def pair_key(
-    frame: pd.DataFrame,
+    frame: Frame,
     *,
     file: str,
     key: str,
@@ -279,10 +287,10 @@ def pair_key(
         fcode[keep]
     ri, rc = c.order[inv], c.order[nxt]  # frame rows of each invocation and its completion
 
-    time = frame["time"].to_numpy(np.int64)
-    raw = frame["value"].to_numpy(object)
-    plain = frame["plain"].to_numpy(bool)
-    node_col = frame["node"].to_numpy(object)
+    time = _col(frame, "time", np.int64)
+    raw = _col(frame, "value", object)
+    plain = _col(frame, "plain", bool)
+    node_col = _col(frame, "node", object)
     # reads report what the completion returned; writes and cas what the invocation asked
     vrow = np.where(fcode == READ, rc, ri)
     value = _canonical_texts(raw[vrow], plain[vrow])
