@@ -18,7 +18,7 @@ from harness.history import HistoryWriter, MonotonicClock
 from harness.phases import Phase, PhaseDriver, parse_phases
 from harness.workers import ProcessIds, Stats, Worker
 from nemesis.schedule import NemesisLog, NemesisSchedule
-from tests.test_nemesis_schedule import FakeFault
+from test_nemesis_schedule import FakeFault
 from workloads.base import OK, Completion, Op, WorkloadOptions
 from workloads.cas_ops import CasGenerator
 from workloads.register import RegisterGenerator
