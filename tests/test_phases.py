@@ -12,13 +12,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from test_nemesis_schedule import FakeFault
 
 from harness.errors import BadArguments
 from harness.history import HistoryWriter, MonotonicClock
 from harness.phases import Phase, PhaseDriver, parse_phases
 from harness.workers import ProcessIds, Stats, Worker
 from nemesis.schedule import NemesisLog, NemesisSchedule
-from test_nemesis_schedule import FakeFault
 from workloads.base import OK, Completion, Op, WorkloadOptions
 from workloads.cas_ops import CasGenerator
 from workloads.register import RegisterGenerator
