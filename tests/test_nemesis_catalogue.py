@@ -201,6 +201,72 @@ def test_transfer_leader_moves_leadership(lk: Setup) -> None:
     wait_ready(p)
 
 
+def wait_for_leader_other_than(p: Profile, old: str, within_s: float) -> str | None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        leader = p.leader()
+        if leader not in (None, old):
+            return leader
+        time.sleep(0.1)
+    return None
+
+
+def test_transfer_isolate_hands_over_then_cuts_the_old_leader_off(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    nem = make(p, c, "transfer-isolate:d=1.5")
+    old = p.leader()
+    value = None
+    for _ in range(5):  # the leader refuses while the target is not fully caught up
+        try:
+            value = nem.start()
+            break
+        except FaultNotApplied:
+            time.sleep(0.5)
+    assert value is not None and value["from"] == old == value["nodes"][0]
+    try:
+        peers = [n for n in p.nodes if n != old]
+        assert wait_for_leader_other_than(p, old, 5) in peers
+        assert reach(c, old, peers) == dict.fromkeys(peers, False)
+        assert p.status(old) is not None, "clients still reach the deposed leader"
+    finally:
+        nem.stop()
+    assert all(reach(c, old, [n for n in p.nodes if n != old]).values())
+    assert_clean(c, p)
+    wait_ready(p)
+
+
+def test_pause_isolate_freezes_then_thaws_the_leader_still_cut_off(lk: Setup) -> None:
+    c, p = lk
+    wait_ready(p)
+    nem = make(p, c, "pause-isolate:freeze=1.5:d=2")
+    old = p.leader()
+    began = time.monotonic()
+    value = nem.start()
+    try:
+        assert time.monotonic() - began >= 1.5 and value["frozen_s"] >= 1.5
+        assert value["nodes"] == [old]
+        peers = [n for n in p.nodes if n != old]
+        assert c.container(old).status == "running", "thawed at the end of the start"
+        assert reach(c, old, peers) == dict.fromkeys(peers, False)
+        # Frozen longer than the 1 s election timeout: the others elect a rival, and the
+        # thawed node, cut off, steps down by its check quorum (within 2 election timeouts).
+        assert wait_for_leader_other_than(p, old, 5) in peers
+        deadline = time.monotonic() + 3
+        while (p.status(old) or {}).get("role") == "leader" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (p.status(old) or {}).get("role") != "leader"
+    finally:
+        nem.stop()
+    assert all(reach(c, old, [n for n in p.nodes if n != old]).values())
+    # A blind heal thaws a node left frozen and removes the cut a crashed harness left.
+    run_in_netns(c, old, f"iptables -w -N {nem.chain}; iptables -w -I INPUT 1 -j {nem.chain}")
+    c.container(old).pause()
+    nem.heal()
+    assert_clean(c, p)  # CHAIN is a prefix of the nemesis's own chain name
+    wait_ready(p)
+
+
 def test_kill_minority_and_heal(lk: Setup) -> None:
     c, p = lk
     wait_ready(p)
