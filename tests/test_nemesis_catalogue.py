@@ -7,6 +7,7 @@ import os
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from conftest import booted_cluster, wait_until_ready
@@ -54,6 +55,16 @@ def assert_clean(c: Cluster, p: Profile) -> None:
         assert CHAIN not in list_rules(c, node), f"rule left in {node}"
 
 
+def wait_for_leader_other_than(p: Profile, old: str, within_s: float) -> str | None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        leader = p.leader()
+        if leader not in (None, old):
+            return leader
+        time.sleep(0.1)
+    return None
+
+
 def test_pause_leader_freezes_it_until_resumed(lk: Setup) -> None:
     c, p = lk
     wait_ready(p)
@@ -66,10 +77,7 @@ def test_pause_leader_freezes_it_until_resumed(lk: Setup) -> None:
         assert c.container(old).status == "paused"
         assert p.status(old) is None, "a paused node must not answer"
         # Longer than the 1 s election timeout: the others elect someone else.
-        deadline = time.monotonic() + 8
-        while p.leader() in (old, None) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert p.leader() not in (old, None)
+        assert wait_for_leader_other_than(p, old, 8) is not None
     finally:
         assert nem.stop() == {"nodes": [old]}
     assert c.container(old).status == "running" and p.status(old) is not None
@@ -180,19 +188,22 @@ def test_loss_drops_packets_on_the_chosen_links(lk: Setup) -> None:
     assert_clean(c, p)
 
 
+def start_transfer(nem: Nemesis) -> dict[str, Any]:
+    for _ in range(5):  # the leader refuses while the target is not fully caught up
+        try:
+            return nem.start()
+        except FaultNotApplied:
+            time.sleep(0.5)
+    raise AssertionError("the leader refused every hand-over")
+
+
 def test_transfer_leader_moves_leadership(lk: Setup) -> None:
     c, p = lk
     wait_ready(p)
     nem = make(p, c, "transfer-leader")
     old = p.leader()
-    value = None
-    for _ in range(5):  # the leader refuses while the target is not fully caught up
-        try:
-            value = nem.start()
-            break
-        except FaultNotApplied:
-            time.sleep(0.5)
-    assert value is not None and value["from"] == old and value["to"] != old
+    value = start_transfer(nem)
+    assert value["from"] == old and value["to"] != old
     deadline = time.monotonic() + 5
     while p.leader() != value["to"] and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -201,29 +212,13 @@ def test_transfer_leader_moves_leadership(lk: Setup) -> None:
     wait_ready(p)
 
 
-def wait_for_leader_other_than(p: Profile, old: str, within_s: float) -> str | None:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        leader = p.leader()
-        if leader not in (None, old):
-            return leader
-        time.sleep(0.1)
-    return None
-
-
 def test_transfer_isolate_hands_over_then_cuts_the_old_leader_off(lk: Setup) -> None:
     c, p = lk
     wait_ready(p)
     nem = make(p, c, "transfer-isolate:d=1.5")
     old = p.leader()
-    value = None
-    for _ in range(5):  # the leader refuses while the target is not fully caught up
-        try:
-            value = nem.start()
-            break
-        except FaultNotApplied:
-            time.sleep(0.5)
-    assert value is not None and value["from"] == old == value["nodes"][0]
+    value = start_transfer(nem)
+    assert value["from"] == old == value["nodes"][0]
     try:
         peers = [n for n in p.nodes if n != old]
         assert wait_for_leader_other_than(p, old, 5) in peers
