@@ -7,7 +7,8 @@ hundred lines a second.
 The machine is shared, so the arms alternate in short slices (ABBA order, so drift in the
 load hits both alike) after a warm-up, and the report gives the ratio of total
 throughputs, the median of the per-slice ratios, the process CPU per operation of each arm
-(what recording really costs, less sensitive to the neighbours) and the load average.
+(what recording really costs, the history's writer process included; less
+sensitive to the neighbours) and the load average.
 
     .venv/bin/python -m bench.bench_recording [--seconds 3] [--workers 4] [--rounds 8]
 """
@@ -58,10 +59,16 @@ class OneNode:
         return NODE
 
 
+def children_cpu_s() -> float:
+    """CPU of this process's reaped children: the history's writer process, after close."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def throughput(
     endpoint: Endpoint, history: Any, workers: int, seconds: float
-) -> tuple[float, float]:
-    """(operations per second, process CPU microseconds per operation)."""
+) -> tuple[float, float, int]:
+    """(operations per second, process CPU seconds, operations)."""
     workload = Register(WorkloadOptions(keys=8, writes_per_key=None, seed=0))
     generator, stats, stop = workload.new_generator(), Stats(), threading.Event()
     node = OneNode(endpoint)
@@ -92,17 +99,21 @@ def throughput(
     errors = [w.error for w in pool if w.error]
     if errors:
         raise errors[0]
-    ops = sum(stats.counts.values())
-    return ops / elapsed, cpu / max(ops, 1) * 1e6
+    ops = max(sum(stats.counts.values()), 1)
+    return ops / elapsed, cpu, ops
 
 
 def measure(endpoint: Endpoint, args: argparse.Namespace, tmp: Path) -> None:
     def recording(r: int) -> tuple[float, float]:
+        """(ops/s, CPU us per op), the writer process's CPU counted in."""
+        children = children_cpu_s()
         with HistoryWriter(tmp / f"h{r}.jsonl", MonotonicClock()) as h:
-            return throughput(endpoint, h, args.workers, args.seconds)
+            rate, cpu, ops = throughput(endpoint, h, args.workers, args.seconds)
+        return rate, (cpu + children_cpu_s() - children) / ops * 1e6
 
     def dropping(r: int) -> tuple[float, float]:
-        return throughput(endpoint, DroppingHistory(), args.workers, args.seconds)
+        rate, cpu, ops = throughput(endpoint, DroppingHistory(), args.workers, args.seconds)
+        return rate, cpu / ops * 1e6
 
     recording(-1)  # warm-up: connections, caches, the file system
     dropping(-1)

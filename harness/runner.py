@@ -310,6 +310,7 @@ def _lifecycle(
     phases: PhaseDriver | None = None
     completed = False
     cleanup_problems: list[str] = []
+    history_error: OSError | None = None
 
     with signals_as_interrupts() as shield:
         try:
@@ -377,7 +378,10 @@ def _lifecycle(
                     console.print(f"[yellow]cluster not ready after healing ({why})[/]")
                 final_reads(profile, cfg, workload, generator, router, tracker, history, ids, stats)
             tracker.stop()
-            history.close()
+            try:
+                history.close()
+            except OSError as e:  # disk full, ...: said below, after the cleanup still due
+                history_error = e
             nem_log.close()
             render_history_txt(run_dir / "history.jsonl", run_dir / "history.txt")
             with contextlib.suppress(LeaselineError):  # no engine/containers: nothing to collect
@@ -392,6 +396,12 @@ def _lifecycle(
                 console.print(f"cluster left running: compose project {project}")
 
     crashed = [w.error for w in workers if w.error is not None]
+    history_error = history_error or next((e for e in crashed if isinstance(e, OSError)), None)
+    if history_error is not None:
+        raise EnvironmentProblem(
+            f"the history could not be written ({history_error.strerror or history_error}); "
+            f"what was written before that is in {run_dir / 'history.jsonl'}."
+        )
     if crashed:
         raise crashed[0]
     if cleanup_problems:

@@ -92,8 +92,12 @@ def test_a_value_json_refuses_still_gives_a_readable_line(tmp_path: Path) -> Non
     with HistoryWriter(path, MonotonicClock()) as w:
         w.record("nemesis", "ok", "start-x", value={"nodes": {"n1"}})
         w.record(1, "invoke", "read", "k")
+        w.record("nemesis", "ok", "start-y", value={"dir": Path("/a")})  # marshal refuses it
+        w.record(2, "invoke", "read", "k")
     recs = [json.loads(line) for line in path.read_text().splitlines()]
     assert recs[0]["value"] == {"nodes": "{'n1'}"} and recs[1]["f"] == "read"
+    assert recs[2]["value"] == {"dir": "PosixPath('/a')"} and recs[3]["process"] == 2
+    assert [r["index"] for r in recs] == [0, 1, 2, 3]
 
 
 def test_a_killed_harness_leaves_whole_lines_and_loses_little(tmp_path: Path) -> None:
@@ -130,3 +134,46 @@ while True:
     recs = [json.loads(line) for line in text.splitlines()]  # every line whole
     assert [r["index"] for r in recs] == list(range(len(recs)))
     assert len(recs) >= 20000  # what was recorded a few flush intervals ago is on disk
+
+
+def test_a_full_disk_fails_the_recording_with_its_reason() -> None:
+    """/dev/full: every write gets ENOSPC. The writer process's reason reaches the recorder
+    (so the run fails instead of losing records quietly) and close()."""
+    import errno
+
+    w = HistoryWriter(Path("/dev/full"), MonotonicClock())
+    with pytest.raises(OSError) as raised:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            w.record(1, "invoke", "write", "k", 1, "n1")
+            time.sleep(0.001)
+    assert raised.value.errno == errno.ENOSPC and "could not write the history" in str(raised.value)
+    with pytest.raises(OSError) as at_close:
+        w.close()
+    assert at_close.value.errno == errno.ENOSPC
+
+
+def test_ctrl_c_to_the_harness_group_does_not_cut_the_history(tmp_path: Path) -> None:
+    """SIGINT goes to the whole foreground group; the writer process is not in it, so what
+    the harness recorded before it died of the signal is all on disk."""
+    path = tmp_path / "history.jsonl"
+    script = f"""
+import os, signal, time
+from pathlib import Path
+from harness.history import HistoryWriter, MonotonicClock
+w = HistoryWriter(Path({str(path)!r}), MonotonicClock())
+for i in range(50000):
+    w.record(i % 7, "invoke", "write", "k", i, "n1")
+w._send()  # all handed over; the group's SIGINT then kills this process without a close()
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.killpg(0, signal.SIGINT)
+time.sleep(30)
+"""
+    child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, start_new_session=True,
+                           timeout=60)
+    assert child.returncode == -signal.SIGINT
+    deadline = time.monotonic() + 10
+    while path.read_bytes().count(b"\n") < 50000 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["index"] for r in recs] == list(range(50000))

@@ -1,0 +1,114 @@
+"""The history's writer process: turns the harness's records into JSON lines on disk.
+
+HistoryWriter (harness/history.py) sends batches of record tuples down a pipe, each batch a
+little-endian u32 length and a marshal blob (a record marshal cannot carry arrives already
+formatted, as its line). This process formats them (the costly part, now off the harness's
+GIL), appends whole lines to the history and fsyncs every FSYNC_INTERVAL_S and at the end.
+It ends when the pipe does: at close(), or when the harness dies, after writing everything
+the harness had handed over, so a SIGKILLed harness loses only what it had not yet sent.
+A write error is printed as `errno strerror` on stderr, exit status 1.
+
+Started as a script (`python -S history_sink.py PATH`), so stdlib only.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import signal
+import struct
+import sys
+import time
+from typing import Any
+
+FSYNC_INTERVAL_S = 1.0
+HEADER = struct.Struct("<I")
+_STRING_CACHE_MAX = 100_000  # keys retire and new ones appear: bound the cache
+
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+# Only for values the strict encoder refuses (e.g. a set in a nemesis result): a readable
+# line beats a writer that dies and stops the history.
+_encode_lenient = json.JSONEncoder(separators=(",", ":"), default=repr).encode
+_strings: dict[str, str] = {}
+
+Pending = tuple[int, int, Any, str, str, Any, Any, Any, Any]
+
+
+def _text(x: Any) -> str:
+    """JSON text of one field value; strings (which repeat a lot) from a cache."""
+    if type(x) is str:
+        t = _strings.get(x)
+        if t is None:
+            t = _encode(x)
+            if len(_strings) < _STRING_CACHE_MAX:
+                _strings[x] = t
+        return t
+    if type(x) is int:  # not bool: json spells that true/false
+        return str(x)
+    if x is None:
+        return "null"
+    return _encode(x)
+
+
+def format_line(rec: Pending) -> str:
+    """One history line, byte for byte what json.dumps(dict, separators=(",", ":")) gives for
+    {"index", "time", "process", "type", "f", "key", "value", "node"[, "error"]}."""
+    index, time_, process, type_, f, key, value, node, error = rec
+    line = (
+        f'{{"index":{index},"time":{time_},"process":{_text(process)},"type":{_text(type_)},'
+        f'"f":{_text(f)},"key":{_text(key)},"value":{_text(value)},"node":{_text(node)}'
+    )
+    if error is None:
+        return line + "}\n"
+    return f'{line},"error":{_text(error)}}}\n'
+
+
+def format_lenient(rec: Pending | str) -> str:
+    """format_line, falling back to repr for what JSON cannot spell; a str is a done line."""
+    if type(rec) is str:
+        return rec
+    try:
+        return format_line(rec)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        index, time_, process, type_, f, key, value, node, error = rec
+        fields = {"index": index, "time": time_, "process": process, "type": type_, "f": f,
+                  "key": key, "value": value, "node": node}
+        if error is not None:
+            fields["error"] = error
+        return _encode_lenient(fields) + "\n"
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # a regular file or pipe rarely writes short, but never drop the rest
+        view = view[os.write(fd, view):]
+
+
+def main(path: str) -> int:
+    # Ctrl-C and the harness's signals are the harness's to handle: this process ends when
+    # the pipe does, after writing everything it was sent.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    source = sys.stdin.buffer
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        last_fsync = time.monotonic()
+        while header := source.read(HEADER.size):
+            blob = source.read(HEADER.unpack(header)[0]) if len(header) == HEADER.size else b""
+            if len(header) < HEADER.size or len(blob) < HEADER.unpack(header)[0]:
+                break  # the harness died mid-batch: what it sent whole is written
+            write_all(fd, "".join(map(format_lenient, marshal.loads(blob))).encode())
+            if time.monotonic() - last_fsync >= FSYNC_INTERVAL_S:
+                os.fsync(fd)
+                last_fsync = time.monotonic()
+        os.fsync(fd)
+        os.close(fd)
+    except OSError as e:
+        print(f"{e.errno} {e.strerror}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
