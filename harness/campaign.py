@@ -208,4 +208,12 @@ def _print_table(name: str, summary: list[dict[str, Any]], console: Console) -> 
             s["expect"] or "-",
             met,
         )
-    console.print(t)
+    # A log file or CI console has no width of its own (Rich assumes 80): there the table
+    # keeps its natural width instead of folding every cell into slivers.
+    width = console.width
+    if not console.is_terminal:
+        console.width = max(width, 160)
+    try:
+        console.print(t)
+    finally:
+        console.width = width

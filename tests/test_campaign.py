@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from harness.campaign import Case, _case_summary, load_campaign
+from harness.campaign import Case, _case_summary, _print_table, load_campaign
 from harness.errors import BadArguments
 
 
@@ -84,6 +86,20 @@ def test_summary_counts_strict_flags_separately_from_lease_violations(tmp_path: 
     assert _case_summary(case, reports)["expectation_met"] is True
     case.expect, case.run_dirs = "valid", dirs[:2]
     assert _case_summary(case, reports)["expectation_met"] is True
+
+
+def test_the_table_keeps_one_line_per_case_in_a_log_file(tmp_path: Path) -> None:
+    dirs = [tmp_path / "r0"]
+    case = Case(
+        "bug-lease-longer-than-election", {"lease_ms": 700}, 1, "strict-flagged", run_dirs=dirs
+    )
+    summary = _case_summary(case, {dirs[0]: _report(True, 0, 1194.25)})
+    log = io.StringIO()  # not a terminal: Rich would assume 80 columns and fold the cells
+    console = Console(file=log)
+    _print_table("proof", [summary], console)
+    rows = [line for line in log.getvalue().splitlines() if "bug-lease" in line]
+    assert len(rows) == 1 and "strict-flagged" in rows[0] and "1194.2" in rows[0]
+    assert console.width == 80, "the console's own width is given back"
 
 
 @pytest.mark.docker
