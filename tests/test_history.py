@@ -73,6 +73,11 @@ def test_lines_reach_the_file_while_the_run_goes_on(tmp_path: Path) -> None:
         (9, "ok", "read", "k\u2603", True, "ü", None),
         (9, "ok", "read", "k", False, None, None),
         (2**70, "ok", "read", "k", -1.5, "n3", ""),
+        # Equal under ==, not in JSON: the line-parts cache must keep them apart.
+        (1, "ok", "read", 1, 5, "n1", None),
+        (True, "ok", "read", True, 5, "n1", None),
+        (1.0, "ok", "read", 1.0, 5, "n1", None),
+        (5, "info", "kill", ["k1", "k2"], None, ["n1", "n2"], None),
     ],
 )
 def test_lines_are_exactly_what_json_dumps_gives(
