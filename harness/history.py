@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.history_sink import HEADER, Pending, format_lenient, format_line
+from harness.history_sink import HEADER, Pending, format_lenient, format_line, write_all
 
 __all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "HistoryWriter", "MonotonicClock", "format_line"]
 
@@ -123,9 +123,7 @@ class HistoryWriter:
         if not batch or self._fd is None:
             return
         blob = _marshalled(batch)
-        view = memoryview(HEADER.pack(len(blob)) + blob)
-        while view:
-            view = view[os.write(self._fd, view):]
+        write_all(self._fd, HEADER.pack(len(blob)) + blob)
 
     def _fail(self, e: OSError) -> None:
         """The writer process is gone (disk full, ...): the run must fail, not lose records

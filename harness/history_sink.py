@@ -117,8 +117,9 @@ def main(path: str) -> int:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         last_fsync = time.monotonic()
         while header := source.read(HEADER.size):
-            blob = source.read(HEADER.unpack(header)[0]) if len(header) == HEADER.size else b""
-            if len(header) < HEADER.size or len(blob) < HEADER.unpack(header)[0]:
+            size = HEADER.unpack(header)[0] if len(header) == HEADER.size else -1
+            blob = source.read(size) if size >= 0 else b""
+            if len(blob) != size:
                 break  # the harness died mid-batch: what it sent whole is written
             write_all(fd, "".join(map(format_lenient, marshal.loads(blob))).encode())
             if time.monotonic() - last_fsync >= FSYNC_INTERVAL_S:
