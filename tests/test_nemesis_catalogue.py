@@ -219,14 +219,14 @@ def test_transfer_isolate_hands_over_then_cuts_the_old_leader_off(lk: Setup) -> 
     old = p.leader()
     value = start_transfer(nem)
     assert value["from"] == old == value["nodes"][0]
+    peers = [n for n in p.nodes if n != old]
     try:
-        peers = [n for n in p.nodes if n != old]
         assert wait_for_leader_other_than(p, old, 5) in peers
         assert reach(c, old, peers) == dict.fromkeys(peers, False)
         assert p.status(old) is not None, "clients still reach the deposed leader"
     finally:
         nem.stop()
-    assert all(reach(c, old, [n for n in p.nodes if n != old]).values())
+    assert all(reach(c, old, peers).values())
     assert_clean(c, p)
     wait_ready(p)
 
@@ -238,10 +238,10 @@ def test_pause_isolate_freezes_then_thaws_the_leader_still_cut_off(lk: Setup) ->
     old = p.leader()
     began = time.monotonic()
     value = nem.start()
+    peers = [n for n in p.nodes if n != old]
     try:
         assert time.monotonic() - began >= 1.5 and value["frozen_s"] >= 1.5
         assert value["nodes"] == [old]
-        peers = [n for n in p.nodes if n != old]
         assert c.container(old).status == "running", "thawed at the end of the start"
         assert reach(c, old, peers) == dict.fromkeys(peers, False)
         # Frozen longer than the 1 s election timeout: the others elect a rival, and the
@@ -253,7 +253,7 @@ def test_pause_isolate_freezes_then_thaws_the_leader_still_cut_off(lk: Setup) ->
         assert (p.status(old) or {}).get("role") != "leader"
     finally:
         nem.stop()
-    assert all(reach(c, old, [n for n in p.nodes if n != old]).values())
+    assert all(reach(c, old, peers).values())
     # A blind heal thaws a node left frozen and removes the cut a crashed harness left.
     run_in_netns(c, old, f"iptables -w -N {nem.chain}; iptables -w -I INPUT 1 -j {nem.chain}")
     c.container(old).pause()
