@@ -1,15 +1,16 @@
 """The checker's PySpark job: many history files, one Spark job, one task per (file, key).
 
-jsonl histories are parsed by Spark's JVM JSON reader with an explicit schema (the value
-as a VARIANT, printed back as JSON text, so "3" and 3 stay different), repartitioned by
-(file, key), sorted within partitions and streamed as Arrow batches to `mapInArrow`, which
-slices each (file, key) run and hands it to `pair_key` + `check_key` (no per-group pandas
-conversion: that transfer was the job's main cost); knossos / etcd-log
-files are read by their importers inside the executors. Only per-key results come back
-to the driver, and a task holds one key's operations at a time.
+jsonl histories go through two Python stages (checkers/jsonl_blocks.py): each byte range
+of a file is decoded (msgspec) and its client records are split into buckets by
+(file, key); Spark shuffles the blocks, as opaque bytes, so that each bucket meets in one
+task, which pairs and checks every (file, key) in it. No JVM JSON parsing, sorting or Arrow
+conversion: on 10 M operations those cost more than the checking itself. knossos /
+etcd-log files are read by their importers inside the executors. Only per-key results
+come back to the driver, and a task holds one range or one bucket at a time.
 
 The session is created once per process and reused; the checkers package is shipped to
-the executors as a zip, so any master URL works, not just local[*].
+the executors as a zip, so any master URL works, not just local[*] (the executors read the
+history files by path, so they need to see them).
 """
 
 from __future__ import annotations
@@ -26,36 +27,17 @@ import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
-
-import numpy as np
 
 from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION, Budget, check_key
 from checkers.errors import HistoryFormatError
-from checkers.importers.jsonl import (
-    CLIENT_FS,
-    NEMESIS,
-    TYPES,
-    RecordProblem,
-    locate_problem,
-    pair_key,
-    scan_nemesis,
-)
+from checkers.importers.jsonl import RecordProblem, locate_problem, pair_key, scan_nemesis
+from checkers.jsonl_blocks import bucket_count, bucket_groups, ranges, read_range
 from checkers.ops import KeyHistory, NemesisEvent
 
 FORMATS = ("jsonl", "knossos", "etcd-log")
 STATUSES = (LINEARIZABLE, LEASE_BOUNDED, VIOLATION, UNKNOWN)
-
-# value VARIANT keeps the JSON type of every value; _corrupt flags lines Spark cannot parse.
-JSONL_SCHEMA = (
-    "index BIGINT, time BIGINT, process STRING, type STRING, f STRING, key STRING, "
-    "value VARIANT, node STRING, _corrupt STRING"
-)
-RESULT_SCHEMA = (
-    "file STRING, key STRING, result STRING, problem_index BIGINT, problem_process BIGINT, "
-    "problem_what STRING, problem_line BIGINT, crash STRING"
-)
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"
+
 
 _session_lock = threading.Lock()
 _session: Any = None
@@ -111,7 +93,9 @@ def get_spark(master: str = "local[*]") -> Any:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
-        java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config()}"
+        # C1 only: the JVM here just moves opaque blocks between Python workers, and C2
+        # compiling Spark's own code cost ~20 CPU-s of a 10 M-op check on 2 cores
+        java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config()} -XX:TieredStopAtLevel=1"
         builder = (
             SparkSession.builder.master(master)
             .appName("leaseline-check")
@@ -165,118 +149,28 @@ def _check(history: KeyHistory, lease_ns: int, budget: Budget | None,
     return _row(history.file, history.key, result=json.dumps(result))
 
 
-_REQUIRED = ("index", "time", "process", "type", "f", "key", "value")
-_RESULT_FIELDS = [tuple(c.split()) for c in RESULT_SCHEMA.split(", ")]
-
-
-def _jsonl_group(
-    table: Any,
+def _jsonl_bucket(
+    blocks: Iterator[tuple[int, bytes]],
     *,
     files: list[str],
     nemesis: dict[int, list[NemesisEvent]],
     lease_ns: int,
     budget: Budget | None,
     checker: Checker | None = None,
-) -> dict[str, Any]:
-    """One (file, key) group of jsonl records (a pyarrow Table) -> one result or problem row."""
-    fid = table.column("fid")[0].as_py()
-    path, key = files[fid], table.column("key")[0].as_py()
-    if table.column("bad").to_numpy().any() or any(table.column(c).null_count
-                                                    for c in _REQUIRED):
-        # no line numbers here: the driver streams the file to name the first bad line
-        return _row(path, key, problem_what="a line is not a valid history record")
-    n = table.num_rows
-
-    def col(name: str, dtype: Any) -> np.ndarray:
-        return table.column(name).to_numpy().astype(dtype, copy=False)
-
-    frame = {  # plain arrays: a DataFrame per key costs more than pairing it
-        "line": np.full(n, -1, dtype=np.int64),
-        "index": col("index", np.int64),
-        "time": col("time", np.int64),
-        "process": col("process", np.int64),
-        "type": col("type", np.int8),
-        "f": col("f", np.int8),
-        "key": np.full(n, key, dtype=object),
-        "value": table.column("value").to_numpy(zero_copy_only=False).astype(object, copy=False),
-        "plain": _plain(table.column("value")),
-        "node": table.column("node").to_numpy(zero_copy_only=False).astype(object, copy=False),
-    }
-    try:
-        history = pair_key(frame, file=path, key=key, nemesis=nemesis.get(fid, []))
-    except RecordProblem as e:
-        return _row(path, key, problem_index=e.index, problem_process=e.process,
-                    problem_what=e.what)
-    return _check(history, lease_ns, budget, checker)
-
-
-# ints and null print the same in Spark and Python: only other values get a Python round
-# trip to ops.canonical (floats, strings with escapes, objects...)
-_PLAIN = r'^(-?[0-9]+|null|"[ !#-\[\]-~]*")$'
-
-
-def _plain(values: Any) -> np.ndarray:
-    import pyarrow.compute as pc
-
-    return pc.fill_null(pc.match_substring_regex(values, _PLAIN), True).to_numpy(
-        zero_copy_only=False)
-
-
-def _group_starts(batch: Any) -> np.ndarray:
-    """Positions where a new (fid, key) run starts in a batch sorted by (fid, key)."""
-    import pyarrow.compute as pc
-
-    n = batch.num_rows
-    change = np.zeros(n, dtype=bool)
-    change[0] = True
-    if n > 1:
-        for name in ("fid", "key"):
-            c = batch.column(name)
-            a, b = c.slice(1), c.slice(0, n - 1)
-            same = pc.fill_null(pc.equal(a, b), False)
-            both_null = pc.and_(pc.is_null(a), pc.is_null(b))
-            change[1:] |= ~pc.or_(same, both_null).to_numpy(zero_copy_only=False)
-    return np.flatnonzero(change)
-
-
-def _same_group(a: Any, b: Any) -> bool:
-    return all(a.column(c)[a.num_rows - 1].as_py() == b.column(c)[0].as_py()
-               for c in ("fid", "key"))
-
-
-def _jsonl_partition(batches: Iterator[Any], check: Callable[[Any], dict[str, Any]],
-                     ) -> Iterator[Any]:
-    """A partition sorted by (fid, key), as Arrow batches -> one result batch.
-
-    A group may continue across batches: its tail is carried until the next group
-    starts, so a task holds one group (plus one batch) at a time.
-    """
-    import pyarrow as pa
-
-    rows: list[dict[str, Any]] = []
-    carry: list[Any] = []  # the slices of the group still open at the end of a batch
-    for batch in batches:
-        starts = _group_starts(batch) if batch.num_rows else np.zeros(0, dtype=np.int64)
-        bounds = np.append(starts, batch.num_rows)
-        for i in range(len(starts)):
-            piece = batch.slice(bounds[i], bounds[i + 1] - bounds[i])
-            if carry and not (i == 0 and _same_group(carry[-1], piece)):
-                rows.append(check(pa.Table.from_batches(carry)))
-                carry = []
-            carry.append(piece)
-    if carry:
-        rows.append(check(pa.Table.from_batches(carry)))
-    if rows:
-        yield _result_batch(rows)
-
-
-def _result_batch(rows: list[dict[str, Any]]) -> Any:
-    import pyarrow as pa
-
-    types = {"STRING": pa.string(), "BIGINT": pa.int64()}
-    schema = pa.schema([(name, types[kind]) for name, kind in _RESULT_FIELDS])
-    return pa.RecordBatch.from_pydict(
-        {name: [r[name] for r in rows] for name, _ in _RESULT_FIELDS}, schema=schema)
+) -> Iterator[dict[str, Any]]:
+    """Stage 2: one bucket's blocks -> one result (or problem) row per (file, key)."""
+    for fid, key, frame in bucket_groups(blob for _, blob in blocks):
+        path = files[fid]
+        if key is None:  # a range of this file has a line that does not parse: the driver
+            yield _row(path, None, problem_what="a line is not a valid history record")
+            continue
+        try:
+            history = pair_key(frame, file=path, key=key, nemesis=nemesis.get(fid, []))
+        except RecordProblem as e:
+            yield _row(path, key, problem_index=e.index, problem_process=e.process,
+                       problem_what=e.what)
+            continue
+        yield _check(history, lease_ns, budget, checker)
 
 
 def _import(path: str, fmt: str) -> list[KeyHistory]:
@@ -314,71 +208,30 @@ def _nemesis_json(e: NemesisEvent) -> dict[str, Any]:
     return {"index": e.index, "time_ms": e.time / 1e6, "f": e.f, "value": e.value}
 
 
-def _uri_to_path(uri: str) -> str:
-    u = urlparse(uri)
-    return os.path.realpath(unquote(u.path) if u.scheme in ("file", "") else uri)
-
-
-def jsonl_records(spark: Any, paths: list[str]) -> Any:
-    """The client records of every file as one DataFrame: type/f as codes, value as JSON
-    text, fid (position in `paths`) and bad (corrupt); `_jsonl_group` adds what else
-    pair_key expects (plain, computed with Arrow's regex engine in the worker)."""
-    from pyspark.sql import functions as F
-
-    fid = {_uri_to_path(p): i for i, p in enumerate(paths)}
-    df = spark.read.schema(JSONL_SCHEMA).option("columnNameOfCorruptRecord", "_corrupt").json(paths)
-    # A small integer per file instead of its path on each of millions of shuffled rows.
-    # (_metadata.file_path spells local files file:/x where inputFiles() says file:///x)
-    spellings = {v: fid[_uri_to_path(u)] for u in df.inputFiles()
-                 for v in (u, u.replace("file:///", "file:/", 1))}
-    uri_ids = [x for u, i in spellings.items() for x in (F.lit(u), F.lit(i))]
-    # one file (the usual large case): a constant, no per-row path lookup
-    file_id = (F.lit(0) if len(paths) == 1
-               else F.create_map(*uri_ids)[F.col("_metadata.file_path")])
-
-    def code(col: str, names: tuple[str, ...]) -> Any:  # position in names, -1 if absent
-        return (F.array_position(F.array(*map(F.lit, names)), F.col(col)) - 1).cast("tinyint")
-
-    value = F.to_json("value")
-    return df.filter(~F.col("process").eqNullSafe(NEMESIS)).select(
-        file_id.alias("fid"),
-        "index", "time",
-        F.when(F.col("process").rlike("^-?[0-9]{1,18}$"), F.col("process").cast("long"))
-        .alias("process"),  # anything else is malformed: null, reported via parse_line
-        code("type", TYPES).alias("type"),
-        code("f", tuple(CLIENT_FS)).alias("f"),
-        "key",
-        value.alias("value"),
-        "node",
-        F.col("_corrupt").isNotNull().alias("bad"),
-    )
-
-
 def _jsonl_rows(
     spark: Any, paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None
 ) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
     # nemesis events are few: a memchr-speed scan on the driver finds them
     nemesis = {i: scan_nemesis(p) for i, p in enumerate(paths)}
-    records = jsonl_records(spark, paths)
-    # several partitions per core: each task's sort fits in execution memory instead of
-    # spilling (10 M ops on local[2]: ~10% less CPU than one partition per core), and a
-    # core sorting one task overlaps with Python checking another's groups
-    parts = max(1, 8 * spark.sparkContext.defaultParallelism)
-    spark.conf.set("spark.sql.shuffle.partitions", str(parts))
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
-
-    def check(table: Any) -> dict[str, Any]:
-        return _jsonl_group(table, files=paths, nemesis=nemesis, lease_ns=lease_ns,
-                            budget=budget, checker=checker)
-
-    with warnings.catch_warnings():  # PySpark warns about pandas 3 on every Arrow UDF
-        warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
-        grouped = (records.repartition(parts, "fid", "key")
-                   .sortWithinPartitions("fid", "key")
-                   .mapInArrow(functools.partial(_jsonl_partition, check=check),
-                               RESULT_SCHEMA))
-    rows = [r.asDict() for r in grouped.collect()]
+    sizes = [os.path.getsize(p) for p in paths]
+    buckets = bucket_count(sum(sizes), spark.sparkContext.defaultParallelism)
+    tasks = [(fid, start, end) for fid, size in enumerate(sizes) for start, end in ranges(size)]
+    read = functools.partial(_read_task, paths=paths, buckets=buckets)
+    check = functools.partial(_jsonl_bucket, files=paths, nemesis=nemesis, lease_ns=lease_ns,
+                              budget=budget, checker=checker)
+    rows = (spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(read)
+            .partitionBy(buckets, _identity).mapPartitions(check).collect())
     return rows, {paths[i]: ev for i, ev in nemesis.items()}
+
+
+def _read_task(task: tuple[int, int, int], *, paths: list[str], buckets: int,
+               ) -> list[tuple[int, bytes]]:
+    fid, start, end = task
+    return read_range(paths[fid], fid, start, end, buckets)
+
+
+def _identity(bucket: int) -> int:
+    return bucket
 
 
 def _importer_rows(

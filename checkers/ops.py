@@ -36,6 +36,8 @@ def canonical(value: Any) -> str | None:
     """JSON text used to compare values; None stays None (absent)."""
     if value is None:
         return None
+    if value.__class__ is int:  # the common case, and what json.dumps gives (not for bool)
+        return str(value)
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 

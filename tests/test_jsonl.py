@@ -17,6 +17,7 @@ from checkers.importers.jsonl import (
     read_jsonl,
     records_frame,
 )
+from checkers.jsonl_blocks import bucket_groups, read_range
 from checkers.ops import CAS, READ, UNKNOWN_END, WRITE
 
 
@@ -111,23 +112,31 @@ def test_keys_are_separate_histories_and_nemesis_is_shared(tmp_path: Path) -> No
         assert [(e.index, e.f, e.value) for e in h.nemesis] == [(2, "kill", {"killed": ["n1"]})]
 
 
-def test_spark_frame_path_equals_in_process_path(tmp_path: Path) -> None:
-    """The frame Spark builds (no lines, raw JSON text, not yet canonical) pairs the same."""
+def test_spark_stage_frames_pair_like_the_in_process_reader(tmp_path: Path) -> None:
+    """The frames the Spark job's two stages build (jsonl_blocks) pair exactly as read_jsonl
+    does, values made canonical the same way (key order, floats, escapes, "3" vs 3)."""
     records = [
         rec(0, 0, 0, "invoke", "cas", value=[{"y": 1, "x": 2}, 1.5]),
         rec(1, 5, 1, "invoke", "read"),
-        rec(2, 9, 0, "ok", "cas", value=[{"y": 1, "x": 2}, 1.5]),
-        rec(3, 12, 1, "ok", "read", value="é"),
+        {"index": 2, "time": 7, "process": "nemesis", "type": "info", "f": "kill", "value": 1},
+        rec(3, 9, 0, "ok", "cas", value=[{"y": 1, "x": 2}, 1.5]),
+        rec(4, 12, 1, "ok", "read", value="é"),
+        rec(5, 13, 2, "invoke", "write", value="3"),
+        rec(6, 14, 2, "ok", "write", value="3"),
+        rec(7, 15, 2, "invoke", "write", value=3),
+        rec(8, 16, 2, "ok", "write", value=3),
     ]
-    expected = read_jsonl(write(tmp_path, records))[0][0]
-    spark_like = records_frame([
-        dict(r, line=-1, plain=False,
-             value=json.dumps(r["value"], ensure_ascii=False)) for r in records
-    ])
-    got = pair_key(spark_like, file=expected.file, key="k")
-    for col in ("index", "f", "value", "expected", "invoke", "complete", "complete_index"):
+    path = write(tmp_path, records)
+    expected = read_jsonl(path)[0][0]
+    blocks = [blob for _, blob in read_range(str(path), 0, 0, path.stat().st_size, 3)]
+    [(fid, key, frame)] = bucket_groups(blocks)
+    got = pair_key(frame, file=expected.file, key=key)
+    assert (fid, key) == (0, "k")
+    for col in ("index", "process", "f", "value", "expected", "invoke", "complete",
+                "complete_index", "node"):
         assert list(getattr(got, col)) == list(getattr(expected, col)), col
-    assert got.value[1] == '"\\u00e9"' and got.value[0] == "1.5"
+    assert list(got.value) == ["1.5", '"\\u00e9"', '"3"', "3"]
+    assert got.expected[0] == '{"x":2,"y":1}'
 
 
 def test_large_key_is_vectorised(tmp_path: Path) -> None:

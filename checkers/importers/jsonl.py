@@ -4,9 +4,9 @@ Two readers share ONE set of rules, so a small file checked in-process and a hug
 checked by Spark get the same operations and the same error messages:
 
 - `records_frame` is the common shape: one row per client record (line, index, time,
-  process, type and f as small codes, key, value, plain, node). `value` is JSON text
-  (None = field missing); `plain` says it is already canonical (ops.canonical) so no
-  Python round trip is needed. The Spark job builds the same columns in the JVM.
+  process, type and f as small codes, key, value, node). `value` is the value as decoded
+  from JSON (None for null); pair_key makes canonical text (ops.canonical) of the values it
+  keeps. The Spark job builds the same columns (checkers/jsonl_blocks.py).
 - `find_problem(frame)` applies every rule that spans records (known type/f, a process
   alternates invoke -> completion, a completion matches its invocation's f and key).
 - `pair_key(frame, ...)` pairs each invocation with its completion, vectorised with numpy,
@@ -60,7 +60,8 @@ def _is_int(v: Any) -> bool:
 
 
 def parse_line(text: str, path: str, line: int) -> dict[str, Any]:
-    """One history line -> record dict (process as text, value as canonical JSON text).
+    """One history line -> record dict (value as decoded; None for null or, in a nemesis
+    record, missing).
 
     Checks what a schema can check: JSON, an object, required fields and their types.
     """
@@ -108,8 +109,7 @@ def parse_line(text: str, path: str, line: int) -> dict[str, Any]:
         "type": rec["type"],
         "f": rec["f"],
         "key": key,
-        "value": (canonical(rec["value"]) or "null") if "value" in rec else None,
-        "plain": True,
+        "value": rec.get("value"),
         "node": node,
     }
 
@@ -145,8 +145,7 @@ def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
         "type": np.array([TYPE_CODES.get(t, -1) for t in type_text], dtype=np.int8),
         "f": np.array([CLIENT_FS.get(f, -1) for f in f_text], dtype=np.int8),
         "key": col("key"),
-        "value": col("value"),
-        "plain": col("plain", bool),
+        "value": pd.Series(col("value"), dtype=object),  # not pandas' str: None stays None
         "node": col("node"),
         "type_text": type_text,
         "f_text": f_text,
@@ -244,20 +243,6 @@ def find_problem(frame: Frame, cols: _Cols | None = None) -> RecordProblem | Non
 # ---- pairing --------------------------------------------------------------------------------
 
 
-def _canonical_texts(values: np.ndarray, plain: np.ndarray) -> np.ndarray:
-    """JSON text -> canonical text (None for null); only non-plain texts take a json round trip."""
-    out = values.copy()
-    out[out == "null"] = None
-    cache: dict[str, str | None] = {}
-    for i in np.flatnonzero(~plain):
-        t = out[i]
-        if t is not None:
-            if t not in cache:
-                cache[t] = canonical(json.loads(t))
-            out[i] = cache[t]
-    return out
-
-
 def pair_key(
     frame: Frame,
     *,
@@ -288,25 +273,24 @@ def pair_key(
     ri, rc = c.order[inv], c.order[nxt]  # frame rows of each invocation and its completion
 
     time = _col(frame, "time", np.int64)
-    raw = _col(frame, "value", object)
-    plain = _col(frame, "plain", bool)
+    decoded = _col(frame, "value", object)
     node_col = _col(frame, "node", object)
     # reads report what the completion returned; writes and cas what the invocation asked
     vrow = np.where(fcode == READ, rc, ri)
-    value = _canonical_texts(raw[vrow], plain[vrow])
+    value = np.fromiter(map(canonical, decoded[vrow]), dtype=object, count=len(vrow))
     expected = np.full(len(ri), None, dtype=object)
     for k in np.flatnonzero(fcode == CAS):
-        text = raw[ri[k]]
-        pair = json.loads(text) if text is not None else None
+        pair = decoded[ri[k]]
         if not (isinstance(pair, list) and len(pair) == 2):
             raise RecordProblem(int(c.index[inv[k]]), int(c.process[inv[k]]),
-                                f"cas value must be [expected, new], got {text}",
+                                f"cas value must be [expected, new], got {json.dumps(pair)}",
                                 int(c.line[inv[k]]))
         expected[k], value[k] = canonical(pair[0]), canonical(pair[1])
 
     complete = np.where(ctype == OK, time[rc], UNKNOWN_END).astype(np.int64)
     complete_index = np.where(has_comp, c.index[nxt], -1).astype(np.int64)
-    node_col = np.where(pd.isna(node_col), None, node_col)  # pandas may hand NaN for null
+    if isinstance(frame, pd.DataFrame):  # its string columns hand NaN for null
+        node_col = np.where(pd.isna(node_col), None, node_col)
     node = np.where(has_comp, node_col[rc], node_col[ri]).astype(object)
     node[node == None] = node_col[ri][node == None]  # noqa: E711 - elementwise
     invoke = time[ri]
@@ -339,9 +323,8 @@ def nemesis_events(records: list[dict[str, Any]]) -> list[NemesisEvent]:
     for i, r in enumerate(recs):
         answered = r["type"] == "invoke" and i + 1 < len(recs) and recs[i + 1]["type"] != "invoke"
         if not answered:
-            value = r["value"]
             events.append(NemesisEvent(int(r["index"]), int(r["time"]), str(r["f"]),
-                                       json.loads(value) if isinstance(value, str) else value))
+                                       r["value"]))
     return events
 
 

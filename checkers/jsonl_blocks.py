@@ -1,0 +1,193 @@
+"""The Spark job's two halves for jsonl histories, as plain functions on bytes and arrays.
+
+`read_range` (stage 1, one task per byte range of a file) decodes the range's lines with
+msgspec, keeps the client records as columns and splits them into buckets by
+crc32(file, key), one pickled block per bucket. Spark moves the blocks (opaque bytes: no
+JVM parsing, sorting or Arrow conversion) so that every block of a bucket meets in one task;
+`bucket_groups` (stage 2) concatenates them and yields one frame per (file, key) for
+`pair_key`. A task holds one range or one bucket: about RANGE_BYTES of history text, or
+the largest key if one key is bigger than that.
+
+A range whose lines msgspec refuses is read again line by line through parse_line, so the
+lines accepted, and the values they carry, are exactly the in-process reader's; a line
+parse_line refuses marks the file bad and the driver names it (locate_problem).
+"""
+
+from __future__ import annotations
+
+import pickle
+import zlib
+from collections.abc import Iterable, Iterator
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from checkers.errors import HistoryFormatError
+from checkers.importers.jsonl import CLIENT_FS, NEMESIS, TYPE_CODES, TYPES, parse_line
+
+RANGE_BYTES = 32 << 20  # stage 1: bytes of history text per task
+BUCKET_BYTES = 64 << 20  # stage 2: history text per bucket, on average
+_INT64_MIN = np.iinfo(np.int64).min
+
+
+class _Record(msgspec.Struct, kw_only=True, gc=False):
+    """A line as parse_line accepts it (what msgspec cannot check is checked on columns).
+    type and f are literals: msgspec hands out one shared object per name, and an unknown
+    name sends the range to the slow path, whose frame find_problem reports."""
+
+    index: int
+    time: int
+    process: int | Literal["nemesis"]
+    type: Literal[TYPES]  # type: ignore[valid-type]
+    f: Literal[tuple(CLIENT_FS)]  # type: ignore[valid-type]
+    key: str | None = None
+    value: Any  # required: our writer always writes it; a line without it takes the slow path
+    node: str | None = None
+
+
+_DECODER = msgspec.json.Decoder(_Record)
+_ARRAYS = ("index", "time", "process", "type", "f", "key_code", "node_code", "value")
+
+
+def ranges(size: int, range_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
+    """[start, end) byte ranges covering a file; a range owns the lines that start in it."""
+    return [(s, min(s + range_bytes, size)) for s in range(0, max(size, 1), range_bytes)]
+
+
+def bucket_count(total_bytes: int, parallelism: int) -> int:
+    return max(2 * parallelism, -(-total_bytes // BUCKET_BYTES))
+
+
+def _range_text(path: str, start: int, end: int) -> bytes:
+    with open(path, "rb") as fh:
+        if start > 0:
+            fh.seek(start - 1)
+            fh.readline()  # the line that began before start is the previous range's
+        begin = fh.tell()
+        if begin >= end:
+            return b""
+        text = fh.read(end - begin)
+        # finish the last line started in the range (if it ends at `end`, the next is not ours)
+        return text if text.endswith(b"\n") else text + fh.readline()
+
+
+class _Columns:
+    """Client records as columns: int64 / int8 arrays, keys and nodes as codes into `keys`
+    and `nodes` (pickle writes a repeated string object by object), value as an object
+    array of the decoded values (int, None, str, list...; pair_key makes text of those it
+    keeps). Explicit comprehensions: twice as fast as map(attrgetter) per field."""
+
+    def __init__(self, recs: list[_Record]) -> None:
+        self.index = np.array([r.index for r in recs], dtype=np.int64)
+        self.time = np.array([r.time for r in recs], dtype=np.int64)
+        self.process = np.array([r.process for r in recs], dtype=np.int64)
+        self.type = _codes([r.type for r in recs], TYPE_CODES)
+        self.f = _codes([r.f for r in recs], CLIENT_FS)
+        self.key_code, self.keys = _factorized([r.key for r in recs])
+        self.value = _objects([r.value for r in recs])
+        self.node_code, self.nodes = _factorized([r.node for r in recs])
+
+    def valid(self) -> bool:
+        """What parse_line checks beyond msgspec's types: the int64 range, a client's key."""
+        ints = (self.index, self.time, self.process)
+        return not (len(self.index) and (min(a.min() for a in ints) == _INT64_MIN
+                                          or self.key_code.min() < 0))
+
+
+def _objects(items: list[Any]) -> np.ndarray:
+    return np.fromiter(items, dtype=object, count=len(items))  # lists stay elements
+
+
+def _factorized(items: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 codes, distinct values + None last): code -1 (null) picks that None."""
+    codes, uniques = pd.factorize(_objects(items))
+    return codes.astype(np.int32), _objects([*uniques, None])
+
+
+def _codes(items: list[str], known: dict[str, int]) -> np.ndarray:
+    """type / f names -> their codes (-1: unknown, find_problem names it)."""
+    codes, uniques = pd.factorize(_objects(items), use_na_sentinel=False)
+    return np.array([known.get(u, -1) for u in uniques], dtype=np.int8)[codes]
+
+
+def _fast(text: bytes) -> _Columns | None:
+    try:
+        recs = _DECODER.decode_lines(text)
+        cols = _Columns([r for r in recs if r.process.__class__ is int])
+    except (msgspec.DecodeError, OverflowError):
+        return None
+    return cols if cols.valid() else None
+
+
+def _slow(text: bytes, path: str) -> _Columns | None:
+    """parse_line on every line (None: a line it refuses)."""
+    recs: list[_Record] = []
+    for line in text.split(b"\n"):
+        decoded = line.decode("utf-8", errors="replace")
+        if not decoded.strip():
+            continue
+        try:
+            rec = parse_line(decoded, path, 0)
+        except HistoryFormatError:
+            return None
+        if rec["process"] != NEMESIS:
+            recs.append(_Record(**{name: rec[name] for name in _Record.__struct_fields__}))
+    return _Columns(recs)
+
+
+def read_range(
+    path: str, fid: int, start: int, end: int, buckets: int
+) -> list[tuple[int, bytes]]:
+    """Stage 1: one byte range -> [(bucket, pickled block)]; a bad file -> [(0, {"bad"})]."""
+    text = _range_text(path, start, end)
+    cols = _fast(text)
+    if cols is None:
+        cols = _slow(text, path)
+    if cols is None:
+        return [(0, pickle.dumps({"bad": fid}))]
+    of = np.array([zlib.crc32(k.encode("utf-8", "surrogatepass"), fid) % buckets
+                   for k in cols.keys[:-1]], dtype=np.int64)[cols.key_code]  # no null key
+    order = np.argsort(of, kind="stable")
+    bounds = np.searchsorted(of[order], np.arange(buckets + 1))
+    out = []
+    for b in np.flatnonzero(np.diff(bounds)):
+        rows = order[bounds[b]:bounds[b + 1]]
+        block = {name: getattr(cols, name)[rows] for name in _ARRAYS}
+        block |= {"fid": fid, "keys": cols.keys, "nodes": cols.nodes}
+        out.append((int(b), pickle.dumps(block, protocol=5)))
+    return out
+
+
+def bucket_groups(blocks: Iterable[bytes]) -> Iterator[tuple[int | None, str | None, dict]]:
+    """Stage 2: the blocks of one bucket -> (fid, key, frame) per (file, key), frames in the
+    shape pair_key reads; (fid, None, {}) for a file a range found bad."""
+    parts: list[dict[str, Any]] = []
+    for blob in blocks:
+        block = pickle.loads(blob)
+        if "bad" in block:
+            yield block["bad"], None, {}
+        elif len(block["index"]):
+            parts.append(block)
+    if not parts:
+        return
+    # one code per (file, key) across the blocks: each block's key codes index its `keys`
+    codes, uniques = pd.factorize(np.concatenate(
+        [np.array([f"{p['fid']}\0{k}" for k in p["keys"]], dtype=object) for p in parts]))
+    firsts = np.cumsum([0] + [len(p["keys"]) for p in parts])[:-1]
+    group = np.concatenate([codes[first + p["key_code"]]
+                            for first, p in zip(firsts, parts, strict=True)])
+    cols = {name: np.concatenate([p[name] for p in parts])
+            for name in ("index", "time", "process", "type", "f", "value")}
+    cols["node"] = np.concatenate([p["nodes"][p["node_code"]] for p in parts])
+    del parts
+    order = np.argsort(group, kind="stable")
+    starts = np.flatnonzero(np.diff(group[order], prepend=-1))
+    for s, e in zip(starts, np.append(starts[1:], len(order)), strict=True):
+        rows = order[s:e]
+        fid_text, _, key = uniques[group[rows[0]]].partition("\0")
+        frame = {name: c[rows] for name, c in cols.items()}
+        frame["line"] = np.full(len(rows), -1, dtype=np.int64)
+        frame["key"] = np.full(len(rows), key, dtype=object)
+        yield int(fid_text), key, frame
