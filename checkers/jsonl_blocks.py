@@ -18,7 +18,7 @@ from __future__ import annotations
 import pickle
 import zlib
 from collections.abc import Iterable, Iterator
-from typing import Any, Literal
+from typing import Any, BinaryIO, Literal
 
 import msgspec
 import numpy as np
@@ -27,8 +27,8 @@ import pandas as pd
 from checkers.errors import HistoryFormatError
 from checkers.importers.jsonl import CLIENT_FS, NEMESIS, TYPE_CODES, TYPES, parse_line
 
-RANGE_BYTES = 32 << 20  # stage 1: bytes of history text per task
-BUCKET_BYTES = 64 << 20  # stage 2: history text per bucket, on average
+RANGE_BYTES = 64 << 20  # stage 1: bytes of history text per task
+BUCKET_BYTES = 128 << 20  # stage 2: history text per bucket, on average
 _INT64_MIN = np.iinfo(np.int64).min
 
 
@@ -61,16 +61,21 @@ def bucket_count(total_bytes: int, parallelism: int) -> int:
 
 
 def _range_text(path: str, start: int, end: int) -> bytes:
+    """The lines that start in [start, end), read in one piece (a concatenation would copy
+    the range once more, as costly as reading it)."""
     with open(path, "rb") as fh:
-        if start > 0:
-            fh.seek(start - 1)
-            fh.readline()  # the line that began before start is the previous range's
-        begin = fh.tell()
-        if begin >= end:
-            return b""
-        text = fh.read(end - begin)
-        # finish the last line started in the range (if it ends at `end`, the next is not ours)
-        return text if text.endswith(b"\n") else text + fh.readline()
+        begin, stop = _line_start(fh, start), _line_start(fh, end)
+        fh.seek(begin)
+        return fh.read(stop - begin)
+
+
+def _line_start(fh: BinaryIO, pos: int) -> int:
+    """Where the first line starting at or after pos starts."""
+    if pos == 0:
+        return 0
+    fh.seek(pos - 1)
+    fh.readline()
+    return fh.tell()
 
 
 class _Columns:
@@ -183,11 +188,12 @@ def bucket_groups(blocks: Iterable[bytes]) -> Iterator[tuple[int | None, str | N
     cols["node"] = np.concatenate([p["nodes"][p["node_code"]] for p in parts])
     del parts
     order = np.argsort(group, kind="stable")
-    starts = np.flatnonzero(np.diff(group[order], prepend=-1))
+    group = group[order]
+    cols = {name: c[order] for name, c in cols.items()}  # each group is now a slice
+    starts = np.flatnonzero(np.diff(group, prepend=-1))
     for s, e in zip(starts, np.append(starts[1:], len(order)), strict=True):
-        rows = order[s:e]
-        fid_text, _, key = uniques[group[rows[0]]].partition("\0")
-        frame = {name: c[rows] for name, c in cols.items()}
-        frame["line"] = np.full(len(rows), -1, dtype=np.int64)
-        frame["key"] = np.full(len(rows), key, dtype=object)
+        fid_text, _, key = uniques[group[s]].partition("\0")
+        frame = {name: c[s:e] for name, c in cols.items()}
+        frame["line"] = np.full(e - s, -1, dtype=np.int64)
+        frame["key"] = np.full(e - s, key, dtype=object)
         yield int(fid_text), key, frame
