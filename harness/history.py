@@ -5,8 +5,8 @@ read and a tuple of the fields appended under it, so index order is time order. 
 thread swaps the pending list out every FLUSH_INTERVAL_S and sends it, marshalled, down a
 pipe to a writer process (harness/history_sink.py) that formats the JSON lines, appends
 them (whole lines only) and fsyncs. Should the flusher fall behind (a client loop hogging
-the GIL), the next record() that finds a pending record older than two flush intervals
-sends the backlog itself. So a crash or SIGKILL of the harness loses at most the last
+the GIL), the next record() that finds no send in the last two flush intervals sends
+the backlog itself. So a crash or SIGKILL of the harness loses at most the last
 flush intervals (the writer process still writes all it was sent), never the file, and
 never half a line.
 
@@ -34,7 +34,8 @@ __all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "HistoryWriter", "MonotonicClock", "fo
 
 NEMESIS = "nemesis"
 FLUSH_INTERVAL_S = 0.02
-_LAG_NS = int(2 * FLUSH_INTERVAL_S * 1e9)  # older pending records: the recorder sends them
+_LAG_NS = int(2 * FLUSH_INTERVAL_S * 1e9)  # the flusher this late: the recorder sends
+_monotonic_ns = time.monotonic_ns
 _SINK = Path(__file__).with_name("history_sink.py")
 _SINK_EXIT_WAIT_S = 60.0
 
@@ -43,10 +44,10 @@ class MonotonicClock:
     """The ONE clock shared by all client workers and the nemesis: ns since the test began."""
 
     def __init__(self) -> None:
-        self._t0 = time.monotonic_ns()
+        self.origin_ns = time.monotonic_ns()
 
     def now(self) -> int:
-        return time.monotonic_ns() - self._t0
+        return time.monotonic_ns() - self.origin_ns
 
 
 def _marshalled(batch: list[Pending]) -> bytes:
@@ -71,6 +72,9 @@ class HistoryWriter:
         self._write_lock = threading.Lock()  # one send at a time keeps batches in order
         self._pending: list[Pending] = []
         self._next_index = 0
+        self._origin_ns = clock.origin_ns  # record() reads the clock inline: it runs per op
+        # a record() after this time finds the flusher behind and sends the backlog itself
+        self._send_by = clock.now() + _LAG_NS
         os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))  # fail here
         # Its own session: a Ctrl-C or a signal to the harness's group must not cut the
         # history short; it ends when the pipe closes.
@@ -99,11 +103,11 @@ class HistoryWriter:
         with self._lock:
             if self._fd is None or self._error is not None:
                 raise self._error or ValueError("the history is closed")
-            index, now, pending = self._next_index, self.clock.now(), self._pending
+            index = self._next_index
             self._next_index = index + 1
-            pending.append((index, now, process, type_, f, key, value, node, error))
-            behind = now - pending[0][1] > _LAG_NS
-        if behind and self._write_lock.acquire(blocking=False):  # else someone is sending
+            now = _monotonic_ns() - self._origin_ns
+            self._pending.append((index, now, process, type_, f, key, value, node, error))
+        if now > self._send_by and self._write_lock.acquire(blocking=False):  # else one sends
             try:
                 self._send_locked()
             except OSError as e:
@@ -120,6 +124,7 @@ class HistoryWriter:
         """Send every pending record, in index order, to the writer; hold _write_lock."""
         with self._lock:
             batch, self._pending = self._pending, []
+            self._send_by = _monotonic_ns() - self._origin_ns + _LAG_NS
         if not batch or self._fd is None:
             return
         blob = _marshalled(batch)

@@ -19,6 +19,26 @@ from harness.history import FLUSH_INTERVAL_S, HistoryWriter, MonotonicClock, for
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def test_a_record_sends_the_backlog_when_the_flusher_is_late(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client loop hogging the GIL can starve the flusher: the next record() that finds
+    no send for two flush intervals sends the backlog itself, so it reaches the file."""
+    monkeypatch.setattr("harness.history.FLUSH_INTERVAL_S", 3600.0)  # the flusher sleeps
+    path = tmp_path / "history.jsonl"
+    w = HistoryWriter(path, MonotonicClock())
+    try:
+        w.record(1, "invoke", "read", "k", None, "n1")
+        time.sleep(4 * FLUSH_INTERVAL_S)
+        w.record(1, "ok", "read", "k", 5, "n1")
+        deadline = time.monotonic() + 5
+        while len(path.read_text().splitlines()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert [json.loads(x)["index"] for x in path.read_text().splitlines()] == [0, 1]
+    finally:
+        w.close()
+
+
 def test_concurrent_records_are_ordered_complete_and_parseable(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     w = HistoryWriter(path, MonotonicClock())
