@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.history import FLUSH_INTERVAL_S, HistoryWriter, MonotonicClock, format_line
+from harness.history_sink import format_batch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,24 +82,41 @@ def test_lines_reach_the_file_while_the_run_goes_on(tmp_path: Path) -> None:
         w.record(1, "invoke", "read", "k")  # a straggler after close is an error, not lost
 
 
+LINE_CASES = [
+    (3, "invoke", "write", "r12", 7, "n1", None),
+    (3, "ok", "read", "r12", None, "n1", None),
+    (4, "fail", "cas", "c1", [1, 2], "n2", "NOREPLICAS not enough"),
+    ("nemesis", "ok", "start-partition", None, {"grudge": {"n1": ["n2"]}, "p": 0.5}, None,
+     None),
+    ("nemesis", "info", "kill", None, None, None, 'docker: "quoted"\nnewline é ☃'),
+    (9, "ok", "read", "k\u2603", True, "ü", None),
+    (9, "ok", "read", "k", False, None, None),
+    (2**70, "ok", "read", "k", -1.5, "n3", ""),
+    # Equal under ==, not in JSON: the line-parts cache must keep them apart.
+    (1, "ok", "read", 1, 5, "n1", None),
+    (True, "ok", "read", True, 5, "n1", None),
+    (1.0, "ok", "read", 1.0, 5, "n1", None),
+    (1, "ok", "read", "k", 5, "n1", None),
+    (True, "ok", "read", "k", 5, "n1", None),
+    (5, "info", "kill", ["k1", "k2"], None, ["n1", "n2"], None),
+    # strings JSON must escape, next to ones it spells as they are
+    (6, "ok", "write", 'a"b', "x\\y", "tab\there", None),
+    (6, "ok", "write", "del\x7f", "\x00", "n1", None),
+]
+
+
+def test_a_batch_gives_the_same_lines_as_one_by_one() -> None:
+    """format_batch (the writer's loop, with its own cache of the usual records) gives what
+    json.dumps gives for every case, in one batch, twice (the second time from the cache)."""
+    recs = [(12, 345, *case) for case in LINE_CASES] * 2
+    expected = "".join(format_line(r) for r in recs)
+    assert format_batch(recs) == expected
+    assert format_batch([*recs, "a line formatted before\n"]).endswith("before\n")
+
+
 @pytest.mark.parametrize(
     ("process", "type_", "f", "key", "value", "node", "error"),
-    [
-        (3, "invoke", "write", "r12", 7, "n1", None),
-        (3, "ok", "read", "r12", None, "n1", None),
-        (4, "fail", "cas", "c1", [1, 2], "n2", "NOREPLICAS not enough"),
-        ("nemesis", "ok", "start-partition", None, {"grudge": {"n1": ["n2"]}, "p": 0.5}, None,
-         None),
-        ("nemesis", "info", "kill", None, None, None, 'docker: "quoted"\nnewline é ☃'),
-        (9, "ok", "read", "k\u2603", True, "ü", None),
-        (9, "ok", "read", "k", False, None, None),
-        (2**70, "ok", "read", "k", -1.5, "n3", ""),
-        # Equal under ==, not in JSON: the line-parts cache must keep them apart.
-        (1, "ok", "read", 1, 5, "n1", None),
-        (True, "ok", "read", True, 5, "n1", None),
-        (1.0, "ok", "read", 1.0, 5, "n1", None),
-        (5, "info", "kill", ["k1", "k2"], None, ["n1", "n2"], None),
-    ],
+    LINE_CASES,
 )
 def test_lines_are_exactly_what_json_dumps_gives(
     process: object, type_: str, f: str, key: object, value: object, node: object,
