@@ -30,14 +30,13 @@ from typing import Any
 
 from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION, Budget, check_key
 from checkers.errors import HistoryFormatError
-from checkers.importers.jsonl import RecordProblem, locate_problem, pair_key, scan_nemesis
-from checkers.jsonl_blocks import bucket_count, bucket_groups, ranges, read_range
+from checkers.importers.jsonl import RecordProblem, locate_problem, pair_key
+from checkers.jsonl_blocks import Bucket, bucket_count, ranges, read_range
 from checkers.ops import KeyHistory, NemesisEvent
 
 FORMATS = ("jsonl", "knossos", "etcd-log")
 STATUSES = (LINEARIZABLE, LEASE_BOUNDED, VIOLATION, UNKNOWN)
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"
-
 
 _session_lock = threading.Lock()
 _session: Any = None
@@ -153,19 +152,21 @@ def _jsonl_bucket(
     blocks: Iterator[tuple[int, bytes]],
     *,
     files: list[str],
-    nemesis: dict[int, list[NemesisEvent]],
     lease_ns: int,
     budget: Budget | None,
     checker: Checker | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """Stage 2: one bucket's blocks -> one result (or problem) row per (file, key)."""
-    for fid, key, frame in bucket_groups(blob for _, blob in blocks):
+    """Stage 2: one bucket's blocks -> one result (or problem) row per (file, key), and a
+    row with each file's nemesis events (every bucket has them: the driver keeps one)."""
+    bucket = Bucket(blob for _, blob in blocks)
+    for fid in bucket.bad:  # a line that does not parse: the driver streams the file for it
+        yield _row(files[fid], None, problem_what="a line is not a valid history record")
+    for fid, events in bucket.nemesis.items():
+        yield _row(files[fid], None) | {"nemesis": _nemesis_text(events)}
+    for fid, key, frame in bucket.groups():
         path = files[fid]
-        if key is None:  # a range of this file has a line that does not parse: the driver
-            yield _row(path, None, problem_what="a line is not a valid history record")
-            continue
         try:
-            history = pair_key(frame, file=path, key=key, nemesis=nemesis.get(fid, []))
+            history = pair_key(frame, file=path, key=key, nemesis=bucket.nemesis.get(fid, []))
         except RecordProblem as e:
             yield _row(path, key, problem_index=e.index, problem_process=e.process,
                        problem_what=e.what)
@@ -197,7 +198,7 @@ def _importer_file(
         return
     for history in histories:
         row = _check(history, lease_ns, budget, checker)
-        row["nemesis"] = json.dumps([_nemesis_json(e) for e in history.nemesis])
+        row["nemesis"] = _nemesis_text(history.nemesis)
         yield row
 
 
@@ -208,20 +209,35 @@ def _nemesis_json(e: NemesisEvent) -> dict[str, Any]:
     return {"index": e.index, "time_ms": e.time / 1e6, "f": e.f, "value": e.value}
 
 
+def _nemesis_text(events: list[NemesisEvent]) -> str:
+    return json.dumps([_nemesis_json(e) for e in events])
+
+
+def _pop_nemesis(rows: list[dict[str, Any]]) -> dict[str, list[NemesisEvent]]:
+    """Each file's nemesis events, taken out of the rows that carry them (a row that
+    carried only them is dropped from `rows`)."""
+    nemesis: dict[str, list[NemesisEvent]] = {}
+    for r in rows:
+        text = r.pop("nemesis", None)
+        if text is not None:
+            nemesis[r["file"]] = [NemesisEvent(e["index"], round(e["time_ms"] * 1e6), e["f"],
+                                               e["value"]) for e in json.loads(text)]
+    rows[:] = [r for r in rows if r["result"] or r["problem_what"] or r["crash"]]
+    return nemesis
+
+
 def _jsonl_rows(
     spark: Any, paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None
 ) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
-    # nemesis events are few: a memchr-speed scan on the driver finds them
-    nemesis = {i: scan_nemesis(p) for i, p in enumerate(paths)}
     sizes = [os.path.getsize(p) for p in paths]
     buckets = bucket_count(sum(sizes), spark.sparkContext.defaultParallelism)
     tasks = [(fid, start, end) for fid, size in enumerate(sizes) for start, end in ranges(size)]
     read = functools.partial(_read_task, paths=paths, buckets=buckets)
-    check = functools.partial(_jsonl_bucket, files=paths, nemesis=nemesis, lease_ns=lease_ns,
-                              budget=budget, checker=checker)
+    check = functools.partial(_jsonl_bucket, files=paths, lease_ns=lease_ns, budget=budget,
+                              checker=checker)
     rows = (spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(read)
             .partitionBy(buckets, _identity).mapPartitions(check).collect())
-    return rows, {paths[i]: ev for i, ev in nemesis.items()}
+    return rows, _pop_nemesis(rows)
 
 
 def _read_task(task: tuple[int, int, int], *, paths: list[str], buckets: int,
@@ -241,12 +257,7 @@ def _importer_rows(
     fn = functools.partial(_importer_file, fmt=fmt, lease_ns=lease_ns, budget=budget,
                            checker=checker)
     rows = spark.sparkContext.parallelize(paths, max(1, len(paths))).flatMap(fn).collect()
-    nemesis: dict[str, list[NemesisEvent]] = {}
-    for r in rows:
-        for e in json.loads(r.pop("nemesis", None) or "[]"):
-            nemesis.setdefault(r["file"], []).append(
-                NemesisEvent(e["index"], round(e["time_ms"] * 1e6), e["f"], e["value"]))
-    return rows, nemesis
+    return rows, _pop_nemesis(rows)
 
 
 def _raise_first_problem(rows: list[dict[str, Any]], fmt: str) -> None:

@@ -2,11 +2,12 @@
 
 `read_range` (stage 1, one task per byte range of a file) decodes the range's lines with
 msgspec, keeps the client records as columns and splits them into buckets by
-crc32(file, key), one pickled block per bucket. Spark moves the blocks (opaque bytes: no
-JVM parsing, sorting or Arrow conversion) so that every block of a bucket meets in one task;
-`bucket_groups` (stage 2) concatenates them and yields one frame per (file, key) for
-`pair_key`. A task holds one range or one bucket: about RANGE_BYTES of history text, or
-the largest key if one key is bigger than that.
+crc32(file, key), one pickled block per bucket; its nemesis records (few) go to every
+bucket. Spark moves the blocks (opaque bytes: no JVM parsing, sorting or Arrow conversion)
+so that every block of a bucket meets in one task, where a `Bucket` (stage 2) concatenates
+them and yields one frame per (file, key) for `pair_key`, and each file's nemesis events.
+A task holds one range or one bucket: about RANGE_BYTES or BUCKET_BYTES of history text,
+or the largest key if one key is bigger than that.
 
 A range whose lines msgspec refuses is read again line by line through parse_line, so the
 lines accepted, and the values they carry, are exactly the in-process reader's; a line
@@ -25,7 +26,14 @@ import numpy as np
 import pandas as pd
 
 from checkers.errors import HistoryFormatError
-from checkers.importers.jsonl import CLIENT_FS, NEMESIS, TYPE_CODES, TYPES, parse_line
+from checkers.importers.jsonl import (
+    CLIENT_FS,
+    NEMESIS,
+    TYPE_CODES,
+    TYPES,
+    nemesis_events,
+    parse_line,
+)
 
 RANGE_BYTES = 64 << 20  # stage 1: bytes of history text per task
 BUCKET_BYTES = 128 << 20  # stage 2: history text per bucket, on average
@@ -48,6 +56,7 @@ class _Record(msgspec.Struct, kw_only=True, gc=False):
 
 
 _DECODER = msgspec.json.Decoder(_Record)
+_NEMESIS_FIELDS = ("index", "time", "type", "f", "value")
 _ARRAYS = ("index", "time", "process", "type", "f", "key_code", "node_code", "value")
 
 
@@ -117,18 +126,21 @@ def _codes(items: list[str], known: dict[str, int]) -> np.ndarray:
     return np.array([known.get(u, -1) for u in uniques], dtype=np.int8)[codes]
 
 
-def _fast(text: bytes) -> _Columns | None:
+def _fast(text: bytes) -> tuple[_Columns, list[dict[str, Any]]] | None:
     try:
         recs = _DECODER.decode_lines(text)
         cols = _Columns([r for r in recs if r.process.__class__ is int])
     except (msgspec.DecodeError, OverflowError):
         return None
-    return cols if cols.valid() else None
+    nemesis = [{name: getattr(r, name) for name in _NEMESIS_FIELDS}
+               for r in recs if r.process.__class__ is not int]
+    return (cols, nemesis) if cols.valid() else None
 
 
-def _slow(text: bytes, path: str) -> _Columns | None:
+def _slow(text: bytes, path: str) -> tuple[_Columns, list[dict[str, Any]]] | None:
     """parse_line on every line (None: a line it refuses)."""
     recs: list[_Record] = []
+    nemesis: list[dict[str, Any]] = []
     for line in text.split(b"\n"):
         decoded = line.decode("utf-8", errors="replace")
         if not decoded.strip():
@@ -139,24 +151,29 @@ def _slow(text: bytes, path: str) -> _Columns | None:
             return None
         if rec["process"] != NEMESIS:
             recs.append(_Record(**{name: rec[name] for name in _Record.__struct_fields__}))
-    return _Columns(recs)
+        else:
+            nemesis.append({name: rec[name] for name in _NEMESIS_FIELDS})
+    return _Columns(recs), nemesis
 
 
 def read_range(
     path: str, fid: int, start: int, end: int, buckets: int
 ) -> list[tuple[int, bytes]]:
-    """Stage 1: one byte range -> [(bucket, pickled block)]; a bad file -> [(0, {"bad"})]."""
+    """Stage 1: one byte range -> [(bucket, pickled block)]; a bad file -> [(0, {"bad"})].
+    The range's nemesis records (few) go to every bucket: its keys' histories carry them."""
     text = _range_text(path, start, end)
-    cols = _fast(text)
-    if cols is None:
-        cols = _slow(text, path)
-    if cols is None:
+    read = _fast(text) or _slow(text, path)
+    if read is None:
         return [(0, pickle.dumps({"bad": fid}))]
+    cols, nemesis = read
+    out = []
+    if nemesis:
+        blob = pickle.dumps({"fid": fid, "nemesis": nemesis})
+        out = [(b, blob) for b in range(buckets)]
     of = np.array([zlib.crc32(k.encode("utf-8", "surrogatepass"), fid) % buckets
                    for k in cols.keys[:-1]], dtype=np.int64)[cols.key_code]  # no null key
     order = np.argsort(of, kind="stable")
     bounds = np.searchsorted(of[order], np.arange(buckets + 1))
-    out = []
     for b in np.flatnonzero(np.diff(bounds)):
         rows = order[bounds[b]:bounds[b + 1]]
         block = {name: getattr(cols, name)[rows] for name in _ARRAYS}
@@ -165,35 +182,46 @@ def read_range(
     return out
 
 
-def bucket_groups(blocks: Iterable[bytes]) -> Iterator[tuple[int | None, str | None, dict]]:
-    """Stage 2: the blocks of one bucket -> (fid, key, frame) per (file, key), frames in the
-    shape pair_key reads; (fid, None, {}) for a file a range found bad."""
-    parts: list[dict[str, Any]] = []
-    for blob in blocks:
-        block = pickle.loads(blob)
-        if "bad" in block:
-            yield block["bad"], None, {}
-        elif len(block["index"]):
-            parts.append(block)
-    if not parts:
-        return
-    # one code per (file, key) across the blocks: each block's key codes index its `keys`
-    codes, uniques = pd.factorize(np.concatenate(
-        [np.array([f"{p['fid']}\0{k}" for k in p["keys"]], dtype=object) for p in parts]))
-    firsts = np.cumsum([0] + [len(p["keys"]) for p in parts])[:-1]
-    group = np.concatenate([codes[first + p["key_code"]]
-                            for first, p in zip(firsts, parts, strict=True)])
-    cols = {name: np.concatenate([p[name] for p in parts])
-            for name in ("index", "time", "process", "type", "f", "value")}
-    cols["node"] = np.concatenate([p["nodes"][p["node_code"]] for p in parts])
-    del parts
-    order = np.argsort(group, kind="stable")
-    group = group[order]
-    cols = {name: c[order] for name, c in cols.items()}  # each group is now a slice
-    starts = np.flatnonzero(np.diff(group, prepend=-1))
-    for s, e in zip(starts, np.append(starts[1:], len(order)), strict=True):
-        fid_text, _, key = uniques[group[s]].partition("\0")
-        frame = {name: c[s:e] for name, c in cols.items()}
-        frame["line"] = np.full(e - s, -1, dtype=np.int64)
-        frame["key"] = np.full(e - s, key, dtype=object)
-        yield int(fid_text), key, frame
+class Bucket:
+    """Stage 2: the blocks of one bucket. `bad`: files a range found a bad line in;
+    `nemesis`: each file's nemesis events; `groups()`: (fid, key, frame) per (file, key),
+    frames in the shape pair_key reads."""
+
+    def __init__(self, blocks: Iterable[bytes]) -> None:
+        self.bad: set[int] = set()
+        nemesis: dict[int, list[dict[str, Any]]] = {}
+        self._parts: list[dict[str, Any]] = []
+        for blob in blocks:
+            block = pickle.loads(blob)
+            if "bad" in block:
+                self.bad.add(block["bad"])
+            elif "nemesis" in block:
+                nemesis.setdefault(block["fid"], []).extend(block["nemesis"])
+            elif len(block["index"]):
+                self._parts.append(block)
+        self.nemesis = {fid: nemesis_events(recs) for fid, recs in nemesis.items()}
+
+    def groups(self) -> Iterator[tuple[int, str, dict[str, np.ndarray]]]:
+        parts, self._parts = self._parts, []
+        if not parts:
+            return
+        # one code per (file, key) across the blocks: each block's key codes index its `keys`
+        codes, uniques = pd.factorize(np.concatenate(
+            [np.array([f"{p['fid']}\0{k}" for k in p["keys"]], dtype=object) for p in parts]))
+        firsts = np.cumsum([0] + [len(p["keys"]) for p in parts])[:-1]
+        group = np.concatenate([codes[first + p["key_code"]]
+                                for first, p in zip(firsts, parts, strict=True)])
+        cols = {name: np.concatenate([p[name] for p in parts])
+                for name in ("index", "time", "process", "type", "f", "value")}
+        cols["node"] = np.concatenate([p["nodes"][p["node_code"]] for p in parts])
+        del parts
+        order = np.argsort(group, kind="stable")
+        group = group[order]
+        cols = {name: c[order] for name, c in cols.items()}  # each group is now a slice
+        starts = np.flatnonzero(np.diff(group, prepend=-1))
+        for s, e in zip(starts, np.append(starts[1:], len(order)), strict=True):
+            fid_text, _, key = uniques[group[s]].partition("\0")
+            frame = {name: c[s:e] for name, c in cols.items()}
+            frame["line"] = np.full(e - s, -1, dtype=np.int64)
+            frame["key"] = np.full(e - s, key, dtype=object)
+            yield int(fid_text), key, frame

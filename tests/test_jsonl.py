@@ -17,7 +17,7 @@ from checkers.importers.jsonl import (
     read_jsonl,
     records_frame,
 )
-from checkers.jsonl_blocks import bucket_groups, read_range
+from checkers.jsonl_blocks import Bucket, read_range
 from checkers.ops import CAS, READ, UNKNOWN_END, WRITE
 
 
@@ -129,7 +129,7 @@ def test_spark_stage_frames_pair_like_the_in_process_reader(tmp_path: Path) -> N
     path = write(tmp_path, records)
     expected = read_jsonl(path)[0][0]
     blocks = [blob for _, blob in read_range(str(path), 0, 0, path.stat().st_size, 3)]
-    [(fid, key, frame)] = bucket_groups(blocks)
+    [(fid, key, frame)] = Bucket(blocks).groups()
     got = pair_key(frame, file=expected.file, key=key)
     assert (fid, key) == (0, "k")
     for col in ("index", "process", "f", "value", "expected", "invoke", "complete",

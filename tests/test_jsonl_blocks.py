@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from checkers.importers.jsonl import CLIENT_FS, TYPE_CODES
-from checkers.jsonl_blocks import bucket_groups, ranges, read_range
+from checkers.jsonl_blocks import Bucket, ranges, read_range
 
 
 def rec(index: int, process: Any, type_: str, f: str, key: str | None, value: Any = None,
@@ -33,7 +33,7 @@ def frames(path: Path, range_bytes: int, buckets: int, fid: int = 0,
     for start, end in ranges(path.stat().st_size, range_bytes):
         for b, blob in read_range(str(path), fid, start, end, buckets):
             by_bucket.setdefault(b, []).append(blob)
-    return {b: list(bucket_groups(blobs)) for b, blobs in by_bucket.items()}
+    return {b: list(Bucket(blobs).groups()) for b, blobs in by_bucket.items()}
 
 
 def history_lines(keys: int = 5, ops: int = 40) -> list[dict[str, Any]]:
@@ -103,12 +103,33 @@ def test_lines_msgspec_refuses_are_read_as_parse_line_reads_them(tmp_path: Path)
 def test_a_line_parse_line_refuses_marks_its_file(tmp_path: Path, bad: str) -> None:
     path = write(tmp_path, [rec(0, 0, "invoke", "write", "k", 1), bad])
     blocks = [blob for _, blob in read_range(str(path), 4, 0, path.stat().st_size, 2)]
-    assert list(bucket_groups(blocks)) == [(4, None, {})]
+    bucket = Bucket(blocks)
+    assert bucket.bad == {4} and list(bucket.groups()) == []
 
 
 def test_same_key_in_two_files_gives_two_frames(tmp_path: Path) -> None:
     path = write(tmp_path, history_lines(keys=1, ops=4))
     blobs = [blob for fid in (0, 1)
              for _, blob in read_range(str(path), fid, 0, path.stat().st_size, 1)]
-    got = [(fid, key, len(frame["index"])) for fid, key, frame in bucket_groups(blobs)]
+    got = [(fid, key, len(frame["index"])) for fid, key, frame in Bucket(blobs).groups()]
     assert sorted(got) == [(0, "k0", 8), (1, "k0", 8)]
+
+
+def test_every_bucket_gets_the_files_nemesis_events_whole(tmp_path: Path) -> None:
+    """A fault's start and its completion in two ranges still fold into one event, in every
+    bucket, so each key's history carries the faults in force."""
+    lines = history_lines(keys=4, ops=30)  # kills at ops 0, 10, 20
+    lines.insert(5, {"index": 1000, "time": 1, "process": "nemesis", "type": "invoke",
+                     "f": "start-partition", "key": None, "value": None, "node": None})
+    lines.insert(40, {"index": 1001, "time": 2, "process": "nemesis", "type": "ok",
+                      "f": "start-partition", "key": None, "value": {"grudge": 1}, "node": None})
+    path = write(tmp_path, lines)
+    by_bucket: dict[int, list[bytes]] = {}
+    for start, end in ranges(path.stat().st_size, 500):
+        for b, blob in read_range(str(path), 0, start, end, 3):
+            by_bucket.setdefault(b, []).append(blob)
+    assert sorted(by_bucket) == [0, 1, 2]
+    for blobs in by_bucket.values():
+        events = Bucket(blobs).nemesis[0]
+        assert [(e.f, e.value) for e in events] == [("kill", {"node": "n1"})] * 3 + [
+            ("start-partition", {"grudge": 1})]

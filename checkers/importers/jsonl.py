@@ -26,8 +26,6 @@ only make a verdict more lenient, never flag a correct history.
 from __future__ import annotations
 
 import json
-import mmap
-import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -326,32 +324,6 @@ def nemesis_events(records: list[dict[str, Any]]) -> list[NemesisEvent]:
             events.append(NemesisEvent(int(r["index"]), int(r["time"]), str(r["f"]),
                                        r["value"]))
     return events
-
-
-def scan_nemesis(path: str | Path) -> list[NemesisEvent]:
-    """A file's nemesis events without parsing its client records: the few lines that
-    mention "nemesis" are found with mmap + find (memchr speed, GB/s) and parsed.
-    Lines that do not parse are skipped here; the full read reports them."""
-    p = str(path)
-    records = []
-    needle = f'"{NEMESIS}"'.encode()
-    with open(p, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0:
-            return []
-        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            pos = mm.find(needle)
-            while pos >= 0:
-                start = mm.rfind(b"\n", 0, pos) + 1
-                end = mm.find(b"\n", pos)
-                end = len(mm) if end < 0 else end
-                try:
-                    rec = parse_line(mm[start:end].decode("utf-8", "replace"), p, 0)
-                except HistoryFormatError:
-                    rec = None
-                if rec is not None and rec["process"] == NEMESIS:
-                    records.append(rec)
-                pos = mm.find(needle, end)
-    return nemesis_events(records)
 
 
 # ---- the in-process reader ------------------------------------------------------------------
