@@ -1,9 +1,10 @@
 """End-to-end time of the Spark checker on a large synthetic history.
 
 Generates (once, cached under bench/out/) a jsonl history with planted anomalies, then
-times checkers.job.check_histories on it: JSON parsing in the JVM, the shuffle by key,
-pairing and check_key in the Python workers, results back to the driver. Prints ops,
-keys, seconds and ops/s, and checks that the planted anomalies were found.
+times checkers.job.check_histories on it: decoding and bucketing byte ranges, the shuffle
+by (file, key), pairing and check_key in the Python workers, results back to the driver.
+Prints ops, keys, seconds, CPU seconds and ops/s, and checks that the planted anomalies
+were found.
 
     python -m bench.bench_spark                       # 10 M ops / 1000 keys / 20 clients
     python -m bench.bench_spark --ops 1000000 --master local[2]

@@ -129,7 +129,7 @@ def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     """Client records (dicts from parse_line) -> the frame the rules work on.
 
     type and f are small codes (-1 = unknown, its text kept in type_text / f_text for the
-    message); this is also the shape the Spark job builds in the JVM.
+    message); the Spark job builds the same shape (checkers/jsonl_blocks.py).
     """
     def col(name: str, dtype: Any = object) -> np.ndarray:
         return np.array([r[name] for r in records], dtype=dtype)
