@@ -129,11 +129,14 @@ def _codes(items: list[str], known: dict[str, int]) -> np.ndarray:
 def _fast(text: bytes) -> tuple[_Columns, list[dict[str, Any]]] | None:
     try:
         recs = _DECODER.decode_lines(text)
-        cols = _Columns([r for r in recs if r.process.__class__ is int])
+        clients = [r for r in recs if r.process.__class__ is int]
+        cols = _Columns(clients)
     except (msgspec.DecodeError, OverflowError):
         return None
-    nemesis = [{name: getattr(r, name) for name in _NEMESIS_FIELDS}
-               for r in recs if r.process.__class__ is not int]
+    # most ranges have no nemesis record: no second pass over them then
+    nemesis = [] if len(clients) == len(recs) else [
+        {name: getattr(r, name) for name in _NEMESIS_FIELDS}
+        for r in recs if r.process.__class__ is not int]
     return (cols, nemesis) if cols.valid() else None
 
 
