@@ -64,6 +64,18 @@ def test_pairs_invocation_with_completion_and_orders_by_invoke(tmp_path: Path) -
     assert list(h.node) == ["n1", "n2"] and h.model == "register" and h.initial is None
 
 
+def test_a_null_node_stays_none(tmp_path: Path) -> None:
+    """pandas would turn a null in a string column into NaN; the frame keeps None, and a
+    completion without a node falls back to its invocation's."""
+    hs = history(tmp_path, [
+        R(0, "invoke", "write", value=1, node=None),
+        R(0, "ok", "write", value=1, node=None),
+        R(1, "invoke", "read", node="n2"),
+        R(1, "ok", "read", value=1, node=None),
+    ])
+    assert list(hs["k"].node) == [None, "n2"]
+
+
 def test_fail_dropped_info_read_dropped_info_write_unknown(tmp_path: Path) -> None:
     hs = history(tmp_path, [
         R(0, "invoke", "write", value=1),

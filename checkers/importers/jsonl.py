@@ -143,8 +143,8 @@ def records_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
         "type": np.array([TYPE_CODES.get(t, -1) for t in type_text], dtype=np.int8),
         "f": np.array([CLIENT_FS.get(f, -1) for f in f_text], dtype=np.int8),
         "key": col("key"),
-        "value": pd.Series(col("value"), dtype=object),  # not pandas' str: None stays None
-        "node": col("node"),
+        "value": pd.Series(col("value"), dtype=object),  # not pandas' str, whose null is NaN
+        "node": pd.Series(col("node"), dtype=object),  # as value: a null node stays None
         "type_text": type_text,
         "f_text": f_text,
     })
@@ -287,8 +287,6 @@ def pair_key(
 
     complete = np.where(ctype == OK, time[rc], UNKNOWN_END).astype(np.int64)
     complete_index = np.where(has_comp, c.index[nxt], -1).astype(np.int64)
-    if isinstance(frame, pd.DataFrame):  # its string columns hand NaN for null
-        node_col = np.where(pd.isna(node_col), None, node_col)
     node = np.where(has_comp, node_col[rc], node_col[ri]).astype(object)
     node[node == None] = node_col[ri][node == None]  # noqa: E711 - elementwise
     invoke = time[ri]
