@@ -1,43 +1,42 @@
 """Streams a run's history to history.jsonl as it happens (format: DESIGN.md, "History").
 
 What a client thread pays per record is one short lock: the index is assigned, the time
-read and a tuple of the fields appended under it, so index order is time order. A flusher
-thread swaps the pending list out every FLUSH_INTERVAL_S and sends it, marshalled, down a
-pipe to a writer process (harness/history_sink.py) that formats the JSON lines, appends
-them (whole lines only) and fsyncs. Should the flusher fall behind (a client loop hogging
-the GIL), the next record() that finds no send in the last two flush intervals sends
-the backlog itself. So a crash or SIGKILL of the harness loses at most the last
-flush intervals (the writer process still writes all it was sent), never the file, and
-never half a line.
+read and a Line appended under it, so index order is time order. A flusher thread swaps
+the pending list out every FLUSH_INTERVAL_S, encodes it to JSON lines, appends them (whole
+lines only) and fsyncs every FSYNC_INTERVAL_S. Should the flusher fall behind (a client
+loop hogging the GIL), the next record() that finds no send in the last two flush
+intervals writes the backlog itself. So a crash or SIGKILL of the harness loses at most
+the last flush intervals, never the file, and never half a line.
 
-Why this shape (bench/bench_recording.py): formatting JSON in the harness, even with the
-cached-string f-string of history_sink.format_line (several times faster than json.dumps),
-cost the client loop about 10% of its throughput on 2 cores, because it held the GIL the
-clients need; marshal of the pending tuples is a fraction of that.
+Why this shape (bench/bench_recording.py): the clients are GIL-bound, and on 2 cores every
+CPU cycle recording takes is taken from them or from the system under test. Lines are
+msgspec Structs, encoded in C: creating one costs what a tuple does, and encoding costs
+about a tenth of formatting the line in Python. Formatting in Python cost the client loop
+about 10% of its throughput when it ran in the harness, and still 5-15% when it ran in a
+writer process of its own, which competed with the clients and Redis for the 2 cores.
 """
 
 from __future__ import annotations
 
 import contextlib
-import marshal
+import json
+import math
 import os
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from harness.history_sink import HEADER, Pending, format_lenient, format_line, write_all
+import msgspec
 
-__all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "HistoryWriter", "MonotonicClock", "format_line"]
+__all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "HistoryWriter", "Line", "MonotonicClock",
+           "encode_lines"]
 
 NEMESIS = "nemesis"
 FLUSH_INTERVAL_S = 0.02
-_LAG_NS = int(2 * FLUSH_INTERVAL_S * 1e9)  # the flusher this late: the recorder sends
+FSYNC_INTERVAL_S = 1.0
+_LAG_NS = int(2 * FLUSH_INTERVAL_S * 1e9)  # the flusher this late: the recorder writes
 _monotonic_ns = time.monotonic_ns
-_SINK = Path(__file__).with_name("history_sink.py")
-_SINK_EXIT_WAIT_S = 60.0
 
 
 class MonotonicClock:
@@ -50,18 +49,75 @@ class MonotonicClock:
         return time.monotonic_ns() - self.origin_ns
 
 
-def _marshalled(batch: list[Pending]) -> bytes:
+class Line(msgspec.Struct, omit_defaults=True, gc=False):
+    """One history line, its fields in DESIGN.md's order; error is left out when None.
+    gc=False: a Line refers to no container that could refer back to it, and the
+    collector then skips the tens of thousands pending between two flushes."""
+
+    index: int
+    time: int
+    process: int | str
+    type: str
+    f: str
+    key: Any
+    value: Any
+    node: Any
+    error: str | None = None
+
+
+_ENCODER = msgspec.json.Encoder()
+_SCALARS = frozenset({int, str, bool, type(None)})
+
+
+def _exact(value: Any) -> bool:
+    """msgspec writes value so that json.loads gives it back: a scalar, a finite float, or a
+    flat list of them (a cas's [expected, new]). Not so a NaN (msgspec writes null), and a
+    dict (a fault's description) may hold anything: those lines take json_line."""
+    cls = value.__class__
+    if cls in _SCALARS:
+        return True
+    if cls is float:
+        return math.isfinite(value)
+    if cls is list or cls is tuple:
+        return all(v.__class__ in _SCALARS or (v.__class__ is float and math.isfinite(v))
+                   for v in value)
+    return False
+
+
+def json_line(line: Line) -> str:
+    """The line as json.dumps writes it, with repr for what JSON cannot spell (a set in a
+    fault's description): a readable line beats a recorder that stops the history."""
+    fields = msgspec.structs.asdict(line)
+    if line.error is None:
+        del fields["error"]
     try:
-        return marshal.dumps(batch)
-    except ValueError:  # an object marshal cannot carry (rare: nemesis values): send its line
-        lines: list[Pending | str] = []
-        for rec in batch:
-            try:
-                marshal.dumps(rec)
-                lines.append(rec)
-            except ValueError:
-                lines.append(format_lenient(rec))
-        return marshal.dumps(lines)
+        text = json.dumps(fields, separators=(",", ":"), default=repr)
+    except (TypeError, ValueError):  # a dict with tuple keys, a cycle: the value as repr
+        fields["value"] = repr(line.value)
+        text = json.dumps(fields, separators=(",", ":"), default=repr)
+    return text + "\n"
+
+
+def encode_lines(batch: list[Line], inexact: bool = True) -> bytes:
+    """The batch's JSON lines. inexact=False: no value needs json_line (record() checked),
+    so the whole batch is one C call, the usual case."""
+    if not inexact:
+        with contextlib.suppress(TypeError, ValueError):  # e.g. a lone surrogate in a string
+            return _ENCODER.encode_lines(batch)
+    return b"".join(_encode_line(line) for line in batch)
+
+
+def _encode_line(line: Line) -> bytes:
+    if _exact(line.value):
+        with contextlib.suppress(TypeError, ValueError):
+            return _ENCODER.encode(line) + b"\n"
+    return json_line(line).encode()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:  # a regular file rarely writes short, but never drop the rest
+        view = view[os.write(fd, view):]
 
 
 class HistoryWriter:
@@ -69,21 +125,15 @@ class HistoryWriter:
         self.path = Path(path)
         self.clock = clock
         self._lock = threading.Lock()  # index, time and pending order
-        self._write_lock = threading.Lock()  # one send at a time keeps batches in order
-        self._pending: list[Pending] = []
+        self._write_lock = threading.Lock()  # one write at a time keeps batches in order
+        self._pending: list[Line] = []
+        self._inexact = False  # a pending value needs json_line
         self._next_index = 0
         self._origin_ns = clock.origin_ns  # record() reads the clock inline: it runs per op
-        # a record() after this time finds the flusher behind and sends the backlog itself
+        # a record() after this time finds the flusher behind and writes the backlog itself
         self._send_by = clock.now() + _LAG_NS
-        os.close(os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644))  # fail here
-        # Its own session: a Ctrl-C or a signal to the harness's group must not cut the
-        # history short; it ends when the pipe closes.
-        self._sink = subprocess.Popen(
-            [sys.executable, "-S", str(_SINK), str(self.path)],
-            stdin=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-        )
-        assert self._sink.stdin is not None
-        self._fd: int | None = self._sink.stdin.fileno()
+        self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._last_fsync = time.monotonic()
         self._error: OSError | None = None  # a failed write, raised to the next caller
         self._closed = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="history-flush", daemon=True)
@@ -99,17 +149,23 @@ class HistoryWriter:
         node: str | None = None,
         error: str | None = None,
     ) -> int:
-        """Append one event; returns its index. Written to the file by the writer process."""
-        with self._lock:
+        """Append one event; returns its index. The flusher writes it to the file."""
+        exact = value is None or value.__class__ is int or _exact(value)
+        self._lock.acquire()  # not `with`: this runs twice an operation, and `with` costs
+        try:  # twice as much on the reference machine (~250 ns against ~130)
             if self._fd is None or self._error is not None:
                 raise self._error or ValueError("the history is closed")
             index = self._next_index
             self._next_index = index + 1
             now = _monotonic_ns() - self._origin_ns
-            self._pending.append((index, now, process, type_, f, key, value, node, error))
-        if now > self._send_by and self._write_lock.acquire(blocking=False):  # else one sends
+            self._pending.append(Line(index, now, process, type_, f, key, value, node, error))
+            if not exact:
+                self._inexact = True
+        finally:
+            self._lock.release()
+        if now > self._send_by and self._write_lock.acquire(blocking=False):  # else one writes
             try:
-                self._send_locked()
+                self._write_pending()
             except OSError as e:
                 self._fail(e)
             finally:
@@ -118,36 +174,26 @@ class HistoryWriter:
 
     def _send(self) -> None:
         with self._write_lock:
-            self._send_locked()
+            self._write_pending()
 
-    def _send_locked(self) -> None:
-        """Send every pending record, in index order, to the writer; hold _write_lock."""
+    def _write_pending(self) -> None:
+        """Append every pending line, in index order, to the file; hold _write_lock."""
         with self._lock:
             batch, self._pending = self._pending, []
+            inexact, self._inexact = self._inexact, False
             self._send_by = _monotonic_ns() - self._origin_ns + _LAG_NS
         if not batch or self._fd is None:
             return
-        blob = _marshalled(batch)
-        write_all(self._fd, HEADER.pack(len(blob)) + blob)
+        _write_all(self._fd, encode_lines(batch, inexact))
+        if time.monotonic() - self._last_fsync >= FSYNC_INTERVAL_S:
+            os.fsync(self._fd)
+            self._last_fsync = time.monotonic()
 
     def _fail(self, e: OSError) -> None:
-        """The writer process is gone (disk full, ...): the run must fail, not lose records
-        quietly; its own reason beats the broken pipe."""
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._sink.wait(_SINK_EXIT_WAIT_S)
-        error = self._sink_error() or OSError(e.errno, f"the history writer stopped: {e}")
+        """Disk full, ...: the run must fail, not lose records quietly."""
+        error = OSError(e.errno, f"could not write the history: {e.strerror}", str(self.path))
         with self._lock:
             self._error = self._error or error
-
-    def _sink_error(self) -> OSError | None:
-        """What the writer process said when it failed (`errno strerror`), if it did."""
-        if self._sink.returncode in (None, 0) or self._sink.stderr is None:
-            return None
-        said = self._sink.stderr.read().decode(errors="replace").strip()
-        code, _, text = said.partition(" ")
-        if code.isdigit():
-            return OSError(int(code), f"could not write the history: {text}", str(self.path))
-        return OSError(f"the history writer stopped ({said or f'exit {self._sink.returncode}'})")
 
     def _flush_loop(self) -> None:
         while not self._closed.wait(FLUSH_INTERVAL_S):
@@ -162,25 +208,21 @@ class HistoryWriter:
         return self._next_index
 
     def close(self) -> None:
-        """Send what is pending, let the writer process write and fsync it; idempotent."""
+        """Write what is pending, fsync and close the file; idempotent."""
         self._closed.set()
         if self._flusher is not threading.current_thread():
             self._flusher.join()
         with self._write_lock:
-            try:
-                self._send_locked()
-            except OSError as e:
-                self._fail(e)
+            if self._fd is not None and self._error is None:
+                try:
+                    self._write_pending()
+                    os.fsync(self._fd)
+                except OSError as e:
+                    self._fail(e)
             with self._lock:
                 fd, self._fd = self._fd, None
             if fd is not None:
-                assert self._sink.stdin is not None
-                with contextlib.suppress(OSError):
-                    self._sink.stdin.close()
-                self._sink.wait(_SINK_EXIT_WAIT_S)
-                self._error = self._error or self._sink_error()
-                if self._sink.stderr is not None:
-                    self._sink.stderr.close()
+                os.close(fd)
         if self._error is not None:
             raise self._error
 

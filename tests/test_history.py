@@ -1,9 +1,10 @@
 """HistoryWriter: ordered, parseable, visible while the run goes on, complete after close,
-whole lines after a SIGKILL, and the same bytes json.dumps gives."""
+whole lines after a SIGKILL, and lines json.loads reads back as what was recorded."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -14,8 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import FLUSH_INTERVAL_S, HistoryWriter, MonotonicClock, format_line
-from harness.history_sink import format_batch
+from harness.history import (
+    FLUSH_INTERVAL_S,
+    HistoryWriter,
+    Line,
+    MonotonicClock,
+    encode_lines,
+    json_line,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,42 +99,79 @@ LINE_CASES = [
     (9, "ok", "read", "k\u2603", True, "ü", None),
     (9, "ok", "read", "k", False, None, None),
     (2**70, "ok", "read", "k", -1.5, "n3", ""),
-    # Equal under ==, not in JSON: the line-parts cache must keep them apart.
+    # Equal under ==, not in JSON: each must come back as the type it was.
     (1, "ok", "read", 1, 5, "n1", None),
     (True, "ok", "read", True, 5, "n1", None),
     (1.0, "ok", "read", 1.0, 5, "n1", None),
-    (1, "ok", "read", "k", 5, "n1", None),
-    (True, "ok", "read", "k", 5, "n1", None),
     (5, "info", "kill", ["k1", "k2"], None, ["n1", "n2"], None),
     # strings JSON must escape, next to ones it spells as they are
     (6, "ok", "write", 'a"b', "x\\y", "tab\there", None),
     (6, "ok", "write", "del\x7f", "\x00", "n1", None),
+    # msgspec writes NaN as null and refuses a lone surrogate: these take json.dumps
+    (7, "ok", "read", "k", float("nan"), "n1", None),
+    (7, "ok", "cas", "k", [1, float("inf")], "n1", None),
+    (7, "ok", "write", "k", "\ud800", "n1", None),
+    (7, "ok", "write", "k", [1e16, 1e-05, 0.1], "n1", None),
 ]
 
 
-def test_a_batch_gives_the_same_lines_as_one_by_one() -> None:
-    """format_batch (the writer's loop, with its own cache of the usual records) gives what
-    json.dumps gives for every case, in one batch, twice (the second time from the cache)."""
-    recs = [(12, 345, *case) for case in LINE_CASES] * 2
-    expected = "".join(format_line(r) for r in recs)
-    assert format_batch(recs) == expected
-    assert format_batch([*recs, "a line formatted before\n"]).endswith("before\n")
-
-
-@pytest.mark.parametrize(
-    ("process", "type_", "f", "key", "value", "node", "error"),
-    LINE_CASES,
-)
-def test_lines_are_exactly_what_json_dumps_gives(
-    process: object, type_: str, f: str, key: object, value: object, node: object,
-    error: object,
-) -> None:
+def _fields(case: tuple[object, ...]) -> dict[str, object]:
+    process, type_, f, key, value, node, error = case
     fields = {"index": 12, "time": 345, "process": process, "type": type_, "f": f, "key": key,
               "value": value, "node": node}
     if error is not None:
         fields["error"] = error
-    expected = json.dumps(fields, separators=(",", ":")) + "\n"
-    assert format_line((12, 345, process, type_, f, key, value, node, error)) == expected
+    return fields
+
+
+def _has_float(x: object) -> bool:
+    if isinstance(x, dict):
+        return any(_has_float(v) for v in x.values())
+    if isinstance(x, list):
+        return any(_has_float(v) for v in x)
+    return isinstance(x, float)
+
+
+@pytest.mark.parametrize("case", LINE_CASES)
+def test_a_line_reads_back_as_what_was_recorded(case: tuple[object, ...]) -> None:
+    """json.loads gives back every field, of the type it had (1, True and 1.0 apart, NaN
+    still NaN), in DESIGN.md's order; the bytes are json.dumps's, as UTF-8, save float
+    spelling (msgspec writes 1e16, json 1e+16) and the lines json.dumps writes itself."""
+    line = encode_lines([Line(12, 345, *case)])
+    assert line.endswith(b"\n") and line.count(b"\n") == 1
+    fields = _fields(case)
+    back = json.loads(line)
+    assert list(back) == list(fields)
+    assert json.dumps(back) == json.dumps(fields)  # json.dumps spells 1, true, 1.0, NaN apart
+    if not _has_float(fields):
+        utf8 = json.dumps(fields, separators=(",", ":"), ensure_ascii=False) + "\n"
+        by_json = json_line(Line(12, 345, *case)).encode()
+        assert line in (utf8.encode("utf-8", "surrogatepass"), by_json)
+
+
+def test_a_batch_gives_the_same_lines_as_one_by_one() -> None:
+    """The usual batch is one C call (inexact=False: record() found no value that needs
+    json.dumps); it gives what line-by-line encoding gives, and so does a batch with a value
+    that does need it."""
+    lines = [Line(12, 345, *case) for case in LINE_CASES]
+    one_by_one = b"".join(encode_lines([line]) for line in lines)
+    assert encode_lines(lines) == one_by_one
+    usual = [line for line in lines if not isinstance(line.value, (dict, float, list))]
+    assert encode_lines(usual, inexact=False) == b"".join(encode_lines([x]) for x in usual)
+    with_surrogate = [*usual, Line(1, 2, 3, "ok", "write", "k", "\ud800", "n1")]
+    assert encode_lines(with_surrogate, inexact=False) == encode_lines(with_surrogate)
+
+
+def test_a_nan_recorded_is_a_nan_in_the_file(tmp_path: Path) -> None:
+    """record() sends a NaN (alone or in a cas pair) to json.dumps, not to msgspec's null."""
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, MonotonicClock()) as w:
+        w.record(1, "ok", "read", "k", float("nan"), "n1")
+        w.record(1, "ok", "cas", "k", [1, float("-inf")], "n1")
+        w.record(1, "ok", "read", "k", 5, "n1")
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert math.isnan(recs[0]["value"]) and recs[1]["value"] == [1, float("-inf")]
+    assert recs[2]["value"] == 5
 
 
 def test_a_value_json_refuses_still_gives_a_readable_line(tmp_path: Path) -> None:
@@ -135,12 +179,14 @@ def test_a_value_json_refuses_still_gives_a_readable_line(tmp_path: Path) -> Non
     with HistoryWriter(path, MonotonicClock()) as w:
         w.record("nemesis", "ok", "start-x", value={"nodes": {"n1"}})
         w.record(1, "invoke", "read", "k")
-        w.record("nemesis", "ok", "start-y", value={"dir": Path("/a")})  # marshal refuses it
+        w.record("nemesis", "ok", "start-y", value={"dir": Path("/a")})
         w.record(2, "invoke", "read", "k")
+        w.record("nemesis", "ok", "start-z", value={("n1", "n2"): 1})  # JSON has no tuple key
     recs = [json.loads(line) for line in path.read_text().splitlines()]
     assert recs[0]["value"] == {"nodes": "{'n1'}"} and recs[1]["f"] == "read"
     assert recs[2]["value"] == {"dir": "PosixPath('/a')"} and recs[3]["process"] == 2
-    assert [r["index"] for r in recs] == [0, 1, 2, 3]
+    assert recs[4]["value"] == "{('n1', 'n2'): 1}"
+    assert [r["index"] for r in recs] == [0, 1, 2, 3, 4]
 
 
 def test_a_killed_harness_leaves_whole_lines_and_loses_little(tmp_path: Path) -> None:
@@ -196,27 +242,28 @@ def test_a_full_disk_fails_the_recording_with_its_reason() -> None:
     assert at_close.value.errno == errno.ENOSPC
 
 
-def test_ctrl_c_to_the_harness_group_does_not_cut_the_history(tmp_path: Path) -> None:
-    """SIGINT goes to the whole foreground group; the writer process is not in it, so what
-    the harness recorded before it died of the signal is all on disk."""
+def test_ctrl_c_while_recording_leaves_every_record_on_disk(tmp_path: Path) -> None:
+    """Ctrl-C interrupts the harness mid-run; closing the history on the way out (as the
+    runner does) writes what was still pending."""
     path = tmp_path / "history.jsonl"
     script = f"""
-import os, signal, time
+import os, signal, sys
 from pathlib import Path
 from harness.history import HistoryWriter, MonotonicClock
 w = HistoryWriter(Path({str(path)!r}), MonotonicClock())
-for i in range(50000):
-    w.record(i % 7, "invoke", "write", "k", i, "n1")
-w._send()  # all handed over; the group's SIGINT then kills this process without a close()
-signal.signal(signal.SIGINT, signal.SIG_DFL)
-os.killpg(0, signal.SIGINT)
-time.sleep(30)
+try:
+    with w:
+        for i in range(50000):
+            w.record(i % 7, "invoke", "write", "k", i, "n1")
+        os.kill(os.getpid(), signal.SIGINT)
+        for i in range(50000, 10**9):  # interrupted here
+            w.record(i % 7, "invoke", "write", "k", i, "n1")
+finally:
+    print("recorded", w.count, file=sys.stderr)
 """
-    child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, start_new_session=True,
-                           timeout=60)
-    assert child.returncode == -signal.SIGINT
-    deadline = time.monotonic() + 10
-    while path.read_bytes().count(b"\n") < 50000 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    child = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                           timeout=60, text=True)
+    assert "KeyboardInterrupt" in child.stderr
+    recorded = int(child.stderr.split("recorded ")[1].split()[0])
     recs = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [r["index"] for r in recs] == list(range(50000))
+    assert recorded >= 50000 and [r["index"] for r in recs] == list(range(recorded))
