@@ -1,16 +1,18 @@
 """Recording overhead: the harness's own client loop (harness.workers.Worker with the real
 register workload and redis-py) against a real Redis in a container, with history recording
-(HistoryWriter, as in a run) and without it (a writer that drops records). Workers run
+(HistoryWriter, as in a run) and without it (a history that drops records). Workers run
 unthrottled (rate 0), the worst case for recording: a real run at --rate 100 records a few
 hundred lines a second.
 
-The machine is shared, so the arms alternate in short slices (ABBA order, so drift in the
-load hits both alike) after a warm-up, and the report gives the ratio of total
-throughputs, the median of the per-slice ratios, the process CPU per operation of each arm
-(what recording really costs, the history's writer process included; less
-sensitive to the neighbours) and the load average.
+The reference machine's speed drifts by tens of percent over tens of seconds (shared
+vCPUs), more than the cost being measured, so the two arms are not two runs: one pool of
+workers runs throughout and its history is switched between the HistoryWriter and the
+dropping one every --phase seconds, in ABBA order so that a drift hits both arms alike.
+Each phase's operations and process CPU are counted at its ends. The report gives the ratio
+of the arms' throughputs, the median and quartiles of the per-pair ratios, and the process
+CPU per operation of each arm (the flusher thread included).
 
-    .venv/bin/python -m bench.bench_recording [--seconds 3] [--workers 4] [--rounds 8]
+    .venv/bin/python -m bench.bench_recording [--phase 0.5] [--pairs 100] [--workers 4]
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from harness import images
 from harness.docker_client import client
@@ -59,19 +61,18 @@ class OneNode:
         return NODE
 
 
-def children_cpu_s() -> float:
-    """CPU of this process's reaped children: the history's writer process, after close."""
-    t = os.times()
-    return t.children_user + t.children_system
+class Phase(NamedTuple):
+    recording: bool
+    ops: int
+    seconds: float
+    cpu_s: float
 
 
-def throughput(
-    endpoint: Endpoint, history: Any, workers: int, seconds: float
-) -> tuple[float, float, int]:
-    """(operations per second, process CPU seconds, operations)."""
+def run_phases(endpoint: Endpoint, writer: HistoryWriter, args: argparse.Namespace) -> list[Phase]:
+    """One pool of workers; the arms alternate by swapping the history the workers record to."""
     workload = Register(WorkloadOptions(keys=8, writes_per_key=None, seed=0))
     generator, stats, stop = workload.new_generator(), Stats(), threading.Event()
-    node = OneNode(endpoint)
+    node, dropping = OneNode(endpoint), DroppingHistory()
     pool = [
         Worker(
             wid,
@@ -79,76 +80,78 @@ def throughput(
             generator=generator,
             profile=node,  # type: ignore[arg-type]
             router=node,  # type: ignore[arg-type]
-            history=history,
+            history=dropping,  # type: ignore[arg-type]
             ids=ProcessIds(),
             stats=stats,
             rate_per_worker=0,  # as fast as the loop goes: the worst case for recording
             seed=0,
             stop_event=stop,
         )
-        for wid in range(workers)
+        for wid in range(args.workers)
     ]
-    cpu0, t0 = time.process_time(), time.monotonic()
     for w in pool:
         w.start()
-    time.sleep(seconds)
-    stop.set()
-    for w in pool:
-        w.join()
-    elapsed, cpu = time.monotonic() - t0, time.process_time() - cpu0
+    phases: list[Phase] = []
+    try:
+        time.sleep(args.warmup)  # connections, caches, the file system
+        order = [arm for i in range(args.pairs) for arm in ((False, True), (True, False))[i % 2]]
+        for i, recording in enumerate(order):
+            for w in pool:
+                w.history = writer if recording else dropping  # type: ignore[assignment]
+            # The flusher writes a recording phase's last 20 ms of records in the next phase:
+            # a few hundred microseconds of CPU in a phase of half a second.
+            ops0, t0, cpu0 = sum(stats.snapshot().values()), time.monotonic(), time.process_time()
+            time.sleep(args.phase)
+            ops1, t1, cpu1 = sum(stats.snapshot().values()), time.monotonic(), time.process_time()
+            phases.append(Phase(recording, ops1 - ops0, t1 - t0, cpu1 - cpu0))
+            if (i + 1) % 20 == 0:
+                print(f"{(i + 1) // 2}/{args.pairs} pairs", flush=True)
+    finally:
+        stop.set()
+        for w in pool:
+            w.join()
     errors = [w.error for w in pool if w.error]
     if errors:
         raise errors[0]
-    ops = max(sum(stats.counts.values()), 1)
-    return ops / elapsed, cpu, ops
+    return phases
 
 
-def measure(endpoint: Endpoint, args: argparse.Namespace, tmp: Path) -> None:
-    def recording(r: int) -> tuple[float, float]:
-        """(ops/s, CPU us per op), the writer process's CPU counted in."""
-        children = children_cpu_s()
-        with HistoryWriter(tmp / f"h{r}.jsonl", MonotonicClock()) as h:
-            rate, cpu, ops = throughput(endpoint, h, args.workers, args.seconds)
-        return rate, (cpu + children_cpu_s() - children) / ops * 1e6
+def report(phases: list[Phase], args: argparse.Namespace) -> None:
+    def arm(recording: bool) -> list[Phase]:
+        return [p for p in phases if p.recording is recording]
 
-    def dropping(r: int) -> tuple[float, float]:
-        rate, cpu, ops = throughput(endpoint, DroppingHistory(), args.workers, args.seconds)
-        return rate, cpu / ops * 1e6
+    def rate(ps: list[Phase]) -> float:
+        return sum(p.ops for p in ps) / sum(p.seconds for p in ps)
 
-    recording(-1)  # warm-up: connections, caches, the file system
-    dropping(-1)
-    load_before = os.getloadavg()
-    with_rec: list[tuple[float, float]] = []
-    without: list[tuple[float, float]] = []
-    for r in range(args.rounds):
-        arms = ((without, dropping), (with_rec, recording))
-        for results, arm in arms if r % 2 == 0 else arms[::-1]:
-            results.append(arm(r))
-        print(
-            f"round {r + 1}: without {without[-1][0]:,.0f} ops/s ({without[-1][1]:.0f} us CPU/op), "
-            f"with recording {with_rec[-1][0]:,.0f} ops/s ({with_rec[-1][1]:.0f} us CPU/op)",
-            flush=True,
-        )
-    load_after = os.getloadavg()
-    ratio = sum(t for t, _ in with_rec) / sum(t for t, _ in without)
-    paired = statistics.median(a[0] / b[0] for a, b in zip(with_rec, without, strict=True))
-    cpu_with = statistics.median(c for _, c in with_rec)
-    cpu_without = statistics.median(c for _, c in without)
+    def cpu_us_per_op(ps: list[Phase]) -> float:
+        return sum(p.cpu_s for p in ps) / max(sum(p.ops for p in ps), 1) * 1e6
+
+    with_rec, without = arm(True), arm(False)
+    ratio = rate(with_rec) / rate(without)
+    pairs = [
+        (a.ops / a.seconds) / (b.ops / b.seconds)
+        for a, b in zip(with_rec, without, strict=True)
+        if b.ops
+    ]
+    q1, median, q3 = statistics.quantiles(pairs, n=4)
+    cpu_with, cpu_without = cpu_us_per_op(with_rec), cpu_us_per_op(without)
     print(
         f"recording overhead: {args.workers} workers, real redis-py against Redis, "
-        f"{args.rounds} x 2 x {args.seconds:g} s: throughput ratio {ratio:.3f} "
-        f"(median per round {paired:.3f}; target >= 0.9: {'met' if ratio >= 0.9 else 'NOT met'}); "
-        f"CPU per op {cpu_without:.1f} us without, {cpu_with:.1f} us with "
-        f"({cpu_without / cpu_with:.3f}); {os.cpu_count()} CPUs, load average "
-        f"{load_before[0]:.2f} before, {load_after[0]:.2f} after"
+        f"{args.pairs} pairs of {args.phase:g} s phases: without {rate(without):,.0f} ops/s, "
+        f"with recording {rate(with_rec):,.0f} ops/s; throughput ratio {ratio:.3f} "
+        f"(per pair: median {median:.3f}, quartiles {q1:.3f}-{q3:.3f}; "
+        f"target >= 0.9: {'met' if ratio >= 0.9 else 'NOT met'}); "
+        f"CPU per op {cpu_without:.1f} us without, {cpu_with:.1f} us with; "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seconds", type=float, default=3)
+    ap.add_argument("--phase", type=float, default=0.5, help="seconds per phase")
+    ap.add_argument("--pairs", type=int, default=100, help="pairs of phases, one of each arm")
+    ap.add_argument("--warmup", type=float, default=2.0, help="seconds before the first phase")
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=8)
     args = ap.parse_args()
 
     images.build_base(print)
@@ -164,8 +167,11 @@ def main() -> None:
         container.reload()
         endpoint = Endpoint(container.attrs["NetworkSettings"]["IPAddress"], 6379)
         time.sleep(1)
-        with tempfile.TemporaryDirectory() as tmp:
-            measure(endpoint, args, Path(tmp))
+        with tempfile.TemporaryDirectory() as tmp, HistoryWriter(
+            Path(tmp) / "history.jsonl", MonotonicClock()
+        ) as writer:
+            phases = run_phases(endpoint, writer, args)
+        report(phases, args)
     finally:
         container.stop(timeout=1)
 
