@@ -123,21 +123,32 @@ def _write_all(fd: int, data: bytes) -> None:
 class HistoryWriter:
     def __init__(self, path: Path, clock: MonotonicClock) -> None:
         self.path = Path(path)
-        self.clock = clock
         self._lock = threading.Lock()  # index, time and pending order
         self._write_lock = threading.Lock()  # one write at a time keeps batches in order
         self._pending: list[Line] = []
         self._inexact = False  # a pending value needs json_line
         self._next_index = 0
-        self._origin_ns = clock.origin_ns  # record() reads the clock inline: it runs per op
-        # a record() after this time finds the flusher behind and writes the backlog itself
-        self._send_by = clock.now() + _LAG_NS
+        self.clock = clock
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._last_fsync = time.monotonic()
         self._error: OSError | None = None  # a failed write, raised to the next caller
         self._closed = threading.Event()
         self._flusher = threading.Thread(target=self._flush_loop, name="history-flush", daemon=True)
         self._flusher.start()
+
+    @property
+    def clock(self) -> MonotonicClock:
+        return self._clock
+
+    @clock.setter
+    def clock(self, clock: MonotonicClock) -> None:
+        """The runner starts the clock anew when the workload starts (time 0 of DESIGN.md):
+        record() reads the clock inline, from its origin, so the origin moves with it."""
+        with self._lock:
+            self._clock = clock
+            self._origin_ns = clock.origin_ns
+            # a record() after this time finds the flusher behind and writes the backlog
+            self._send_by = clock.now() + _LAG_NS
 
     def record(
         self,

@@ -47,6 +47,19 @@ def test_a_record_sends_the_backlog_when_the_flusher_is_late(
         w.close()
 
 
+def test_a_new_clock_moves_time_zero(tmp_path: Path) -> None:
+    """The runner sets history.clock anew when the workload starts, after the cluster's
+    boot: times count from then, not from when the history was opened."""
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, MonotonicClock()) as w:
+        time.sleep(0.5)  # the cluster boots
+        w.clock = clock = MonotonicClock()
+        w.record(1, "invoke", "read", "k", None, "n1")
+        after = clock.now()
+    (line,) = [json.loads(x) for x in path.read_text().splitlines()]
+    assert 0 <= line["time"] <= after < 0.5e9
+
+
 def test_concurrent_records_are_ordered_complete_and_parseable(tmp_path: Path) -> None:
     path = tmp_path / "history.jsonl"
     w = HistoryWriter(path, MonotonicClock())
