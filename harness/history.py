@@ -11,9 +11,11 @@ the last flush intervals, never the file, and never half a line.
 Why this shape (bench/bench_recording.py): the clients are GIL-bound, and on 2 cores every
 CPU cycle recording takes is taken from them or from the system under test. Lines are
 msgspec Structs, encoded in C: creating one costs what a tuple does, and encoding costs
-about a tenth of formatting the line in Python. Formatting in Python cost the client loop
-about 10% of its throughput when it ran in the harness, and still 5-15% when it ran in a
-writer process of its own, which competed with the clients and Redis for the 2 cores.
+about a third of formatting the line in Python (0.3 against 0.9 us). Formatting in Python
+cost the client loop about 10% of its throughput when it ran in the harness, and still
+about 9% when it ran in a writer process of its own (ratio 0.895-0.916 in bench_recording
+on 2026-11-23, against 0.916-0.959 for this shape), the process competing with the
+clients and Redis for the 2 cores.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 import msgspec
 
 __all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "HistoryWriter", "Line", "MonotonicClock",
-           "encode_lines"]
+           "encode_lines", "json_line"]
 
 NEMESIS = "nemesis"
 FLUSH_INTERVAL_S = 0.02
@@ -148,7 +150,7 @@ class HistoryWriter:
             self._clock = clock
             self._origin_ns = clock.origin_ns
             # a record() after this time finds the flusher behind and writes the backlog
-            self._send_by = clock.now() + _LAG_NS
+            self._write_by = clock.now() + _LAG_NS
 
     def record(
         self,
@@ -174,7 +176,7 @@ class HistoryWriter:
                 self._inexact = True
         finally:
             self._lock.release()
-        if now > self._send_by and self._write_lock.acquire(blocking=False):  # else one writes
+        if now > self._write_by and self._write_lock.acquire(blocking=False):  # else one writes
             try:
                 self._write_pending()
             except OSError as e:
@@ -183,7 +185,7 @@ class HistoryWriter:
                 self._write_lock.release()
         return index
 
-    def _send(self) -> None:
+    def _flush(self) -> None:
         with self._write_lock:
             self._write_pending()
 
@@ -192,7 +194,7 @@ class HistoryWriter:
         with self._lock:
             batch, self._pending = self._pending, []
             inexact, self._inexact = self._inexact, False
-            self._send_by = _monotonic_ns() - self._origin_ns + _LAG_NS
+            self._write_by = _monotonic_ns() - self._origin_ns + _LAG_NS
         if not batch or self._fd is None:
             return
         _write_all(self._fd, encode_lines(batch, inexact))
@@ -209,7 +211,7 @@ class HistoryWriter:
     def _flush_loop(self) -> None:
         while not self._closed.wait(FLUSH_INTERVAL_S):
             try:
-                self._send()
+                self._flush()
             except OSError as e:
                 self._fail(e)
                 return
