@@ -275,9 +275,12 @@ def pair_key(
     node_col = _col(frame, "node", object)
     # reads report what the completion returned; writes and cas what the invocation asked
     vrow = np.where(fcode == READ, rc, ri)
-    value = np.fromiter(map(canonical, decoded[vrow]), dtype=object, count=len(vrow))
+    cas = np.flatnonzero(fcode == CAS)
+    plain = decoded[vrow]  # a copy: cas pairs are made canonical half by half below
+    plain[cas] = None
+    value = np.fromiter(map(canonical, plain), dtype=object, count=len(vrow))
     expected = np.full(len(ri), None, dtype=object)
-    for k in np.flatnonzero(fcode == CAS):
+    for k in cas:
         pair = decoded[ri[k]]
         if not (isinstance(pair, list) and len(pair) == 2):
             raise RecordProblem(int(c.index[inv[k]]), int(c.process[inv[k]]),
