@@ -41,9 +41,6 @@ IMAGE = "leaseline/redis:latest"
 class DroppingHistory:
     """Stands in for HistoryWriter: the same call, nothing recorded."""
 
-    def __init__(self) -> None:
-        self.clock = MonotonicClock()
-
     def record(self, *args: Any, **kwargs: Any) -> None:
         return None
 
