@@ -26,14 +26,21 @@ def write(tmp_path: Path, lines: list[Any]) -> Path:
     return p
 
 
-def frames(path: Path, range_bytes: int, buckets: int, fid: int = 0,
-           ) -> dict[int, list[tuple[Any, Any, dict[str, Any]]]]:
-    """{bucket: [(fid, key, frame)...]} as the two stages produce them."""
+def buckets_of(path: Path, range_bytes: int, buckets: int, fid: int = 0,
+               ) -> dict[int, Bucket]:
+    """{bucket: Bucket} as stage 1 fills them, range by range."""
     by_bucket: dict[int, list[bytes]] = {}
     for start, end in ranges(path.stat().st_size, range_bytes):
         for b, blob in read_range(str(path), fid, start, end, buckets):
             by_bucket.setdefault(b, []).append(blob)
-    return {b: list(Bucket(blobs).groups()) for b, blobs in by_bucket.items()}
+    return {b: Bucket(blobs) for b, blobs in by_bucket.items()}
+
+
+def frames(path: Path, range_bytes: int, buckets: int,
+           ) -> dict[int, list[tuple[Any, Any, dict[str, Any]]]]:
+    """{bucket: [(fid, key, frame)...]} as the two stages produce them."""
+    filled = buckets_of(path, range_bytes, buckets)
+    return {b: list(bucket.groups()) for b, bucket in filled.items()}
 
 
 def history_lines(keys: int = 5, ops: int = 40) -> list[dict[str, Any]]:
@@ -124,12 +131,9 @@ def test_every_bucket_gets_the_files_nemesis_events_whole(tmp_path: Path) -> Non
     lines.insert(40, {"index": 1001, "time": 2, "process": "nemesis", "type": "ok",
                       "f": "start-partition", "key": None, "value": {"grudge": 1}, "node": None})
     path = write(tmp_path, lines)
-    by_bucket: dict[int, list[bytes]] = {}
-    for start, end in ranges(path.stat().st_size, 500):
-        for b, blob in read_range(str(path), 0, start, end, 3):
-            by_bucket.setdefault(b, []).append(blob)
+    by_bucket = buckets_of(path, 500, 3)
     assert sorted(by_bucket) == [0, 1, 2]
-    for blobs in by_bucket.values():
-        events = Bucket(blobs).nemesis[0]
+    for bucket in by_bucket.values():
+        events = bucket.nemesis[0]
         assert [(e.f, e.value) for e in events] == [("kill", {"node": "n1"})] * 3 + [
             ("start-partition", {"grudge": 1})]
