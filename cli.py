@@ -158,7 +158,8 @@ def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "knossos", "etcd-log"]),
               default="jsonl", show_default=True, help="History format.")
 @click.option("--lease-ms", type=float, default=None,
-              help="Lease window (default: test.json beside a jsonl history, else 0 = strict).")
+              help="Lease window (default: the run folder's, for a jsonl history in one; "
+                   "else 0 = strict).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--spark-master", default="local[*]", show_default=True)
 @_guard

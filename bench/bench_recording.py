@@ -30,6 +30,7 @@ from harness import images
 from harness.docker_client import client
 from harness.history import HistoryWriter, MonotonicClock
 from harness.profiles.base import Endpoint
+from harness.run_dir import HISTORY
 from harness.workers import ProcessIds, Stats, Worker
 from workloads.base import WorkloadOptions
 from workloads.register import Register
@@ -165,7 +166,7 @@ def main() -> None:
         endpoint = Endpoint(container.attrs["NetworkSettings"]["IPAddress"], 6379)
         time.sleep(1)
         with tempfile.TemporaryDirectory() as tmp, HistoryWriter(
-            Path(tmp) / "history.jsonl", MonotonicClock()
+            Path(tmp) / HISTORY, MonotonicClock()
         ) as writer:
             phases = run_phases(endpoint, writer, args)
         report(phases, args)

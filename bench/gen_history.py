@@ -31,6 +31,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from harness.run_dir import HISTORY
+
 MS = 1_000_000
 
 
@@ -234,7 +236,7 @@ def main() -> None:
                     help="plant one stale read per value, stale by that many ms")
     ap.add_argument("--lost-writes", type=int, default=0)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / "history.jsonl")
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out" / HISTORY)
     a = ap.parse_args()
     t = time.perf_counter()
     g = generate(a.out, a.ops, a.keys, a.clients, a.info_rate, stale_reads=a.stale_ms,

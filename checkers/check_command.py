@@ -1,14 +1,21 @@
-"""`leaseline check FILE...`: check recorded histories with the Spark job and print the verdict.
+"""The one way histories are checked: `check_files` serves `check`, `run` and `campaign`.
 
-The lease window comes from --lease-ms, else from the test.json beside a jsonl history
-(the run's configuration), else 0 (strict linearizability); the summary says which.
-Files with different windows are checked in one Spark job per window. `check` only
-prints (JSON with --json); writing results.json is the run's business.
+The lease window of each file comes from --lease-ms, else from the configuration of the run
+folder it lies in (the run's configuration), else 0 (strict linearizability); the summary
+says which. Files with different windows are checked in one Spark job per window.
+Input problems (a missing file, a directory, a malformed history) are BadArguments (exit
+254) whoever asks; a Leaseline history in which no client operation completed is `unknown`
+with one sentence, because a CI gate must never pass a run that checked nothing.
+
+`leaseline check FILE...` only prints (JSON with --json); `check_runs` also writes each
+run folder's results.json, junit.xml and report.html.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,42 +25,81 @@ from checkers.errors import HistoryFormatError
 from checkers.job import FORMATS, CheckerCrashed, check_histories, worst
 from checkers.summary import exit_code, print_summary
 from harness.errors import BadArguments, LeaselineError
+from harness.run_dir import TEST, RunDir
+
+NOTHING_CHECKED = ("no client operation in the history completed (ok or fail), so nothing "
+                   "was checked")
+_SCAN_LINES = 1_000_000  # a history this long without a completion is as good as empty
+
+
+@dataclass
+class Checked:
+    """One history's file report (the results.json shape) and where its lease came from."""
+
+    report: dict[str, Any]
+    lease_note: str
 
 
 def lease_for(path: Path, fmt: str, lease_ms: float | None) -> tuple[float, str]:
     """(L in ms, where it came from) for one history."""
     if lease_ms is not None:
         return lease_ms, "from --lease-ms"
-    test_json = path.parent / "test.json"
-    if fmt == "jsonl" and test_json.is_file():
-        try:
-            value = json.loads(test_json.read_text()).get("lease_ms")
-        except (OSError, ValueError, AttributeError):
-            raise BadArguments(f"{test_json} is not a readable test.json; "
-                               "pass --lease-ms to choose the lease window.") from None
-        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-            return float(value), f"from {test_json}"
-    return 0.0, "no test.json beside the history (--lease-ms sets one)"
+    run = RunDir.beside(path)
+    if fmt == "jsonl":
+        value = run.lease_ms()
+        if value is not None:
+            return value, f"from {run.test_json}"
+    return 0.0, f"no {TEST} beside the history (--lease-ms sets one)"
 
 
-def run_check(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json: bool,
-              spark_master: str, out: Console | None = None) -> int:
-    out = out or Console()
+def _check_input(f: str) -> None:
+    p = Path(f)
+    if p.is_dir():
+        hint = (f"; its history is {RunDir(p).history}" if RunDir(p).history.is_file()
+                else "")
+        raise BadArguments(f"{f} is a directory, not a history file{hint}.")
+    if not p.is_file():
+        raise BadArguments(f"no such history file: {f}.")
+
+
+def _completed_client_op(path: str) -> bool:
+    """Whether a jsonl history holds one client completion; normally found in a few lines."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh):
+            if n > _SCAN_LINES:
+                return True  # not worth reading on: the checker saw what there is
+            if '"nemesis"' in line or ('"ok"' not in line and '"fail"' not in line):
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            if rec.get("process") != "nemesis" and rec.get("type") in ("ok", "fail"):
+                return True
+    return False
+
+
+def _nothing_checked(report: dict[str, Any]) -> None:
+    report.update(valid="unknown", reason=NOTHING_CHECKED)
+
+
+def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None = None,
+                spark_master: str = "local[*]") -> dict[str, Checked]:
+    """Check every history (one Spark job per lease window); reports by the names given."""
     if not files:
         raise BadArguments("give at least one history file to check.")
     if fmt not in FORMATS:
         raise BadArguments(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}.")
     if lease_ms is not None and lease_ms < 0:
         raise BadArguments("--lease-ms cannot be negative.")
-    for f in files:
-        if not Path(f).is_file():
-            raise BadArguments(f"no such history file: {f}.")
+    names = list(dict.fromkeys(str(f) for f in files))
+    for f in names:
+        _check_input(f)
     groups: dict[float, list[str]] = {}
     notes: dict[str, str] = {}
-    for f in dict.fromkeys(files):
-        lease, note = lease_for(Path(f), fmt, lease_ms)
+    for f in names:
+        lease, notes[f] = lease_for(Path(f), fmt, lease_ms)
         groups.setdefault(lease, []).append(f)
-        notes[f] = note
 
     reports: dict[str, dict[str, Any]] = {}
     for lease, paths in groups.items():
@@ -69,16 +115,56 @@ def run_check(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
             where = write_crash_log(e.details)
             raise LeaselineError(f"{e} (details in {where})") from None
         reports.update(report["files"])
-    valid = worst([r["valid"] for r in reports.values()])
+    # Leaseline's own histories only: an imported corpus keeps its tool's verdict (Knossos
+    # calls a history without operations valid, and its corpus says so).
+    for f in names:
+        if fmt == "jsonl" and (not reports[f].get("ops") or not _completed_client_op(f)):
+            _nothing_checked(reports[f])
+    return {f: Checked(reports[f], notes[f]) for f in names}
 
+
+def check_runs(runs: Sequence[RunDir], spark_master: str, console: Console,
+               warnings: Mapping[Path, list[str]] | None = None) -> dict[Path, dict[str, Any]]:
+    """Check run folders' histories together and write each one's results.json (with its
+    warnings), junit.xml and report.html; returns the file reports by run folder."""
+    checked = check_files([str(r.history) for r in runs], "jsonl", None, spark_master)
+    out: dict[Path, dict[str, Any]] = {}
+    for run in runs:
+        report = checked[str(run.history)].report
+        report["warnings"] = list((warnings or {}).get(run.path, []))
+        run.write_results(report, report["warnings"])
+        write_reports(run, console)
+        out[run.path] = report
+    return out
+
+
+def write_reports(run: RunDir, console: Console) -> None:
+    """junit.xml and report.html. A rendering problem is a warning: the verdict stands."""
+    from checkers.junit import write_junit
+    from checkers.report.render import write_report
+
+    for what, write in ((run.junit.name, write_junit), (run.report.name, write_report)):
+        try:
+            write(run.path)
+        except Exception as e:  # noqa: BLE001 - the history and results.json are already safe
+            console.print(f"[yellow]could not write {what}: {e.__class__.__name__}: {e}[/]")
+
+
+def run_check(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json: bool,
+              spark_master: str, out: Console | None = None) -> int:
+    """`leaseline check`: print the verdicts; exit 0 valid, 1 invalid, 2 unknown."""
+    out = out or Console()
+    checked = check_files(files, fmt, lease_ms, spark_master)
+    reports = {f: c.report for f, c in checked.items()}
+    valid = worst([r["valid"] for r in reports.values()])
     if as_json:
         leases = {r["lease_ms"] for r in reports.values()}
         doc = {"valid": valid, "lease_ms": leases.pop() if len(leases) == 1 else None,
-               "files": {f: reports[f] for f in dict.fromkeys(files)}}
+               "files": reports}
         print(json.dumps(doc, indent=1, default=str))
     else:
-        for f in dict.fromkeys(files):
-            print_summary(reports[f], out, title=f, lease_note=notes[f])
+        for f, c in checked.items():
+            print_summary(c.report, out, title=f, lease_note=c.lease_note)
         if len(reports) > 1:
             counts = {label: sum(1 for r in reports.values() if r["valid"] is v)
                       for label, v in (("valid", True), ("invalid", False))}

@@ -21,6 +21,7 @@ from typing import Any
 
 import networkx as nx
 
+from checkers.faults import fault_periods
 from checkers.models import Model
 from checkers.ops import (
     CAS,
@@ -34,15 +35,6 @@ from checkers.ops import (
 )
 from checkers.wgl import BudgetExceeded, SearchLimits, linearizable
 from checkers.zone import Witness
-
-# nemesis openers -> the events that end them ("in force" in between)
-_CLOSERS = {
-    "start": ("stop",),
-    "kill": ("restart", "start", "recover"),
-    "pause": ("resume",),
-    "isolate": ("recover", "heal"),
-    "partition": ("heal", "recover"),
-}
 
 
 def _ms(t: int) -> float | None:
@@ -78,34 +70,11 @@ def op_record(h: KeyHistory, row: int, role: str = "") -> dict[str, Any]:
 
 
 def nemesis_in_force(h: KeyHistory, start: int, end: int) -> list[dict[str, Any]]:
-    """Nemesis events whose effect overlaps [start, end] (ns)."""
-    opened: dict[str, list[tuple[int, Any, Any]]] = {}
-    spans: list[dict[str, Any]] = []
-    for ev in sorted(h.nemesis, key=lambda e: (e.time, e.index)):
-        f = str(ev.f)
-        if f.startswith("stop-"):
-            opener: str | None = "start-" + f[5:]
-        else:
-            opener = next((o for o, cl in _CLOSERS.items() if f in cl and opened.get(o)), None)
-        if opener is not None and opened.get(opener):
-            t0, v0, i0 = opened[opener].pop(0)
-            spans.append({"f": opener, "value": v0, "index": i0, "time": t0, "end": ev.time})
-        elif f.startswith("start-") or f in _CLOSERS:
-            opened.setdefault(f, []).append((ev.time, ev.value, ev.index))
-        else:  # an event with no known end: in force at its own instant
-            spans.append({"f": f, "value": ev.value, "index": ev.index, "time": ev.time,
-                          "end": ev.time})
-    for f, items in opened.items():
-        for t0, v, idx in items:
-            spans.append({"f": f, "value": v, "index": idx, "time": t0, "end": None})
-    out = []
-    for s in sorted(spans, key=lambda s: s["time"]):
-        s_end = s["end"] if s["end"] is not None else UNKNOWN_END
-        if s["time"] <= end and s_end >= start:
-            out.append({"f": s["f"], "index": s["index"], "value": _jsonable(s["value"]),
-                        "time_ms": s["time"] / 1e6,
-                        "end_ms": None if s["end"] is None else s["end"] / 1e6})
-    return out
+    """The faults in force at some time in [start, end] (ns), from checkers.faults."""
+    lo, hi = start / 1e6, end / 1e6
+    return [{"f": p.f, "index": p.start_index, "value": _jsonable(p.value),
+             "time_ms": p.start_ms, "end_ms": p.end_ms}
+            for p in fault_periods(e.as_json() for e in h.nemesis) if p.overlaps(lo, hi)]
 
 
 def _jsonable(v: Any) -> Any:

@@ -22,8 +22,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from checkers.report.rundata import History, read_history, read_json
+from checkers.report.rundata import History, read_history
 from harness.errors import BadArguments
+from harness.run_dir import RunDir, sut_label
 
 NEIGHBOURS_SHOWN = 40
 VERDICT_STYLE = {True: ("VALID", "bold white on green"), False: ("INVALID", "bold white on red")}
@@ -35,31 +36,18 @@ STATUS_STYLE = {
 }
 
 
-def _run_dir(path: Path) -> Path:
-    run = Path(path)
-    if run.is_symlink() or run.name == "latest":
-        run = run.resolve()
-    if not run.is_dir():
-        raise BadArguments(f"{path} is not a run folder (no such directory).")
-    if not any((run / f).exists() for f in ("test.json", "results.json", "history.jsonl")):
-        raise BadArguments(
-            f"{path} is not a run folder: it has no test.json, results.json or history.jsonl."
-        )
-    return run
-
-
 def _ms(v: Any) -> str:
     return "—" if v is None else f"{float(v):,.3f} ms"
 
 
-def print_overview(run: Path, console: Console) -> dict[str, Any] | None:
+def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
     problems: list[str] = []
-    test = read_json(run / "test.json", problems)
-    test = test if isinstance(test, dict) else {}
-    results = read_json(run / "results.json", problems)
-    results = results if isinstance(results, dict) else None
-    title = f"{test.get('name') or run.parent.name} · {run.name}"
+    test: dict[str, Any] = dict(run.read_test(problems))
+    results: dict[str, Any] | None = run.read_results(problems)  # type: ignore[assignment]
+    title = f"{test.get('name') or run.path.parent.name} · {run.path.name}"
     lines = Text()
+    if test.get("sut"):
+        test["sut"] = sut_label(test)  # an injected bug shows beside the system's name
     for k in ("sut", "workload", "nemesis", "lease_ms", "concurrency", "keys", "seed", "started"):
         if test.get(k) is not None:
             lines.append(f"{k}: ", style="dim")
@@ -77,6 +65,10 @@ def print_overview(run: Path, console: Console) -> dict[str, Any] | None:
         console.print(f"[yellow]![/] {p}")
     if results is None:
         return None
+    if results.get("reason"):
+        console.print(f"[magenta]{results['reason']}[/]")
+    for w in results.get("warnings") or []:
+        console.print(f"[yellow]warning:[/] {w}")
     summary = results.get("summary") or {}
     t = Table(show_header=True, header_style="bold", box=None)
     for col in ("linearizable", "lease-bounded", "violation", "unknown", "ops", "lease", "max Δ"):
@@ -130,8 +122,8 @@ def print_overview(run: Path, console: Console) -> dict[str, Any] | None:
     return results
 
 
-def _nemesis_record(run: Path, index: int) -> dict[str, Any] | None:
-    with open(run / "history.jsonl", encoding="utf-8", errors="replace") as fh:
+def _nemesis_record(run: RunDir, index: int) -> dict[str, Any] | None:
+    with open(run.history, encoding="utf-8", errors="replace") as fh:
         for line in fh:
             if str(index) not in line:  # cheap filter before parsing
                 continue
@@ -145,11 +137,12 @@ def _nemesis_record(run: Path, index: int) -> dict[str, Any] | None:
 
 
 def print_neighbourhood(
-    run: Path, index: int, results: dict[str, Any] | None, console: Console
+    run: RunDir, index: int, results: dict[str, Any] | None, console: Console
 ) -> None:
-    hpath = run / "history.jsonl"
+    hpath = run.history
     if not hpath.is_file():
-        raise BadArguments(f"{run} has no history.jsonl, so operation {index} cannot be shown.")
+        raise BadArguments(f"{run.path} has no {hpath.name}, so operation {index} cannot be "
+                           "shown.")
     h: History = read_history(hpath)
     ops = h.ops
     rows = np.nonzero((ops.index == index) | (ops.complete_index == index))[0]
@@ -248,12 +241,12 @@ def _ops_table(ops: Any, rows: np.ndarray, me: int, title: str, console: Console
     console.print(t)
 
 
-def open_report(run: Path, console: Console) -> Path:
-    report = run / "report.html"
+def open_report(run: RunDir, console: Console) -> Path:
+    report = run.report
     if not report.exists():
         from checkers.report import write_report
 
-        report = write_report(run)
+        report = write_report(run.path)
     console.print(f"report: {report}")
     has_display = (
         sys.platform == "darwin" or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
@@ -272,7 +265,7 @@ def inspect_run(
     run_dir: Path, op: int | None = None, open_: bool = False, console: Console | None = None
 ) -> int:
     console = console or Console()
-    run = _run_dir(run_dir)
+    run = RunDir.existing(run_dir)
     results = print_overview(run, console)
     if op is not None:
         print_neighbourhood(run, op, results, console)

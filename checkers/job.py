@@ -206,7 +206,7 @@ def _importer_file(
 
 
 def _nemesis_json(e: NemesisEvent) -> dict[str, Any]:
-    return {"index": e.index, "time_ms": e.time / 1e6, "f": e.f, "value": e.value}
+    return e.as_json()
 
 
 def _nemesis_text(events: list[NemesisEvent]) -> str:
@@ -220,8 +220,10 @@ def _pop_nemesis(rows: list[dict[str, Any]]) -> dict[str, list[NemesisEvent]]:
     for r in rows:
         text = r.pop("nemesis", None)
         if text is not None:
-            nemesis[r["file"]] = [NemesisEvent(e["index"], round(e["time_ms"] * 1e6), e["f"],
-                                               e["value"]) for e in json.loads(text)]
+            nemesis[r["file"]] = [
+                NemesisEvent(e["index"], round(e["time_ms"] * 1e6), e["f"], e["value"],
+                             None if "invoke_ms" not in e else round(e["invoke_ms"] * 1e6))
+                for e in json.loads(text)]
     rows[:] = [r for r in rows if r["result"] or r["problem_what"] or r["crash"]]
     return nemesis
 

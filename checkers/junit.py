@@ -6,8 +6,8 @@ keys that passed (linearizable or lease-bounded) share one testcase that lists t
 failure = a violation with its explanation; error = unknown, or a run with no results
 (the harness crashed or the checker never ran).
 
-The runner calls write_junit(run_dir) after results.json is written; it is safe on any run
-folder. write_campaign_junit gathers many runs into one <testsuites> file.
+The checker entry point calls write_junit(run_dir) after the verdict is written; it is safe
+on any run folder. write_campaign_junit gathers many runs into one <testsuites> file.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from checkers.report.rundata import read_json
+from harness.run_dir import RunDir, sut_label
 
 MAX_CASES_PER_STATUS = 100
 _INVALID_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -60,10 +60,8 @@ def run_suite(run_dir: Path) -> ET.Element:
     """The <testsuite> element for one run folder (never raises on a partial folder)."""
     run_dir = Path(run_dir)
     problems: list[str] = []
-    test = read_json(run_dir / "test.json", problems)
-    test = test if isinstance(test, dict) else {}
-    results = read_json(run_dir / "results.json", problems)
-    results = results if isinstance(results, dict) else None
+    test = RunDir(run_dir).read_test(problems)
+    results: dict[str, Any] | None = RunDir(run_dir).read_results(problems)  # type: ignore[assignment]
     name = str(test.get("name") or run_dir.parent.name)
     nemesis = "+".join(str(n) for n in (test.get("nemesis") or [])) or "none"
     classname = f"{test.get('workload') or 'workload'}.{nemesis}"
@@ -73,6 +71,8 @@ def run_suite(run_dir: Path) -> ET.Element:
         if test.get(k) is not None:
             ET.SubElement(props, "property", name=k, value=_clean(test[k]))
     ET.SubElement(props, "property", name="run_dir", value=_clean(run_dir))
+    if test.get("sut_opts"):
+        ET.SubElement(props, "property", name="sut_opts", value=_clean(sut_label(test)))
 
     if results is None:
         case = _case(suite, classname, "checker verdict")
@@ -143,7 +143,8 @@ def run_suite(run_dir: Path) -> ET.Element:
         ET.SubElement(case, "failure", type="invalid", message="results.json says invalid")
     elif valid not in (True, False) and not errors:
         case = _case(suite, classname, "run verdict")
-        ET.SubElement(case, "error", type="unknown", message="results.json says unknown")
+        why = results.get("reason") or "results.json says unknown"
+        ET.SubElement(case, "error", type="unknown", message=_clean(why))
     elif not keys and valid is True:
         _case(suite, classname, "run verdict")
     _finish(suite)
@@ -180,7 +181,7 @@ def write_junit(run_dir: Path) -> Path:
     root = ET.Element("testsuites", name="leaseline")
     root.append(run_suite(run_dir))
     _totals(root)
-    return _write(root, run_dir / "junit.xml")
+    return _write(root, RunDir(Path(run_dir)).junit)
 
 
 def write_campaign_junit(run_dirs: Iterable[Path], path: Path) -> Path:

@@ -66,6 +66,14 @@ class NemesisEvent:
     time: int  # ns
     f: str  # "start-partition", "kill", ...
     value: Any = None  # what the fault did
+    invoke_time: int | None = None  # ns, the invocation this completion answers, if known
+
+    def as_json(self) -> dict[str, Any]:
+        """The results.json form that checkers.faults reads."""
+        out = {"index": self.index, "time_ms": self.time / 1e6, "f": self.f, "value": self.value}
+        if self.invoke_time is not None:
+            out["invoke_ms"] = self.invoke_time / 1e6
+        return out
 
 
 @dataclass

@@ -54,6 +54,10 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
     if lease_note:
         lease_line += f" — {escape(lease_note)}"
     console.print(f"  {lease_line}")
+    if file_report.get("reason"):
+        console.print(f"  [{style}]{escape(str(file_report['reason']))}[/]")
+    for warning in file_report.get("warnings") or []:
+        console.print(f"  [yellow]warning:[/] {escape(str(warning))}")
 
     summary = file_report.get("summary") or {}
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))

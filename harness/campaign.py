@@ -29,7 +29,8 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, LeaselineError
-from harness.runner import RunConfig, run, validate, write_reports
+from harness.run_dir import JUNIT, RunDir
+from harness.runner import RunConfig, run, validate
 
 EXPECTATIONS = ("valid", "strict-valid", "strict-flagged", "invalid")
 _RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"check", "argv", "results_dir", "seed"}
@@ -42,6 +43,7 @@ class Case:
     repeat: int = 1
     expect: str | None = None
     run_dirs: list[Path] = field(default_factory=list)
+    warnings: dict[Path, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
 
 
@@ -99,7 +101,9 @@ def run_campaign(
     for n, (case, cfg) in enumerate(configs, 1):
         console.rule(f"[bold]{name}[/] run {n}/{len(configs)}: {case.label} (seed {cfg.seed})")
         try:
-            case.run_dirs.append(run(cfg, console).run_dir)
+            outcome = run(cfg, console)
+            case.run_dirs.append(outcome.run_dir)
+            case.warnings[outcome.run_dir] = outcome.warnings
         except LeaselineError as e:
             case.errors.append(str(e))
             console.print(f"[red]run failed: {e}[/]")
@@ -109,24 +113,14 @@ def run_campaign(
 def _check_and_summarise(
     name: str, cases: list[Case], results_dir: Path, spark_master: str, console: Console
 ) -> int:
-    from checkers.job import check_histories
-    from checkers.results import write_run_results
+    from checkers.check_command import check_runs
 
-    by_lease: dict[float, list[Path]] = {}
-    for case in cases:
-        for d in case.run_dirs:
-            lease = json.loads((d / "test.json").read_text())["lease_ms"]
-            by_lease.setdefault(lease, []).append(d)
+    runs = [RunDir(d) for case in cases for d in case.run_dirs]
+    warnings = {d: w for case in cases for d, w in case.warnings.items()}
     reports: dict[Path, dict[str, Any]] = {}
-    for lease, dirs in by_lease.items():
-        console.print(f"checking {len(dirs)} histories in one Spark job (lease {lease:g} ms)")
-        out = check_histories(
-            [d / "history.jsonl" for d in dirs], "jsonl", round(lease * 1e6), spark_master
-        )
-        for d in dirs:
-            reports[d] = out["files"][str(d / "history.jsonl")]
-            write_run_results(d, reports[d])
-            write_reports(d, console)
+    if runs:
+        console.print(f"checking {len(runs)} histories (one Spark job per lease window)")
+        reports = check_runs(runs, spark_master, console, warnings)
 
     summary = [_case_summary(case, reports) for case in cases]
     camp_dir = results_dir / "campaigns" / name / time.strftime("%Y%m%dT%H%M%S")
@@ -134,7 +128,7 @@ def _check_and_summarise(
     (camp_dir / "campaign.json").write_text(json.dumps({"name": name, "cases": summary}, indent=2))
     from checkers.junit import write_campaign_junit
 
-    write_campaign_junit([d for c in cases for d in c.run_dirs], camp_dir / "junit.xml")
+    write_campaign_junit([d for c in cases for d in c.run_dirs], camp_dir / JUNIT)
     _print_table(name, summary, console)
     console.print(f"campaign folder {camp_dir}")
     if any(s["expectation_met"] is False for s in summary):
@@ -159,7 +153,7 @@ def _case_summary(case: Case, reports: dict[Path, dict[str, Any]]) -> dict[str, 
     finite = [d for d in deltas if d is not None]
     lease = case.settings.get("lease_ms")
     if lease is None and case.run_dirs:
-        lease = json.loads((case.run_dirs[0] / "test.json").read_text())["lease_ms"]
+        lease = RunDir(case.run_dirs[0]).read_test().get("lease_ms")
     met = {
         "valid": invalid == 0 and unknown == 0 and not case.errors,
         "strict-valid": strict_flagged == 0 and unknown == 0 and not case.errors,

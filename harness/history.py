@@ -1,4 +1,4 @@
-"""Streams a run's history to history.jsonl as it happens (format: DESIGN.md, "History").
+"""Streams a run's history to its file as it happens (format: ARCHITECTURE.md, "History").
 
 What a client thread pays per record is one short lock: the index is assigned, the time
 read and a Line appended under it, so index order is time order. A flusher thread swaps

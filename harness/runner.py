@@ -1,6 +1,6 @@
-"""`leaseline run`: the lifecycle of DESIGN.md "Data flow of leaseline run".
+"""`leaseline run`: the lifecycle of ARCHITECTURE.md "Data flow".
 
-    cluster up -> wait until really ready -> workers + nemesis write history.jsonl
+    cluster up -> wait until really ready -> workers + nemesis write the history
     -> time limit -> heal everything -> wait ready -> final reads -> node logs
     -> tear down (unless --leave-running) -> checker -> results.json, exit code
 
@@ -33,7 +33,7 @@ from harness.phases import PhaseDriver, check_mix, parse_phases
 from harness.profiles import profile_class
 from harness.profiles.base import Profile
 from harness.progress import live_progress
-from harness.results_store import make_run_dir, render_history_txt, write_json
+from harness.run_dir import RunDir
 from harness.workers import LeaderTracker, ProcessIds, Router, Stats, Worker
 from nemesis import NemesisContext, nemesis_classes
 from nemesis.netns import HELPER_LABEL, NEMESIS_IMAGE
@@ -84,6 +84,7 @@ class RunOutcome:
     history_records: int = 0
     faults: int = 0
     report: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)  # go into results.json and the report
 
 
 def validate(cfg: RunConfig) -> type[Profile]:
@@ -222,10 +223,9 @@ def final_reads(
             reader._drop_client(node)
 
 
-def collect_logs(cluster: Cluster, profile: Profile, run_dir: Path) -> None:
+def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
     for service in profile.services():
-        out = run_dir / "nodes" / service
-        out.mkdir(parents=True, exist_ok=True)
+        out = run_dir.node_dir(service)
         (out / "container.log").write_bytes(cluster.logs(service))
         for path in profile.log_files(service):
             data = cluster.copy_file(service, path)
@@ -241,10 +241,9 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
     test_name = cfg.test_name or f"{cfg.sut}-{cfg.workload}"
     project = cfg.project or f"ll-{cfg.sut}"
 
-    run_dir = make_run_dir(Path(cfg.results_dir), test_name)
+    run_dir = RunDir.create(Path(cfg.results_dir), test_name)
     settings = asdict(cfg)
-    write_json(
-        run_dir / "test.json",
+    run_dir.write_test(
         {
             "name": test_name,
             "sut": cfg.sut,
@@ -269,25 +268,24 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
             "spark_master": settings["spark_master"],
         },
     )
-    console.print(f"[bold]run folder[/] {run_dir}")
+    console.print(f"[bold]run folder[/] {run_dir.path}")
     try:
-        return _lifecycle(cfg, profile_cls, run_dir, project, routing, lease_ms, console)
+        return _lifecycle(cfg, profile_cls, run_dir, project, routing, console)
     except BaseException:
         # CI still gets a junit.xml saying the run produced no verdict.
         with contextlib.suppress(Exception):
             from checkers.junit import write_junit
 
-            write_junit(run_dir)
+            write_junit(run_dir.path)
         raise
 
 
 def _lifecycle(
     cfg: RunConfig,
     profile_cls: type[Profile],
-    run_dir: Path,
+    run_dir: RunDir,
     project: str,
     routing: str,
-    lease_ms: float,
     console: Console,
 ) -> RunOutcome:
     ensure_images(profile_cls, lambda m: console.print(f"[dim]{m}[/]"))
@@ -299,8 +297,8 @@ def _lifecycle(
     )
     generator = workload.new_generator()
     clock = MonotonicClock()
-    history = HistoryWriter(run_dir / "history.jsonl", clock)
-    nem_log = NemesisLog(run_dir / "nemesis.log")
+    history = HistoryWriter(run_dir.history, clock)
+    nem_log = NemesisLog(run_dir.nemesis_log)
     stats, ids = Stats(), ProcessIds()
     tracker = LeaderTracker(profile)
     router = Router(routing, profile, tracker)
@@ -311,6 +309,7 @@ def _lifecycle(
     completed = False
     cleanup_problems: list[str] = []
     history_error: OSError | None = None
+    warnings: list[str] = []
 
     with signals_as_interrupts() as shield:
         try:
@@ -322,7 +321,7 @@ def _lifecycle(
             if why is not None:
                 raise EnvironmentProblem(
                     f"the {cfg.sut} cluster never became ready within {READY_TIMEOUT_S:.0f} s "
-                    f"({why}); its logs are in {run_dir / 'nodes'}."
+                    f"({why}); its logs are in {run_dir.nodes}."
                 )
             tracker.refresh()
             tracker.start()
@@ -374,8 +373,10 @@ def _lifecycle(
             if completed:
                 why = wait_ready(profile, HEALED_READY_TIMEOUT_S, console, "after healing")
                 if why is not None:
+                    warnings.append(f"the cluster was not ready {HEALED_READY_TIMEOUT_S:.0f} s "
+                                    f"after healing ({why}); the final reads ran anyway.")
                     nem_log(f"cluster not ready after healing: {why}")
-                    console.print(f"[yellow]cluster not ready after healing ({why})[/]")
+                    console.print(f"[yellow]warning: {warnings[-1]}[/]")
                 final_reads(profile, cfg, workload, generator, router, tracker, history, ids, stats)
             tracker.stop()
             try:
@@ -383,7 +384,7 @@ def _lifecycle(
             except OSError as e:  # disk full, ...: said below, after the cleanup still due
                 history_error = e
             nem_log.close()
-            render_history_txt(run_dir / "history.jsonl", run_dir / "history.txt")
+            run_dir.render_history_txt()
             with contextlib.suppress(LeaselineError):  # no engine/containers: nothing to collect
                 collect_logs(cluster, profile, run_dir)
             if not cfg.leave_running:
@@ -400,47 +401,27 @@ def _lifecycle(
     if history_error is not None:
         raise EnvironmentProblem(
             f"the history could not be written ({history_error.strerror or history_error}); "
-            f"what was written before that is in {run_dir / 'history.jsonl'}."
+            f"what was written before that is in {run_dir.history}."
         )
     if crashed:
         raise crashed[0]
     if cleanup_problems:
         raise EnvironmentProblem(f"healing the faults failed: {cleanup_problems[0]}")
-    outcome = RunOutcome(run_dir, 0, history_records=history.count, faults=schedule.faults)
+    outcome = RunOutcome(run_dir.path, 0, history_records=history.count,
+                         faults=schedule.faults, warnings=warnings)
     if cfg.check:
-        check(outcome, lease_ms, cfg.spark_master, console)
+        check(outcome, cfg.spark_master, console)
     return outcome
 
 
-def check(outcome: RunOutcome, lease_ms: float, spark_master: str, console: Console) -> None:
-    from checkers.errors import HistoryFormatError
-    from checkers.job import CheckerCrashed, check_histories
-    from checkers.results import write_run_results
+def check(outcome: RunOutcome, spark_master: str, console: Console) -> None:
+    """The checker entry point shared with `check` and `campaign`; the lease is the run's."""
+    from checkers.check_command import check_runs
     from checkers.summary import exit_code, print_summary
 
-    history = outcome.run_dir / "history.jsonl"
-    try:
-        report = check_histories([history], "jsonl", int(round(lease_ms * 1e6)), spark_master)
-    except HistoryFormatError as e:
-        raise LeaselineError(f"the recorded history is malformed: {e}", 255) from None
-    except CheckerCrashed as e:
-        raise LeaselineError(str(e), 255) from None
-    file_report = next(iter(report["files"].values()))
-    write_run_results(outcome.run_dir, file_report)
-    write_reports(outcome.run_dir, console)
+    run = RunDir(outcome.run_dir)
+    file_report = check_runs([run], spark_master, console, {run.path: outcome.warnings})[run.path]
     print_summary(file_report, console)
-    outcome.valid = report["valid"]
+    outcome.valid = file_report["valid"]
     outcome.report = file_report
-    outcome.exit_code = exit_code(report["valid"])
-
-
-def write_reports(run_dir: Path, console: Console) -> None:
-    """junit.xml and report.html. A rendering problem is a warning: the verdict stands."""
-    from checkers.junit import write_junit
-    from checkers.report.render import write_report
-
-    for what, write in (("junit.xml", write_junit), ("report.html", write_report)):
-        try:
-            write(run_dir)
-        except Exception as e:  # noqa: BLE001 - the history and results.json are already safe
-            console.print(f"[yellow]could not write {what}: {e.__class__.__name__}: {e}[/]")
+    outcome.exit_code = exit_code(file_report["valid"])

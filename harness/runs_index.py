@@ -1,13 +1,13 @@
 """The list of runs under a results directory, for the runs browser (`leaseline serve`).
 
-Listing must stay fast with 1,000 runs, so it never opens a history: per run it reads
-test.json and the top-level fields of results.json, and caches that by the mtimes of the
-run folder and of those two files (a finished checker or a new report changes them).
+Listing must stay fast with 1,000 runs, so it never opens a history: per run it reads the
+configuration and the top-level fields of the verdict (harness.run_dir), and caches that by
+the mtimes of the run folder and of those two files (a finished checker or a new report
+changes them).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -15,9 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.run_dir import LATEST, RunDir, sut_label
+
 # Folders under results/ that are not tests.
-NOT_TESTS = {"latest", "screenshots", "campaigns"}
-RUN_MARKERS = ("test.json", "results.json", "history.jsonl")
+NOT_TESTS = {LATEST, "screenshots", "campaigns"}
 RUNNING_GRACE_S = 120  # a history written this recently without results: still running
 
 
@@ -27,7 +28,7 @@ class RunInfo:
     stamp: str
     rel: str  # "<test>/<stamp>", URL path under /runs/
     verdict: str  # valid | invalid | unknown | running | incomplete
-    sut: str = ""
+    sut: str = ""  # with the options that differ from the system's defaults
     workload: str = ""
     nemesis: list[str] = field(default_factory=list)
     started: str = ""
@@ -38,6 +39,7 @@ class RunInfo:
     files: list[str] = field(default_factory=list)  # which of the well-known files exist
     nodes: list[str] = field(default_factory=list)
     problem: str = ""
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,27 +61,19 @@ def _recent(path: Path) -> bool:
         return False
 
 
-def _load(path: Path) -> tuple[Any, str]:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")), ""
-    except FileNotFoundError:
-        return None, ""
-    except (OSError, ValueError) as e:
-        return None, f"{path.name} unreadable: {e.__class__.__name__}"
-
-
 def read_run_info(run_dir: Path, test_name: str) -> RunInfo:
-    test, p1 = _load(run_dir / "test.json")
-    results, p2 = _load(run_dir / "results.json")
-    test = test if isinstance(test, dict) else {}
+    run = RunDir(run_dir)
+    problems: list[str] = []
+    test = run.read_test(problems) if run.test_json.exists() else {}
+    results = run.read_results(problems) if run.results_json.exists() else None
     info = RunInfo(
         test=test_name,
         stamp=run_dir.name,
         rel=f"{test_name}/{run_dir.name}",
         verdict="incomplete",
-        problem="; ".join(p for p in (p1, p2) if p),
+        problem=" ".join(problems),
     )
-    info.sut = str(test.get("sut") or "")
+    info.sut = sut_label(test)
     info.workload = str(test.get("workload") or "")
     nem = test.get("nemesis") or []
     info.nemesis = [str(n) for n in (nem if isinstance(nem, list) else [nem])]
@@ -97,26 +91,14 @@ def read_run_info(run_dir: Path, test_name: str) -> RunInfo:
             if isinstance(s, dict)
             else {}
         )
-    elif _recent(run_dir / "history.jsonl"):
+        info.warnings = [str(w) for w in results.get("warnings") or []]
+        if results.get("reason"):
+            info.warnings.insert(0, str(results["reason"]))
+    elif _recent(run.history):
         info.verdict = "running"
-    with os.scandir(run_dir) as it:
-        names = {e.name for e in it}
-    info.files = sorted(
-        names
-        & {
-            "report.html",
-            "history.jsonl",
-            "history.txt",
-            "results.json",
-            "junit.xml",
-            "nemesis.log",
-            "test.json",
-            "anomalies",
-            "nodes",
-        }
-    )
-    if "nodes" in names and (run_dir / "nodes").is_dir():
-        with os.scandir(run_dir / "nodes") as it:
+    info.files = run.files()
+    if run.nodes.is_dir():
+        with os.scandir(run.nodes) as it:
             info.nodes = sorted(e.name for e in it if e.is_dir())
     return info
 
@@ -154,18 +136,19 @@ class RunsIndex:
         seen: set[str] = set()
         for test_name, run_dir in self.run_dirs():
             key = str(run_dir)
+            run = RunDir(run_dir)
             stamp = (
                 _mtime(run_dir),
-                _mtime(run_dir / "test.json"),
-                _mtime(run_dir / "results.json"),
-                _mtime(run_dir / "nodes"),
+                _mtime(run.test_json),
+                _mtime(run.results_json),
+                _mtime(run.nodes),
             )
             with self._lock:
                 cached = self._cache.get(key)
             if cached is not None and cached[0] == stamp and cached[1].verdict != "running":
                 info = cached[1]
             else:
-                if not any((run_dir / m).exists() for m in RUN_MARKERS):
+                if not run.is_run():
                     continue
                 info = read_run_info(run_dir, test_name)
                 with self._lock:

@@ -26,6 +26,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from harness.errors import EnvironmentProblem
+from harness.run_dir import MARKERS, REPORT, TEXT_FILES
 from harness.runs_index import RunInfo, RunsIndex
 
 TEXT_TYPES = {
@@ -59,20 +60,16 @@ def _options(field: str, label: str, values: set[str]) -> str:
     )
 
 
-FILE_LINKS = (
-    ("history.txt", "history"),
-    ("history.jsonl", "jsonl"),
-    ("results.json", "results"),
-    ("junit.xml", "junit"),
-    ("nemesis.log", "nemesis"),
-)
+# The run folder's text files, labelled by what they are (harness.run_dir.TEXT_FILES).
+FILE_LINKS = tuple(zip(TEXT_FILES, ("history", "jsonl", "results", "junit", "nemesis"),
+                       strict=True))
 
 
 def _links(r: RunInfo) -> str:
     base = "/runs/" + quote(r.rel) + "/"
     links = []
-    if {"report.html", "history.jsonl", "results.json"} & set(r.files):
-        links.append(f'<a href="{base}report.html">report</a>')  # written on demand if missing
+    if set(MARKERS) & set(r.files):  # report.html is written on demand if missing
+        links.append(f'<a href="{base}{REPORT}">report</a>')
     links += [f'<a href="{base}{f}">{label}</a>' for f, label in FILE_LINKS if f in r.files]
     links += [f'<a href="{base}nodes/{quote(n)}/">{_e(n)}</a>' for n in r.nodes]
     links.append(f'<a href="/zip/{quote(r.rel)}" download>zip</a>')
@@ -93,8 +90,11 @@ def _row(r: RunInfo) -> str:
     nem = " ".join(r.nemesis)
     data = f'data-verdict="{_e(r.verdict)}" data-sut="{_e(r.sut)}" '
     data += f'data-workload="{_e(r.workload)}" data-nemesis="{_e(nem)}"'
+    warn = ""
+    if r.warnings:
+        warn = f' <span class="warn" title="{_e(" ".join(r.warnings))}">⚠</span>'
     cells = [
-        f'<span class="badge {r.verdict}">{_e(r.verdict)}</span>',
+        f'<span class="badge {r.verdict}">{_e(r.verdict)}</span>{warn}',
         _e(r.test),
         _e(r.stamp),
         _e(r.sut),
@@ -211,8 +211,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _file(self, rel: str) -> None:
         p = self._inside(rel)
-        if p is None and rel.endswith("/report.html"):
-            run = self._inside(rel[: -len("report.html")])
+        if p is None and rel.endswith(f"/{REPORT}"):
+            run = self._inside(rel[: -len(REPORT)])
             if run is not None and run.is_dir():
                 from checkers.report import write_report
 

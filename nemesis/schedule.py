@@ -6,9 +6,12 @@ gap of one interval. Mode "overlap": every nemesis cycles on its own clock (held
 duration, then healed for one interval), staggered so that faults overlap.
 
 Each start/stop is an "invoke" record then "ok" with what the fault did, or "info" when
-it could not be applied or its effect is unknown. `heal_all` stops whatever is in force
-(recorded too) and then heals every nemesis blindly, so it is safe after a crash and safe
-to call twice. Phases (harness/phases.py) switch faults off and on with `enter_phase`.
+it could not be applied ("applied": false) or its effect is unknown. A fault is one thing
+from start to stop: all four records carry its id in their value ({"fault": 3, ...}), so
+the checker and the report pair them without guessing (checkers.faults). `heal_all` stops
+whatever is in force (recorded too) and then heals every nemesis blindly, so it is safe
+after a crash and safe to call twice. Phases (harness/phases.py) switch faults off and on
+with `enter_phase`.
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ class NemesisSchedule(threading.Thread):
         self._faults_on = threading.Event()  # cleared in a nemesis=off phase
         self._faults_on.set()
         self.faults = 0
+        self._last_id = 0
+        self._ids: dict[int, int] = {}  # id(nemesis) -> the id of its fault in force
 
     @property
     def in_force(self) -> list[Nemesis]:
@@ -85,23 +90,36 @@ class NemesisSchedule(threading.Thread):
     def _held(self, nem: Nemesis) -> float:
         return nem.duration_s if nem.duration_s is not None else self.interval_s
 
+    def _fault_id(self, nem: Nemesis, start: bool) -> int:
+        """A new id for a start; the id of the fault in force for a stop."""
+        if start or id(nem) not in self._ids:
+            self._last_id += 1
+            self._ids[id(nem)] = self._last_id
+        return self._ids[id(nem)]
+
     def _apply(self, nem: Nemesis, start: bool) -> None:
         f = nem.start_f if start else nem.stop_f
         with self._lock:
             if start and not self._faults_on.is_set():
                 return
-            self.history.record(NEMESIS, "invoke", f)
+            fault = {"fault": self._fault_id(nem, start)}
+            self.history.record(NEMESIS, "invoke", f, value=fault)
             try:
                 value: Any = nem.start() if start else nem.stop()
             except FaultNotApplied as e:
-                self.history.record(NEMESIS, "info", f, error=str(e))
+                self.history.record(NEMESIS, "info", f, value={**fault, "applied": False},
+                                    error=str(e))
                 self.log(f"{f} ({nem.name}) not applied: {e}")
                 return
             except Exception as e:  # noqa: BLE001 - a broken fault must not kill the run
-                self.history.record(NEMESIS, "info", f, error=f"{e.__class__.__name__}: {e}")
+                self.history.record(NEMESIS, "info", f, value=fault,
+                                    error=f"{e.__class__.__name__}: {e}")
                 self.log(f"{f} ({nem.name}) failed: {e.__class__.__name__}: {e}")
                 return
-            self.history.record(NEMESIS, "ok", f, value=value)
+            if not start:
+                self._ids.pop(id(nem), None)
+            done = {**value, **fault} if isinstance(value, dict) else {**fault, "result": value}
+            self.history.record(NEMESIS, "ok", f, value=done)
             self.log(f"{f} ({nem.name}): {value}")
             if start:
                 self.faults += 1

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from checkers.results import anomaly_file_name
 from harness.cluster import Cluster
+from harness.run_dir import anomaly_file_name
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent

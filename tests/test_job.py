@@ -12,9 +12,9 @@ from rich.console import Console
 
 from checkers.errors import HistoryFormatError
 from checkers.job import check_histories
-from checkers.results import write_run_results
 from checkers.summary import exit_code, print_summary
 from cli import main
+from harness.run_dir import RunDir
 
 pytestmark = pytest.mark.spark
 
@@ -144,10 +144,11 @@ def test_malformed_line_is_named(tmp_path: Path, spark: Any) -> None:
 def test_results_and_summary_of_a_violation(tmp_path: Path, spark: Any) -> None:
     r = check(stale(tmp_path), 5)
     run = tmp_path / "run"
-    written = json.loads(write_run_results(run, r).read_text())
+    written = json.loads(RunDir(run).write_results(r, ["a warning"]).read_text())
     assert written["valid"] is False and written["keys"]["k"]["status"] == "violation"
     assert set(written) == {"valid", "lease_ms", "ops", "summary", "max_delta_ms", "keys",
-                            "nemesis"}
+                            "nemesis", "warnings"}
+    assert written["warnings"] == ["a warning"]
     graph = json.loads((run / "anomalies" / "k.json").read_text())
     assert graph["nodes"] and graph["graph"]["key"] == "k"
     console = Console(record=True, width=120)
@@ -166,7 +167,7 @@ def cli(*args: str) -> Any:
 
 def test_cli_json_and_lease_from_test_json(tmp_path: Path, spark: Any) -> None:
     path = stale(tmp_path)
-    (tmp_path / "test.json").write_text(json.dumps({"name": "t", "lease_ms": 100}))
+    RunDir(tmp_path).write_test({"name": "t", "lease_ms": 100})
     res = cli(str(path), "--json")
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
@@ -187,6 +188,55 @@ def test_cli_malformed_and_missing_exit_254(tmp_path: Path, spark: Any) -> None:
     assert "Traceback" not in res.output
     res = cli(str(tmp_path / "nope.jsonl"))
     assert res.exit_code == 254 and "no such history file" in res.stderr
+
+
+def test_a_directory_given_as_a_history_says_so(tmp_path: Path, spark: Any) -> None:
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    stale(run.path).rename(run.history)
+    res = cli(str(run.path))
+    assert res.exit_code == 254
+    assert res.stderr.strip() == (f"leaseline: {run.path} is a directory, not a history file; "
+                                  f"its history is {run.history}.")
+
+
+@pytest.mark.parametrize("content", ["", '{"index":0,"time":0,"process":0,"type":"invoke",'
+                                         '"f":"write","key":"k","value":1,"node":"n1"}\n'])
+def test_a_history_that_checked_nothing_is_unknown(tmp_path: Path, spark: Any,
+                                                   content: str) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text(content)
+    res = cli(str(path))
+    assert res.exit_code == 2, res.output  # a CI gate must not pass it
+    said = " ".join(res.stdout.split())  # the sentence may wrap at the terminal's width
+    assert "UNKNOWN" in said and "so nothing was checked" in said
+    doc = json.loads(cli(str(path), "--json").stdout)
+    assert doc["valid"] == "unknown" and "nothing was checked" in doc["files"][str(path)]["reason"]
+
+
+def test_run_and_campaign_check_through_the_same_entry_point(tmp_path: Path,
+                                                             spark: Any) -> None:
+    from checkers.check_command import check_runs
+    from harness.errors import EXIT_BAD_ARGS, BadArguments
+
+    good, empty, bad = (RunDir(tmp_path / n) for n in ("good", "empty", "bad"))
+    for run, lease in ((good, 100), (empty, 100), (bad, 5)):
+        run.path.mkdir()
+        run.write_test({"name": run.path.name, "lease_ms": lease})
+    stale(tmp_path).rename(good.history)
+    empty.history.write_text("")
+    reports = check_runs([good, empty], "local[2]", Console(file=None, quiet=True),
+                         {good.path: ["the cluster was not ready after healing"]})
+    assert reports[good.path]["valid"] is True  # the lease came from the run's test.json
+    written = good.read_results()
+    assert written is not None and written["warnings"] == ["the cluster was not ready after "
+                                                           "healing"]
+    assert good.junit.is_file() and good.report.is_file()
+    assert empty.read_results()["valid"] == "unknown"  # type: ignore[index]
+    bad.history.write_text("not json\n")
+    with pytest.raises(BadArguments) as e:
+        check_runs([good, bad], "local[2]", Console(file=None, quiet=True))
+    assert e.value.exit_code == EXIT_BAD_ARGS and str(bad.history) in str(e.value)
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared Knossos corpus is not on this machine")

@@ -64,7 +64,12 @@ def test_alternates_and_heals_what_is_in_force(tmp_path: Path) -> None:
     assert all(a["type"] == "invoke" and b["type"] == "ok" and a["f"] == b["f"] for a, b in pairs)
     fs = [a["f"] for a, _ in pairs]
     assert fs[:2] == ["start-fake", "stop-fake"] and fs[-1] == "stop-fake"
-    assert pairs[0][1]["value"] == {"nodes": ["n1"]}
+    assert pairs[0][1]["value"] == {"nodes": ["n1"], "fault": 1}
+    # A fault is one thing from start to stop: its four records share one id, a new one each.
+    ids = [[r["value"]["fault"] for r in (*start, *stop)]
+           for start, stop in zip(pairs[::2], pairs[1::2], strict=True)]
+    assert all(len(set(four)) == 1 for four in ids)
+    assert [four[0] for four in ids] == list(range(1, len(ids) + 1))
     assert fault.heals == 2 and fault.active is None and s.in_force_text == "none"
     assert "start-fake" in (tmp_path / "nemesis.log").read_text()
 
@@ -76,4 +81,5 @@ def test_fault_not_applied_is_info(tmp_path: Path) -> None:
     h.close()
     inv, done = records(tmp_path / "h.jsonl")
     assert (inv["type"], done["type"], done["error"]) == ("invoke", "info", "no leader")
+    assert inv["value"] == {"fault": 1} and done["value"] == {"fault": 1, "applied": False}
     assert s.faults == 0

@@ -114,14 +114,14 @@ def test_nemesis_periods_pair_start_and_stop() -> None:
         {"index": 4, "time": 6_000_000, "type": "info", "f": "stop-partition"},
         {"index": 5, "time": 7_000_000, "type": "info", "f": "resume"},
     ]
-    ivs = nemesis_intervals(ev, 10.0)
+    ivs = nemesis_intervals(ev)
     assert [(iv.name, iv.start_ms, iv.end_ms) for iv in ivs] == [
         ("partition", 1.0, 6.0),  # from the start's invocation to the stop's completion
         ("pause", 3.0, 7.0),
     ]
     assert ivs[0].value == "n1|n2,n3"
     # results.json's one-record-per-event form
-    ivs = nemesis_intervals([{"time_ms": 4.0, "f": "kill"}, {"time_ms": 8.5, "f": "restart"}], 10.0)
+    ivs = nemesis_intervals([{"time_ms": 4.0, "f": "kill"}, {"time_ms": 8.5, "f": "restart"}])
     assert [(iv.name, iv.start_ms, iv.end_ms) for iv in ivs] == [("kill", 4.0, 8.5)]
 
 

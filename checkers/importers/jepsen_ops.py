@@ -47,12 +47,16 @@ def build(
     pending: dict[int | str, Record] = {}
     ops: list[Operation] = []
     nemesis: list[NemesisEvent] = []
+    nemesis_invoked: dict[str, int] = {}  # f -> time of its pending invocation
     for rec in records:
         if rec.type not in TYPES:
             raise HistoryFormatError(path, rec.line, f"unknown type :{rec.type}")
         if rec.process == "nemesis":
-            if rec.type != "invoke":  # the completion says what the fault did
-                nemesis.append(NemesisEvent(rec.index, rec.time, rec.f, rec.value))
+            if rec.type == "invoke":
+                nemesis_invoked[rec.f] = rec.time
+            else:  # the completion says what the fault did, its invocation when it began
+                nemesis.append(NemesisEvent(rec.index, rec.time, rec.f, rec.value,
+                                            nemesis_invoked.pop(rec.f, None)))
             continue
         if rec.type == "invoke":
             if rec.process in pending:

@@ -1,4 +1,4 @@
-"""Leaseline's own history format (history.jsonl, DESIGN.md "History") -> KeyHistory.
+"""Leaseline's own history format (ARCHITECTURE.md, "History") -> KeyHistory.
 
 Two readers share ONE set of rules, so a small file checked in-process and a huge one
 checked by Spark get the same operations and the same error messages:
@@ -316,14 +316,19 @@ def pair_key(
 
 def nemesis_events(records: list[dict[str, Any]]) -> list[NemesisEvent]:
     """A file's nemesis records -> events. An invocation answered by a completion is folded
-    into it (the completion says what the fault did); an unanswered one is kept."""
+    into it (the completion says what the fault did, the invocation when it began: a fault
+    is in force from then, checkers.faults); an unanswered one is kept."""
     recs = sorted(records, key=lambda r: r["index"])
     events: list[NemesisEvent] = []
     for i, r in enumerate(recs):
         answered = r["type"] == "invoke" and i + 1 < len(recs) and recs[i + 1]["type"] != "invoke"
-        if not answered:
-            events.append(NemesisEvent(int(r["index"]), int(r["time"]), str(r["f"]),
-                                       r["value"]))
+        if answered:
+            continue
+        invoked = recs[i - 1] if i > 0 and r["type"] != "invoke" else None
+        invoke_time = (int(invoked["time"]) if invoked is not None and invoked["type"] == "invoke"
+                       and invoked["f"] == r["f"] else None)
+        events.append(NemesisEvent(int(r["index"]), int(r["time"]), str(r["f"]), r["value"],
+                                   invoke_time))
     return events
 
 

@@ -25,8 +25,8 @@ from checkers.report.rundata import (
     anomalies,
     nemesis_intervals,
     read_history,
-    read_json,
 )
+from harness.run_dir import TEST, TEXT_FILES, RunDir, sut_label
 
 STATUS_ORDER = {"violation": 0, "unknown": 1, "lease-bounded": 2, "linearizable": 3}
 MAX_KEY_ROWS = 2000  # the key table is a scroll box; beyond this the page says how many more
@@ -102,7 +102,7 @@ def _data_blob(
         "endMs": 0,
     }
     if h is None:
-        ivs = nemesis_intervals(list(res.get("nemesis") or []), 0.0)
+        ivs = nemesis_intervals(list(res.get("nemesis") or []))
     else:
         ops = h.ops
         lane, labels = _lanes(h, test.get("concurrency"))
@@ -207,7 +207,7 @@ def _config_html(test: dict[str, Any]) -> str:
         for k, v in test.items()
     )
     return (
-        '<section class="card"><details><summary>Configuration (test.json)</summary>'
+        f'<section class="card"><details><summary>Configuration ({TEST})</summary>'
         f'<dl class="config">{rows}</dl></details></section>'
     )
 
@@ -339,44 +339,46 @@ def _nemesis_html(h: History | None) -> str:
     )
 
 
-def _read_history(run_dir: Path, problems: list[str]) -> tuple[History | None, str]:
-    hpath = run_dir / "history.jsonl"
+def _read_history(run: RunDir, problems: list[str]) -> tuple[History | None, str]:
+    hpath = run.history
     if not hpath.is_file():
-        return None, "history.jsonl is missing from the run folder."
+        return None, f"{hpath.name} is missing from the run folder."
     try:
         h = read_history(hpath)
     except OSError as e:
-        return None, f"history.jsonl could not be read ({e})."
+        return None, f"{hpath.name} could not be read ({e})."
     problems.extend(h.problems)
     return h, ""
 
 
 def render_report(run_dir: Path) -> str:
-    run_dir = Path(run_dir)
+    run = RunDir(Path(run_dir))
     problems: list[str] = []
-    test = read_json(run_dir / "test.json", problems) or {}
-    if not isinstance(test, dict):
-        problems.append("test.json is not a JSON object.")
-        test = {}
-    results = read_json(run_dir / "results.json", problems)
-    if results is not None and not isinstance(results, dict):
-        problems.append("results.json is not a JSON object.")
-        results = None
-    h, history_problem = _read_history(run_dir, problems)
+    test: dict[str, Any] = dict(run.read_test(problems))
+    results: dict[str, Any] | None = run.read_results(problems)  # type: ignore[assignment]
+    h, history_problem = _read_history(run, problems)
     if history_problem:
         problems.append(history_problem)
-    found = anomalies(results, run_dir, problems)
+    found = anomalies(results, run.path, problems)
     blob = _data_blob(h, test, results, found, history_problem)
-    name = test.get("name") or run_dir.parent.name
+    name = test.get("name") or run.path.parent.name
     nemesis = "+".join(str(n) for n in test.get("nemesis") or []) or None
-    sub_parts = (test.get("sut"), test.get("workload"), nemesis, test.get("started"), run_dir.name)
-    files = ("history.txt", "history.jsonl", "results.json", "junit.xml", "nemesis.log")
+    sub_parts = (sut_label(test), test.get("workload"), nemesis, test.get("started"),
+                 run.path.name)
     problems_html = ""
     if problems:
         items = "".join(f"<li>{_e(p)}</li>" for p in problems)
         problems_html = (
             "<section class='card problems' id='problems'>"
             f"<b>Missing or damaged pieces</b><ul>{items}</ul></section>"
+        )
+    notes = [str((results or {}).get("reason") or "")] if (results or {}).get("reason") else []
+    notes += [str(w) for w in (results or {}).get("warnings") or []]
+    if notes:
+        items = "".join(f"<li>{_e(w)}</li>" for w in notes)
+        problems_html += (
+            "<section class='card problems' id='warnings'>"
+            f"<b>Warnings</b><ul>{items}</ul></section>"
         )
     key_select = ""
     if h is not None and len(h.ops.keys) > 1:
@@ -388,7 +390,7 @@ def render_report(run_dir: Path) -> str:
     return Template(_asset("report.html")).substitute(
         name=_e(name),
         sub=" · ".join(_e(x) for x in sub_parts if x),
-        links="".join(f'<a href="{f}">{f}</a>' for f in files if (run_dir / f).exists()),
+        links="".join(f'<a href="{f}">{f}</a>' for f in TEXT_FILES if (run.path / f).exists()),
         summary=_summary_html(test, results, h),
         problems=problems_html,
         key_select=key_select,
@@ -405,9 +407,9 @@ def render_report(run_dir: Path) -> str:
 
 def write_report(run_dir: Path) -> Path:
     """Write run_dir/report.html (safe on any run folder: missing pieces are listed on the page)."""
-    run_dir = Path(run_dir)
-    out = run_dir / "report.html"
-    tmp = run_dir / ".report.html.tmp"
-    tmp.write_text(render_report(run_dir), encoding="utf-8")
+    run = RunDir(Path(run_dir))
+    out = run.report
+    tmp = run.path / f".{out.name}.tmp"
+    tmp.write_text(render_report(run.path), encoding="utf-8")
     tmp.replace(out)  # readers (the runs browser) never see a half-written page
     return out

@@ -18,37 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from checkers.faults import FaultPeriod, fault_periods
+from harness.run_dir import ANOMALIES, read_json
+
 NEMESIS = "nemesis"
 F_CODES = {"read": 0, "write": 1, "cas": 2}
 F_NAMES = ["read", "write", "cas", "other"]
 TYPE_NAMES = ["ok", "fail", "info", "open"]  # open: invoked, never completed (history cut)
 TYPE_CODES = {n: i for i, n in enumerate(TYPE_NAMES)}
 
-# Nemesis ops that end a fault started by another op (DESIGN.md: every fault is a pair).
-_STOP_OF = {"restart": "kill", "resume": "pause", "heal": "start-partition"}
-
-
-def read_json(path: Path, problems: list[str]) -> Any:
-    """The parsed file, or None with a sentence in `problems` when missing or unreadable."""
-    if not path.is_file():
-        problems.append(f"{path.name} is missing from the run folder.")
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        problems.append(f"{path.name} could not be read ({e.__class__.__name__}: {e}).")
-        return None
-
-
-@dataclass
-class NemesisInterval:
-    """A fault in force from `start_ms` to `end_ms` (None: never stopped before the end)."""
-
-    name: str
-    start_ms: float
-    end_ms: float | None
-    start_index: int
-    value: Any = None
 
 
 @dataclass
@@ -101,7 +79,7 @@ class Ops:
 class History:
     ops: Ops
     nemesis_events: list[dict[str, Any]]  # raw nemesis records (invoke and completion)
-    intervals: list[NemesisInterval]
+    intervals: list[FaultPeriod]
     end_ms: float
     lines: int
     malformed: int = 0
@@ -141,7 +119,7 @@ def _dump(value: Any) -> str:
 
 
 def read_history(path: Path) -> History:
-    """Stream history.jsonl into columns; malformed lines are counted, not fatal."""
+    """Stream a history into columns; malformed lines are counted, not fatal."""
     cols = _Columns()
     keys: dict[str, int] = {}
     nodes: dict[str, int] = {}
@@ -248,61 +226,16 @@ def read_history(path: Path) -> History:
     end_ms = last_time / 1e6
     problems = []
     if malformed:
-        problems.append(f"{malformed} malformed line(s) of history.jsonl were skipped.")
+        problems.append(f"{malformed} malformed line(s) of {path.name} were skipped.")
     return History(
-        ops, nemesis, nemesis_intervals(nemesis, end_ms), end_ms, lines, malformed, problems
+        ops, nemesis, nemesis_intervals(nemesis), end_ms, lines, malformed, problems
     )
 
 
-def _fault_of(f: str) -> tuple[str, bool] | None:
-    """(fault name, is_start) for a start/stop nemesis op; None for a one-off event."""
-    if f.startswith("start-"):
-        return f[len("start-") :], True
-    if f.startswith("stop-"):
-        return f[len("stop-") :], False
-    if f in _STOP_OF:
-        return _STOP_OF[f].removeprefix("start-"), False
-    if f in ("kill", "pause"):
-        return f, True
-    return None
-
-
-def nemesis_intervals(events: list[dict[str, Any]], end_ms: float) -> list[NemesisInterval]:
-    """Pair start/stop nemesis ops into the periods a fault was in force.
-
-    A fault counts as in force from its start's invocation (it may bite at once) to its
-    stop's completion (it may bite until healed); a start without a stop lasts to the end.
-    `events` may be raw history records or results.json's {"index","time_ms","f","value"}.
-    """
-    open_: dict[str, NemesisInterval] = {}
-    done: list[NemesisInterval] = []
-    for ev in sorted(events, key=lambda e: _event_ms(e)):
-        kind = _fault_of(str(ev.get("f", "")))
-        if kind is None:
-            continue
-        name, is_start = kind
-        t = _event_ms(ev)
-        typ = ev.get("type")  # None for results.json's one-record-per-event form
-        if is_start:
-            if typ in (None, "invoke"):
-                if name not in open_:
-                    open_[name] = NemesisInterval(
-                        name, t, None, int(ev.get("index", -1)), ev.get("value")
-                    )
-            elif name in open_ and ev.get("value") is not None:
-                open_[name].value = ev.get("value")  # the completion says what the fault did
-        elif typ != "invoke" and name in open_:
-            iv = open_.pop(name)
-            iv.end_ms = t
-            done.append(iv)
-    done.extend(open_.values())
-    return sorted(done, key=lambda iv: iv.start_ms)
-
-
-def _event_ms(ev: dict[str, Any]) -> float:
-    if "time_ms" in ev:
-        return float(ev["time_ms"])
-    return int(ev.get("time", 0)) / 1e6
+def nemesis_intervals(events: list[dict[str, Any]]) -> list[FaultPeriod]:
+    """The periods the report and inspect draw: checkers.faults' periods, one-off events
+    (no known end) left out."""
+    return [p for p in fault_periods(events) if not p.instant]
 
 
 @dataclass
@@ -334,7 +267,7 @@ def anomalies(results: dict[str, Any] | None, run_dir: Path, problems: list[str]
             ops=list(ce.get("ops") or []),
             nemesis=list(ce.get("nemesis") or []),
         )
-    adir = run_dir / "anomalies"
+    adir = run_dir / ANOMALIES
     if adir.is_dir():
         for path in sorted(adir.glob("*.json")):
             data = read_json(path, problems)

@@ -20,6 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.run_dir import RunDir
+
 FIELD_ORDER = ("index", "time", "process", "type", "f", "key", "value", "node", "error")
 
 
@@ -182,7 +184,8 @@ def make_sample_run(
                 stale_target = (rec, old[-2], old[-1], key)
                 rec["value"] = old[-2][1] or None
 
-    with open(run_dir / "history.jsonl", "w", encoding="utf-8") as fh:
+    run = RunDir(run_dir)
+    with open(run.history, "w", encoding="utf-8") as fh:
         for _, _, rec in events:
             # Field order as harness.history.HistoryWriter writes it.
             out = {k: rec[k] for k in FIELD_ORDER if k in rec}
@@ -241,14 +244,7 @@ def make_sample_run(
         "keys": key_results,
         "nemesis": nemesis_json,
     }
-    (run_dir / "results.json").write_text(json.dumps(results, indent=1))
-    anomalies = run_dir / "anomalies"
-    for k, kr in key_results.items():
-        if kr["status"] == "violation":
-            anomalies.mkdir(exist_ok=True)
-            (anomalies / f"{k}.json").write_text(
-                json.dumps(kr["counterexample"]["graph"], indent=1)
-            )
+    run.write_results(results)
     test = {
         "name": name,
         "sut": sut,
@@ -266,13 +262,12 @@ def make_sample_run(
         "argv": ["leaseline", "run", "--sut", sut],
         "nodes": nodes,
     }
-    (run_dir / "test.json").write_text(json.dumps(test, indent=1))
-    (run_dir / "nemesis.log").write_text(
+    run.write_test(test)  # type: ignore[arg-type]
+    run.nemesis_log.write_text(
         "".join(f"{e['time_ms']:.3f} {e['f']} {json.dumps(e['value'])}\n" for e in nemesis_json)
     )
     for n in nodes:
-        (run_dir / "nodes" / n).mkdir(parents=True, exist_ok=True)
-        (run_dir / "nodes" / n / "server.log").write_text(f"{n}: started\n{n}: became follower\n")
+        (run.node_dir(n) / "server.log").write_text(f"{n}: started\n{n}: became follower\n")
     return run_dir
 
 
