@@ -1,8 +1,9 @@
 """One docker-compose project: bring a profile's services up and down, and reach its containers.
 
 Compose (Debian's v1.29) owns creation and teardown; everything that has to be fast or
-precise afterwards (kill, start, IPs, logs) goes through the Docker SDK on the containers
-compose labelled with the project and service name.
+precise afterwards (kill, start, pause, thaw, IPs, logs) goes through the Docker SDK on the
+containers compose labelled with the project and service name. Nemeses act on containers
+only through this class (and nemesis/netns.py for helpers in their namespaces).
 """
 
 from __future__ import annotations
@@ -115,10 +116,36 @@ class Cluster:
                 return str(net["IPAddress"])
         return ""
 
-    def is_running(self, service: str) -> bool:
+    def status(self, service: str) -> str:
+        """Docker's word for the container now: running, paused, exited, created, dead."""
         c = self.container(service)
         c.reload()
-        return c.status == "running"
+        return str(c.status)
+
+    def is_running(self, service: str) -> bool:
+        return self.status(service) == "running"
+
+    def pause(self, service: str) -> bool:
+        """Freezes a running service (the cgroup freezer); False if it was not running."""
+        c = self.container(service)
+        c.reload()
+        if c.status != "running":
+            return False
+        c.pause()
+        return True
+
+    def thaw(self, service: str) -> bool:
+        """Thaws a paused service; False if it was not paused (healing twice is fine)."""
+        c = self.container(service)
+        c.reload()
+        if c.status != "paused":
+            return False
+        try:
+            c.unpause()
+        except (APIError, NotFound) as e:
+            if "is not paused" not in str(e):
+                raise EnvironmentProblem(f"could not thaw {service}: {e}") from None
+        return True
 
     def kill(self, service: str) -> None:
         c = self.container(service)

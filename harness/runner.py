@@ -36,7 +36,7 @@ from harness.progress import live_progress
 from harness.run_dir import RunDir
 from harness.workers import LeaderTracker, ProcessIds, Router, Stats, Worker
 from nemesis import NemesisContext, nemesis_classes
-from nemesis.netns import HELPER_LABEL, NEMESIS_IMAGE
+from nemesis.netns import NEMESIS_IMAGE, remove_helpers
 from nemesis.schedule import NemesisLog, NemesisSchedule
 from workloads import WorkloadOptions, workload_class
 
@@ -176,14 +176,6 @@ def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
         if tag not in ctxs:
             raise EnvironmentProblem(f"no docker/ folder builds {tag}.")
         images.build_image(tag, ctxs[tag], log)
-
-
-def remove_helpers(project: str) -> None:
-    """Fault helper containers of this project left by a killed harness."""
-    from harness.docker_client import client
-
-    for c in client().containers.list(all=True, filters={"label": f"{HELPER_LABEL}={project}"}):
-        c.remove(force=True)
 
 
 def final_reads(

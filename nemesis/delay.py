@@ -19,27 +19,22 @@ two delays overlapping on one node (--nemesis-mode overlap) neither clobber nor 
 
 from __future__ import annotations
 
-import time
 import zlib
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from docker.errors import DockerException, ImageNotFound, NotFound
-from docker.models.containers import Container
-
-from harness.docker_client import client
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.profiles.base import Profile
 from nemesis.base import FaultNotApplied, Nemesis
 from nemesis.netns import (
-    HELPER_LABEL,
-    NEMESIS_IMAGE,
+    Helper,
     heal_chain,
+    helpers,
     in_parallel,
     queue_script,
+    run_offline,
     start_in_netns,
-    tar_of,
 )
 from nemesis.spec import TARGETS, NemesisSpec
 from nemesis.targets import pick_nodes
@@ -62,22 +57,15 @@ NO_NFQUEUE = (
 def _probe() -> str | None:
     """Why NFQUEUE cannot be used here, or None if it can; binds a queue in a throwaway,
     network-less helper. Raises (uncached) while the image or the engine is missing."""
-    helper = client().containers.create(
-        NEMESIS_IMAGE,
+    code, out = run_offline(
         ["sh", "-ec", f"iptables -w -A OUTPUT -j NFQUEUE --queue-num {QUEUE} --queue-bypass\n"
                       f"exec python3 {HANDLER} --probe {QUEUE}"],
-        network_mode="none", cap_add=["NET_ADMIN"],
+        {HANDLER: HANDLER_SOURCE.read_bytes()},
     )
-    try:
-        _copy_handler(helper)
-        helper.start()
-        status = helper.wait(timeout=60)
-        if status.get("StatusCode") == 0:
-            return None
-        err = helper.logs().decode(errors="replace").strip()
-        return err.splitlines()[-1].rstrip(".") if err else f"exit {status.get('StatusCode')}"
-    finally:
-        helper.remove(force=True)
+    if code == 0:
+        return None
+    err = out.strip()
+    return err.splitlines()[-1].rstrip(".") if err else f"exit {code}"
 
 
 def nfqueue_missing() -> str | None:
@@ -85,12 +73,8 @@ def nfqueue_missing() -> str | None:
     start() then reports the failure as an info record)."""
     try:
         return _probe()
-    except (ImageNotFound, DockerException, EnvironmentProblem):
+    except EnvironmentProblem:  # no engine or no image yet
         return None
-
-
-def _copy_handler(helper: Container) -> None:
-    helper.put_archive("/", tar_of({HANDLER: HANDLER_SOURCE.read_bytes()}))
 
 
 def links(node: str, peers: list[str], targets: list[str], direction: str) -> dict[str, list[str]]:
@@ -146,7 +130,7 @@ class Delay(Nemesis):
                 for n in targets}
         seed = self.rng.randrange(2**32)
 
-        def apply(node: str) -> Container:
+        def apply(node: str) -> Helper:
             rules = queue_script([ips[p] for p in plan[node]["in"]],
                                  [ips[p] for p in plan[node]["out"]], self.queue, self.chain)
             argv = ["sh", "-ec", f"{rules}\nexec python3 {HANDLER} {self.queue} {ms:g} {jitter:g} "
@@ -158,7 +142,7 @@ class Delay(Nemesis):
 
         try:
             in_parallel(apply, targets)
-        except (FaultNotApplied, EnvironmentProblem, DockerException) as e:
+        except (FaultNotApplied, EnvironmentProblem) as e:
             self._heal(targets)  # the nodes where it did start must not keep half a fault
             raise FaultNotApplied(str(e)) from None
         self.active = {"nodes": targets, "delay_ms": ms, "jitter_ms": jitter, "dir": direction,
@@ -183,32 +167,14 @@ class Delay(Nemesis):
         """Rules first (no packet is queued any more), then the handlers, which accept every
         packet they still hold when stopped."""
         heal_chain(self.ctx.cluster, nodes, self.chain)
-        handlers = client().containers.list(all=True, filters={
-            "label": [f"{HELPER_LABEL}={self.ctx.cluster.project}", HANDLER_LABEL]})
-        mine = {f"{self.id}:{n}" for n in nodes}
-        in_parallel(_remove, [h.id for h in handlers if h.labels.get(HANDLER_LABEL) in mine])
+        handlers = helpers(self.ctx.cluster.project, HANDLER_LABEL)
+        mine = [f"{self.id}:{n}" for n in nodes if f"{self.id}:{n}" in handlers]
+        # Stopped with SIGTERM, a handler accepts what it holds; gone already is fine.
+        in_parallel(lambda label: handlers[label].remove(stop_timeout=2), mine)
 
 
-def _remove(container_id: str) -> None:
-    try:
-        helper = client().containers.get(container_id)
-        helper.stop(timeout=2)
-        helper.remove(force=True)
-    except NotFound:
-        pass  # already gone: healing twice is fine
-
-
-def wait_bound(helper: Container, node: str) -> None:
+def wait_bound(helper: Helper, node: str) -> None:
     """Until the handler says it holds the queue; a handler that exits says why."""
-    deadline = time.monotonic() + BOUND_TIMEOUT_S
-    while time.monotonic() < deadline:
-        helper.reload()
-        out = helper.logs().decode(errors="replace").strip()
-        if "bound queue" in out:
-            return
-        if helper.status in ("exited", "dead"):
-            why = out.splitlines()[-1] if out else f"exit {helper.attrs['State']['ExitCode']}"
-            raise FaultNotApplied(f"the delay handler in {node} stopped: {why}")
-        time.sleep(0.1)
-    raise FaultNotApplied(f"the delay handler in {node} did not start within "
-                          f"{BOUND_TIMEOUT_S:g} s")
+    why = helper.wait_for("bound queue", BOUND_TIMEOUT_S, poll_s=0.1)
+    if why is not None:
+        raise FaultNotApplied(f"the delay handler in {node} {why}")

@@ -44,9 +44,7 @@ class Kill(Nemesis):
 
     def heal(self) -> None:
         for node in self.ctx.profile.nodes:
-            c = self.ctx.cluster.container(node)
-            c.reload()
-            if c.status in ("exited", "created", "dead"):
-                c.start()
+            if self.ctx.cluster.status(node) in ("exited", "created", "dead"):
+                self.ctx.cluster.start(node)
                 self.ctx.log(f"healed: started {node}")
         self.active = None

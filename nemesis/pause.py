@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from docker.errors import APIError, NotFound
-
 from nemesis.base import Nemesis
 from nemesis.spec import TARGETS
 from nemesis.targets import pick_nodes
@@ -30,13 +28,7 @@ class Pause(Nemesis):
         if self.active:
             return self.active
         nodes = pick_nodes(self.target or "leader", self.ctx.profile, self.rng)
-        paused = []
-        for node in nodes:
-            c = self.ctx.cluster.container(node)
-            c.reload()
-            if c.status == "running":
-                c.pause()
-                paused.append(node)
+        paused = [node for node in nodes if self.ctx.cluster.pause(node)]
         self.active = {"nodes": paused}
         self.ctx.log(f"paused {', '.join(paused) or 'nothing (not running)'}")
         return self.active
@@ -44,26 +36,14 @@ class Pause(Nemesis):
     def stop(self) -> Any:
         nodes = list(self.active["nodes"]) if self.active else []
         for node in nodes:
-            self._thaw(node)
+            self.ctx.cluster.thaw(node)
             self.ctx.log(f"resumed {node}")
         self.active = None
         return {"nodes": nodes}
 
-    def _thaw(self, service: str) -> bool:
-        c = self.ctx.cluster.container(service)
-        c.reload()
-        if c.status != "paused":
-            return False
-        try:
-            c.unpause()
-        except (APIError, NotFound) as e:
-            if "is not paused" not in str(e):
-                raise
-        return True
-
     def heal(self) -> None:
         for service in self.ctx.profile.services():
-            if self._thaw(service):
+            if self.ctx.cluster.thaw(service):
                 self.ctx.log(f"healed: resumed {service}")
         self.active = None
 

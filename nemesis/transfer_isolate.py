@@ -8,52 +8,37 @@ the hand-over, it keeps serving the state of that moment while the new leader ta
 writes: exactly what a missing invalidation breaks. A correct build stops its lease at the
 hand-over and serves nothing stale.
 
-The hand-over and the cut run in ONE helper container in the leader's network namespace
-(starting a helper takes 0.5 s or more, longer than the lease), so the cut follows the
-transfer within milliseconds. Clients still reach the node (the rules match only peers).
-`stop` heals the cut; the hold time is `d=` (default: the schedule's interval).
+Works with any profile that offers transfer (Profile.transfer_leader). Starting a helper
+takes 0.5 s or more, longer than the lease, so the cut is armed in the leader's network
+namespace before the hand-over and hooked as soon as the profile says it is done
+(nemesis.netns.armed_cut): the cut follows the transfer within milliseconds. Clients still
+reach the node (the rules match only peers). `stop` heals the cut; the hold time is `d=`
+(default: the schedule's interval).
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from harness.errors import BadArguments, EnvironmentProblem
+from harness.errors import LeaselineError
 from harness.profiles.base import Profile
-from harness.profiles.leasekv import PORTS, LeaseKV
 from nemesis.base import FaultNotApplied
 from nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
-from nemesis.netns import CHAIN, drop_script, run_in_netns
+from nemesis.netns import CHAIN, armed_cut
 from nemesis.spec import NemesisSpec
-
-# dash has no /dev/tcp; bash (in the helper image) speaks just enough HTTP for the admin call.
-TRANSFER = (
-    "bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}; "
-    'printf "POST /transfer HTTP/1.0\\r\\nContent-Length: 0\\r\\n\\r\\n" >&3; '
-    # Read the whole reply (the admin server answers HTTP/1.0 and closes), status line first.
-    "IFS= read -r status <&3; rest=$(cat <&3); "
-    'case "$status" in *" 200 "*) ;; '
-    '*) echo "the leader refused to transfer: $status $(printf %s "$rest" | tail -n 1)" >&2; '
-    "exit 1;; esac'"
-)
-NEW_LEADER_WAIT_S = 1.0
+from nemesis.transfer_leader import require_transfer
 
 
 class TransferIsolate(GrudgePartition):
     name = "transfer-isolate"
     start_f = "start-transfer-isolate"
     stop_f = "stop-transfer-isolate"
-    fault_kind = "transfer-leader"
+    fault_kind = "partition"  # and transfer, which check() asks for
     chain = f"{CHAIN}-TI"  # its own chain: it may overlap a partition fault
 
     @classmethod
     def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
-        if not issubclass(profile, LeaseKV):
-            raise BadArguments(
-                f"nemesis transfer-isolate needs leasekv's admin /transfer endpoint, which "
-                f"{profile.name} does not have (use transfer-leader or partition-leader)."
-            )
+        require_transfer(cls.name, profile)
         super().check(profile, spec)
 
     def start(self) -> Any:
@@ -63,23 +48,13 @@ class TransferIsolate(GrudgePartition):
         old = leader_or_fail(profile)
         peers = [p for p in profile.peers(old) if cluster.is_running(p)]
         grudge = isolate(old, peers)
-        script = "\n".join([TRANSFER.format(port=PORTS["admin"]),
-                            drop_script([cluster.ip(p) for p in peers], self.chain)])
         try:
-            run_in_netns(cluster, old, script)
-        except EnvironmentProblem as e:
+            with armed_cut(cluster, old, [cluster.ip(p) for p in peers], self.chain) as cut:
+                new = profile.transfer_leader()
+                cut()
+        except LeaselineError as e:  # a refused hand-over, or a helper that failed
             raise FaultNotApplied(str(e)) from None
-        new = self._new_leader(old)
         self.active = {"nodes": [old], "from": old, "to": new, "grudge": view(grudge)}
         self.ctx.log(f"{self.name}: {old} handed leadership to {new} and was cut off its peers")
         return self.active
 
-    def _new_leader(self, old: str) -> str | None:
-        """Who leads after the hand-over (for the record); None if not known within 1 s."""
-        deadline = time.monotonic() + NEW_LEADER_WAIT_S
-        while time.monotonic() < deadline:
-            leader = self.ctx.profile.leader()
-            if leader not in (None, old):
-                return leader
-            time.sleep(0.05)
-        return None

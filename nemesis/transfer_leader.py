@@ -1,6 +1,7 @@
 """transfer-leader: ask the leader to hand leadership to a caught-up follower.
 
-Only for profiles with a `transfer_leader()` (leasekv's /transfer admin call). The
+For any profile that offers transfer ("transfer-leader" in its fault_kinds, and its
+`transfer_leader()`: leasekv's /transfer admin call, or a system's own command). The
 interval between start and stop is the window in which a deposed leader that kept its
 lease (bug=keep-lease-on-step-down) answers stale reads; the stop changes nothing.
 """
@@ -15,6 +16,14 @@ from nemesis.base import FaultNotApplied, Nemesis
 from nemesis.spec import NemesisSpec
 
 
+def require_transfer(nemesis: str, profile: type[Profile]) -> None:
+    if "transfer-leader" not in profile.fault_kinds:
+        raise BadArguments(
+            f"nemesis {nemesis} needs a system that hands over leadership on request, and "
+            f"{profile.name} cannot (use kill-leader or partition-leader instead)."
+        )
+
+
 class TransferLeader(Nemesis):
     name = "transfer-leader"
     start_f = "start-transfer"
@@ -23,11 +32,7 @@ class TransferLeader(Nemesis):
 
     @classmethod
     def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
-        if not callable(getattr(profile, "transfer_leader", None)):
-            raise BadArguments(
-                f"nemesis transfer-leader needs a system that hands over leadership on request, "
-                f"and {profile.name} cannot (use kill-leader or partition-leader instead)."
-            )
+        require_transfer(cls.name, profile)
         super().check(profile, spec)
 
     def start(self) -> Any:
@@ -37,7 +42,7 @@ class TransferLeader(Nemesis):
         if old is None:
             raise FaultNotApplied("no leader to transfer from")
         try:
-            new = self.ctx.profile.transfer_leader()  # type: ignore[attr-defined]
+            new = self.ctx.profile.transfer_leader()
         except LeaselineError as e:
             raise FaultNotApplied(str(e)) from None
         self.active = {"nodes": [old, new], "from": old, "to": new}

@@ -1,77 +1,116 @@
-"""transfer-isolate's admin call (bash /dev/tcp) against a loopback HTTP server, and its check."""
+"""transfer-isolate works with any profile that offers transfer; its armed cut hooks the
+rules only when told, and a refused hand-over leaves no cut behind (no Docker: the real
+fault runs in tests/test_nemesis_catalogue.py)."""
 
 from __future__ import annotations
 
-import json
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.errors import BadArguments
+from harness.errors import BadArguments, EnvironmentProblem
 from harness.profiles import PROFILES
+from harness.profiles.redis_sentinel import RedisSentinel
+from nemesis import transfer_isolate
+from nemesis.base import FaultNotApplied, NemesisContext
+from nemesis.netns import armed_cut_script
 from nemesis.spec import parse_spec
-from nemesis.transfer_isolate import TRANSFER, TransferIsolate
+from nemesis.transfer_isolate import TransferIsolate
 
 
-def _server(code: int, seen: list[str]) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
-            seen.append(self.path)
-            body = json.dumps({"error": "the target is not caught up"} if code != 200
-                              else {"ok": True}).encode()
-            self.send_response(code)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+class TransferringSentinel(RedisSentinel):
+    """Another system that says it can hand leadership over (e.g. by a command)."""
 
-        def log_message(self, *_args: object) -> None:
-            pass
-
-    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    name = "transferring"
+    fault_kinds = RedisSentinel.fault_kinds | {"transfer-leader"}
 
 
-@pytest.fixture
-def admin(request: pytest.FixtureRequest) -> Iterator[tuple[int, list[str]]]:
-    seen: list[str] = []
-    srv = _server(request.param, seen)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    try:
-        yield srv.server_address[1], seen
-    finally:
-        srv.shutdown()
-
-
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("admin", [200], indirect=True)
-def test_transfer_call_succeeds_on_200(admin: tuple[int, list[str]]) -> None:
-    port, seen = admin
-    done = subprocess.run(["sh", "-ec", TRANSFER.format(port=port) + "\necho cut"],
-                          capture_output=True, text=True, timeout=10)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "cut"  # the rules that follow do run
-    assert seen == ["/transfer"]
-
-
-@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
-@pytest.mark.parametrize("admin", [409], indirect=True)
-def test_refused_transfer_stops_before_the_cut(admin: tuple[int, list[str]]) -> None:
-    port, _ = admin
-    done = subprocess.run(["sh", "-ec", TRANSFER.format(port=port) + "\necho cut"],
-                          capture_output=True, text=True, timeout=10)
-    assert done.returncode != 0
-    assert "cut" not in done.stdout
-    assert "refused to transfer" in done.stderr and "409" in done.stderr
-
-
-def test_only_leasekv_can_be_asked() -> None:
+def test_any_profile_that_offers_transfer_can_be_asked() -> None:
     spec = parse_spec("transfer-isolate:d=1.5")
     TransferIsolate.check(PROFILES["leasekv"], spec)
-    others = [p for name, p in PROFILES.items() if name != "leasekv"]
-    assert others
-    for profile in others:
-        with pytest.raises(BadArguments):
-            TransferIsolate.check(profile, spec)
+    TransferIsolate.check(TransferringSentinel, spec)
+    with pytest.raises(BadArguments) as e:
+        TransferIsolate.check(PROFILES["redis-sentinel"], spec)
+    assert "redis-sentinel cannot (use kill-leader or partition-leader" in str(e.value)
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs sh")
+def test_the_armed_cut_hooks_its_rules_only_on_the_signal(tmp_path: Path) -> None:
+    calls = tmp_path / "calls"
+    fake = tmp_path / "iptables"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {calls}\n')
+    fake.chmod(0o755)
+    proc = subprocess.Popen(["sh", "-ec", armed_cut_script(["10.0.0.2"], "LL-T")],
+                            stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        prepared = calls.read_text()
+        assert "-A LL-T -s 10.0.0.2 -j DROP" in prepared and "INPUT" not in prepared
+        time.sleep(0.1)
+        proc.send_signal(signal.SIGUSR1)
+        assert proc.stdout.readline().strip() == "cut"
+        assert proc.wait(5) == 0
+    finally:
+        proc.kill()
+    hooked = calls.read_text()[len(prepared):]
+    assert "-I INPUT 1 -j LL-T" in hooked and "-I OUTPUT 1 -j LL-T" in hooked
+
+
+class FakeProfile:
+    nodes = ("n1", "n2", "n3")
+
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+
+    def leader(self) -> str:
+        return "n1"
+
+    def peers(self, node: str) -> list[str]:
+        return [n for n in self.nodes if n != node]
+
+    def transfer_leader(self, to: str | None = None) -> str:
+        if self.refuse:
+            raise EnvironmentProblem("the target is not caught up")
+        return "n2"
+
+
+class FakeCluster:
+    def is_running(self, _service: str) -> bool:
+        return True
+
+    def ip(self, service: str) -> str:
+        return f"10.0.0.{service[1:]}"
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_the_cut_follows_an_accepted_hand_over_only(monkeypatch: pytest.MonkeyPatch,
+                                                    refuse: bool) -> None:
+    seen: list[Any] = []
+
+    @contextlib.contextmanager
+    def armed(_cluster: Any, node: str, ips: list[str], chain: str
+              ) -> Iterator[Callable[[], None]]:
+        seen.append(("armed", node, ips, chain))
+        yield lambda: seen.append("cut")
+
+    monkeypatch.setattr(transfer_isolate, "armed_cut", armed)
+    ctx = NemesisContext(FakeProfile(refuse), FakeCluster())  # type: ignore[arg-type]
+    nem = TransferIsolate(ctx, parse_spec("transfer-isolate"))
+    if refuse:
+        with pytest.raises(FaultNotApplied, match="not caught up"):
+            nem.start()
+        assert seen == [("armed", "n1", ["10.0.0.2", "10.0.0.3"], "LEASELINE-TI")]
+        assert nem.active is None
+    else:
+        value = nem.start()
+        assert seen[-1] == "cut"
+        assert value["from"] == "n1" and value["to"] == "n2" and value["nodes"] == ["n1"]

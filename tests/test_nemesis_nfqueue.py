@@ -13,7 +13,7 @@ import pytest
 
 from harness.errors import BadArguments
 from harness.profiles import profile_class
-from nemesis import delay, nemesis_classes, nfqueue
+from nemesis import delay, nemesis_classes, netns, nfqueue
 from nemesis.delay import links
 
 
@@ -112,7 +112,7 @@ class FakeProbeHelper:
 def test_delay_is_refused_in_one_sentence_without_nfqueue(monkeypatch: pytest.MonkeyPatch) -> None:
     helper = FakeProbeHelper()
     fake = SimpleNamespace(containers=SimpleNamespace(create=lambda *a, **k: helper))
-    monkeypatch.setattr(delay, "client", lambda: fake)
+    monkeypatch.setattr(netns, "client", lambda: fake)  # Docker is reached only there
     delay._probe.cache_clear()
     try:
         with pytest.raises(BadArguments) as e:

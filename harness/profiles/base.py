@@ -1,4 +1,4 @@
-"""What a system under test is, to the harness (DESIGN.md: "A system under test is a profile").
+"""What a system under test is, to the harness (ARCHITECTURE.md, "Profile interface").
 
 A profile names its compose services, says which are data nodes (client endpoints and fault
 targets), how to find the leader, how long its read lease is, when it is really ready and
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from harness.cluster import Cluster
-from harness.errors import BadArguments
+from harness.errors import BadArguments, EnvironmentProblem
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class Profile(ABC):
     aux_services: ClassVar[tuple[str, ...]] = ()
     lease_ms: ClassVar[float]
     images: ClassVar[tuple[str, ...]]  # local images the compose services use (built if stale)
-    # What nemeses may do to this system: "kill", "partition", "pause", ...
+    # What nemeses may do to this system: "kill", "partition", "pause", "transfer-leader"
+    # (the profile then implements transfer_leader), ...
     fault_kinds: ClassVar[frozenset[str]]
     default_client_routing: ClassVar[str] = "leader"  # or "pinned"
     options: ClassVar[dict[str, Option]] = {}
@@ -76,6 +77,14 @@ class Profile(ABC):
     @abstractmethod
     def readiness(self) -> str | None:
         """None when the cluster is really ready (every node answers, one leader); else why not."""
+
+    # -- what a profile may offer ------------------------------------------------------------
+    def transfer_leader(self, to: str | None = None) -> str:
+        """Asks the leader to hand leadership over to `to` (default: the system's choice) and
+        returns the node that leads now (or is about to). A profile that can do this lists
+        "transfer-leader" in fault_kinds; a refusal (no leader, the target not caught up) is
+        an EnvironmentProblem, which a nemesis records as not applied."""
+        raise EnvironmentProblem(f"{self.name} cannot hand over leadership on request.")
 
     def peers(self, node: str) -> list[str]:
         """Services a partition of `node` cuts it from: every other node and aux service."""

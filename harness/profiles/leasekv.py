@@ -97,10 +97,10 @@ class LeaseKV(Profile):
         return None
 
     def transfer_leader(self, to: str | None = None) -> str:
-        """Asks the leader to hand over to `to` (default: the most caught-up follower).
-
-        Returns the target. The leader refuses (EnvironmentProblem) when the target is not
-        connected or not fully caught up with its log; a nemesis may simply try again.
+        """The admin /transfer call to the leader (default target: the most caught-up
+        follower); returns the target once the leader has accepted. The leader refuses
+        (EnvironmentProblem) when the target is not connected or not fully caught up with
+        its log; a nemesis may simply try again.
         """
         statuses = self._statuses()
         leaders = [(s["term"], n) for n, s in statuses.items() if s and s.get("role") == "leader"]
