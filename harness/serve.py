@@ -86,6 +86,11 @@ def _summary(s: dict[str, int]) -> str:
     return f'<span class="summary">{inner}</span>'
 
 
+def _words(items: list[str]) -> str:
+    """Items that wrap between, never inside, one another (`pause-isolate:freeze=2`)."""
+    return " ".join(f'<span class="nw">{_e(i)}</span>' for i in items if i)
+
+
 def _row(r: RunInfo) -> str:
     nem = " ".join(r.nemesis)
     data = f'data-verdict="{_e(r.verdict)}" data-sut="{_e(r.sut)}" '
@@ -93,16 +98,19 @@ def _row(r: RunInfo) -> str:
     warn = ""
     if r.warnings:
         warn = f' <span class="warn" title="{_e(" ".join(r.warnings))}">⚠</span>'
+    # Names may be long (campaign cases, nemesis specs, a system's options): those cells wrap,
+    # so the table fits a 1400-px window; verdicts, stamps and numbers stay on one line.
     cells = [
-        f'<span class="badge {r.verdict}">{_e(r.verdict)}</span>{warn}',
-        _e(r.test),
-        _e(r.stamp),
-        _e(r.sut),
-        _e(r.workload),
-        _e(nem) or "none",
+        ("", f'<span class="badge {r.verdict}">{_e(r.verdict)}</span>{warn}'),
+        ("wrap", _e(r.test)),
+        ("", _e(r.stamp)),
+        ("wrap", _e(r.sut)),
+        ("wrap", _e(r.workload)),
+        ("wrap", _words(r.nemesis) or "none"),
     ]
     num = ["" if r.ops is None else f"{r.ops:,}"]
-    tds = "".join(f"<td>{c}</td>" for c in cells) + f'<td class="num">{num[0]}</td>'
+    tds = "".join(f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>" for c, v in cells)
+    tds += f'<td class="num">{num[0]}</td>'
     tds += f"<td>{_summary(r.summary)}</td>"
     tds += (
         f'<td class="num">{_fmt_ms(r.max_delta_ms)}</td><td class="num">{_fmt_ms(r.lease_ms)}</td>'

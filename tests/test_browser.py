@@ -201,6 +201,16 @@ def test_runs_browser_lists_filters_and_links(driver: object, tmp_path: Path) ->
         nemesis=("pause",),
         sut="redis-sentinel",
     )
+    # Long names, an injected bug and a warning: what a real campaign's rows look like.
+    make_sample_run(
+        results / "leasekv-proof-keep-lease-on-step-down" / "20250104T000000-2",
+        ops=300,
+        name="leasekv-proof-keep-lease-on-step-down",
+        nemesis=("transfer-isolate:d=1.5", "partition-majorities-ring", "pause-isolate:freeze=2"),
+        sut_opts={"bug": "keep-lease-on-step-down"},
+        warnings=("the cluster was not ready 60 s after healing (lk4 lag behind the leader's "
+                  "log); the final reads ran anyway.",),
+    )
     write_report(results / "reg-partition" / "20250101T000000")
     port = _free_port()
     server = make_server("127.0.0.1", port, results)
@@ -210,8 +220,16 @@ def test_runs_browser_lists_filters_and_links(driver: object, tmp_path: Path) ->
         _wait_ready(driver)
         assert _js_errors(driver) == []
         rows = driver.find_elements(By.CSS_SELECTOR, "tbody tr")  # type: ignore[attr-defined]
-        assert len(rows) == 3
+        assert len(rows) == 4
         _shot(driver, "runs-index.png", full_page=False)
+        # The system's options show (an injected bug is not a plain leasekv run), and so do
+        # the run's warnings; the table fits the 1400-px window without a horizontal scroll.
+        assert "leasekv bug=keep-lease-on-step-down" in rows[0].text
+        assert "lag behind" in rows[0].find_element(By.CLASS_NAME, "warn").get_attribute("title")  # type: ignore[attr-defined]
+        widths = driver.execute_script(  # type: ignore[attr-defined]
+            "return [document.querySelector('table').getBoundingClientRect().right,"
+            " document.documentElement.clientWidth, document.documentElement.scrollWidth]")
+        assert widths[0] <= widths[1] and widths[2] <= widths[1], widths
         Select(driver.find_element(By.ID, "filter-workload")).select_by_visible_text("cas-register")  # type: ignore[attr-defined]
         visible = [r for r in driver.find_elements(By.CSS_SELECTOR, "tbody tr") if r.is_displayed()]  # type: ignore[attr-defined]
         assert len(visible) == 1 and "cas-pause" in visible[0].text

@@ -82,3 +82,12 @@ def test_open_writes_the_report_and_prints_its_path_without_a_browser(
     assert code == 0
     assert (run / "report.html").is_file()
     assert str(run / "report.html") in out.replace("\n", "")
+
+
+def test_overview_names_the_system_options_and_warnings(tmp_path: Path) -> None:
+    run = make_sample_run(tmp_path / "t" / "20250101T000000", ops=200,
+                          sut_opts={"bug": "local-read"},
+                          warnings=("lk4 lag behind the leader's log",))
+    code, out = _invoke(str(run))
+    assert code == 0
+    assert "leasekv bug=local-read" in out and "warning: lk4 lag behind the leader's log" in out

@@ -231,3 +231,17 @@ def test_malformed_results_are_reported_not_raised(run: Path, tmp_path: Path) ->
     (copy / "anomalies" / "k0.json").write_text("[1, 2]")
     page = write_report(copy).read_text()
     assert "results.json could not be read" in page
+
+
+def test_header_names_the_system_options_and_the_page_shows_warnings(tmp_path: Path) -> None:
+    warning = "the cluster was not ready 60 s after healing (lk4 lag behind the leader's log)"
+    buggy = make_sample_run(tmp_path / "t" / "1", ops=200, sut_opts={"bug": "local-read"},
+                            warnings=(warning,))
+    page = render_report(buggy)
+    sub = re.search(r'<div class="sub">(.*?)</div>', page, re.S)
+    assert sub and sub.group(1).startswith("leasekv bug=local-read · register")
+    assert warning.replace("'", "&#x27;") in page and 'id="warnings"' in page
+    # A default option is no news: a plain run's header says only the system.
+    plain = make_sample_run(tmp_path / "t" / "2", ops=200, sut_opts={"bug": "none"})
+    sub = re.search(r'<div class="sub">(.*?)</div>', render_report(plain), re.S)
+    assert sub and sub.group(1).startswith("leasekv · register")

@@ -377,7 +377,7 @@ def render_report(run_dir: Path) -> str:
     if notes:
         items = "".join(f"<li>{_e(w)}</li>" for w in notes)
         problems_html += (
-            "<section class='card problems' id='warnings'>"
+            '<section class="card problems" id="warnings">'
             f"<b>Warnings</b><ul>{items}</ul></section>"
         )
     key_select = ""

@@ -39,6 +39,8 @@ def make_sample_run(
     sut: str = "leasekv",
     workload: str = "register",
     nemesis: tuple[str, ...] = ("partition", "kill"),
+    sut_opts: dict[str, str] | None = None,
+    warnings: tuple[str, ...] = (),
 ) -> Path:
     rng = random.Random(seed)
     run_dir = Path(run_dir)
@@ -244,7 +246,7 @@ def make_sample_run(
         "keys": key_results,
         "nemesis": nemesis_json,
     }
-    run.write_results(results)
+    run.write_results(results, warnings)
     test = {
         "name": name,
         "sut": sut,
@@ -261,6 +263,7 @@ def make_sample_run(
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "argv": ["leaseline", "run", "--sut", sut],
         "nodes": nodes,
+        "sut_opts": dict(sut_opts or {}),
     }
     run.write_test(test)  # type: ignore[arg-type]
     run.nemesis_log.write_text(
