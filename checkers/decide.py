@@ -1,4 +1,4 @@
-"""The per-key verdict for lease window L (DESIGN.md, "What the checker decides").
+"""The per-key verdict for lease window L (ARCHITECTURE.md, "Verdicts").
 
 check_key is the one entry point every caller uses (Spark job, tests, benches). It picks
 the algorithm (zone method for unique-value registers, WGL search otherwise), finds the

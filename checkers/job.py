@@ -293,7 +293,7 @@ def worst(verdicts: list[Any]) -> bool | str:
 
 def file_report(keys: dict[str, dict[str, Any]], nemesis: list[NemesisEvent],
                 lease_ms: float) -> dict[str, Any]:
-    """One history's verdict in the results.json shape (DESIGN.md, results contract)."""
+    """One history's verdict in the results.json shape (ARCHITECTURE.md, "Run folder")."""
     summary = dict.fromkeys(STATUSES, 0)
     for r in keys.values():
         summary[r["status"]] = summary.get(r["status"], 0) + 1

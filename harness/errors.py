@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# Exit codes follow Jepsen (DESIGN.md, "Results layout and exit codes").
+# Exit codes follow Jepsen (ARCHITECTURE.md, "Exit codes").
 EXIT_VALID = 0
 EXIT_INVALID = 1
 EXIT_UNKNOWN = 2

@@ -1,4 +1,4 @@
-"""Streams a run's history to its file as it happens (format: ARCHITECTURE.md, "History").
+"""Streams a run's history to its file as it happens (ARCHITECTURE.md, "History format").
 
 What a client thread pays per record is one short lock: the index is assigned, the time
 read and a Line appended under it, so index order is time order. A flusher thread swaps
@@ -52,7 +52,7 @@ class MonotonicClock:
 
 
 class Line(msgspec.Struct, omit_defaults=True, gc=False):
-    """One history line, its fields in DESIGN.md's order; error is left out when None.
+    """One history line, its fields in ARCHITECTURE.md's order; error is left out when None.
     gc=False: a Line refers to no container that could refer back to it, and the
     collector then skips the tens of thousands pending between two flushes."""
 
@@ -144,7 +144,7 @@ class HistoryWriter:
 
     @clock.setter
     def clock(self, clock: MonotonicClock) -> None:
-        """The runner starts the clock anew when the workload starts (time 0 of DESIGN.md):
+        """The runner starts the clock anew when the workload starts (the history's time 0):
         record() reads the clock inline, from its origin, so the origin moves with it."""
         with self._lock:
             self._clock = clock

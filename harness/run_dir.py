@@ -1,7 +1,7 @@
 """The run folder, results/<test-name>/<YYYYmmddTHHMMSS>/: the one place that knows its files.
 
     test.json       the run's configuration (TestJson), written when the run starts
-    history.jsonl   every operation and fault, as it happened (ARCHITECTURE.md, "History")
+    history.jsonl   every operation and fault, as it happened (ARCHITECTURE.md, "History format")
     history.txt     the same, one aligned line per record, for people
     nemesis.log     what the faults did, wall-clock lines
     results.json    the verdict (ResultsJson), written by the checker entry point

@@ -148,7 +148,7 @@ def _has_float(x: object) -> bool:
 @pytest.mark.parametrize("case", LINE_CASES)
 def test_a_line_reads_back_as_what_was_recorded(case: tuple[object, ...]) -> None:
     """json.loads gives back every field, of the type it had (1, True and 1.0 apart, NaN
-    still NaN), in DESIGN.md's order; the bytes are json.dumps's, as UTF-8, save float
+    still NaN), in ARCHITECTURE.md's order; the bytes are json.dumps's, as UTF-8, save float
     spelling (msgspec writes 1e16, json 1e+16) and the lines json.dumps writes itself."""
     line = encode_lines([Line(12, 345, *case)])
     assert line.endswith(b"\n") and line.count(b"\n") == 1

@@ -1,4 +1,4 @@
-"""Leaseline's own history format (ARCHITECTURE.md, "History") -> KeyHistory.
+"""Leaseline's own history format (ARCHITECTURE.md, "History format") -> KeyHistory.
 
 Two readers share ONE set of rules, so a small file checked in-process and a huge one
 checked by Spark get the same operations and the same error messages:
