@@ -136,6 +136,10 @@ def _nemesis_record(run: RunDir, index: int) -> dict[str, Any] | None:
     return None
 
 
+def _record_panel(rec: dict[str, Any], title: str, style: str) -> Panel:
+    return Panel(json.dumps(rec, indent=2), title=title, title_align="left", border_style=style)
+
+
 def print_neighbourhood(
     run: RunDir, index: int, results: dict[str, Any] | None, console: Console
 ) -> None:
@@ -149,14 +153,7 @@ def print_neighbourhood(
     if len(rows) == 0:
         rec = _nemesis_record(run, index)
         if rec is not None and rec.get("process") == "nemesis":
-            console.print(
-                Panel(
-                    json.dumps(rec, indent=2),
-                    title=f"record {index} is a nemesis event",
-                    title_align="left",
-                    border_style="yellow",
-                )
-            )
+            console.print(_record_panel(rec, f"record {index} is a nemesis event", "yellow"))
             return
         raise BadArguments(f"operation {index} is not in {hpath} (it has {h.lines} records).")
     r = int(rows[0])
@@ -164,14 +161,7 @@ def print_neighbourhood(
     key = ops.key[r]
     lo, hi = ops.invoke[r], ops.complete[r]
     near = np.nonzero((ops.key == key) & (ops.invoke <= hi) & (ops.complete >= lo))[0]
-    console.print(
-        Panel(
-            json.dumps(me, indent=2),
-            title=f"operation {me['index']}",
-            title_align="left",
-            border_style="cyan",
-        )
-    )
+    console.print(_record_panel(me, f"operation {me['index']}", "cyan"))
     kr = ((results or {}).get("keys") or {}).get(me["key"]) if me["key"] is not None else None
     if isinstance(kr, dict):
         console.print(

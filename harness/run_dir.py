@@ -117,6 +117,16 @@ def _object(data: Any, name: str, problems: list[str]) -> dict[str, Any] | None:
     return None
 
 
+class _File:
+    """A file of the run folder, as an attribute of RunDir: `run.history` is its path."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, run: RunDir, owner: type | None = None) -> Path:
+        return run.path / self.name
+
+
 @dataclass(frozen=True)
 class RunDir:
     path: Path
@@ -176,42 +186,16 @@ class RunDir:
         with os.scandir(self.path) as it:
             return sorted({e.name for e in it} & WELL_KNOWN)
 
-    # -- its files --------------------------------------------------------------------------
-    @property
-    def history(self) -> Path:
-        return self.path / HISTORY
-
-    @property
-    def history_txt(self) -> Path:
-        return self.path / HISTORY_TXT
-
-    @property
-    def test_json(self) -> Path:
-        return self.path / TEST
-
-    @property
-    def results_json(self) -> Path:
-        return self.path / RESULTS
-
-    @property
-    def nemesis_log(self) -> Path:
-        return self.path / NEMESIS_LOG
-
-    @property
-    def report(self) -> Path:
-        return self.path / REPORT
-
-    @property
-    def junit(self) -> Path:
-        return self.path / JUNIT
-
-    @property
-    def anomalies(self) -> Path:
-        return self.path / ANOMALIES
-
-    @property
-    def nodes(self) -> Path:
-        return self.path / NODES
+    # -- its files (run.history, run.test_json, ...: paths, whether they exist or not) ------
+    history = _File(HISTORY)
+    history_txt = _File(HISTORY_TXT)
+    test_json = _File(TEST)
+    results_json = _File(RESULTS)
+    nemesis_log = _File(NEMESIS_LOG)
+    report = _File(REPORT)
+    junit = _File(JUNIT)
+    anomalies = _File(ANOMALIES)
+    nodes = _File(NODES)
 
     def node_dir(self, service: str) -> Path:
         out = self.nodes / service

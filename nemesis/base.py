@@ -79,6 +79,15 @@ class Nemesis(ABC):
     def stop(self) -> Any:
         """Undo the fault; returns what it did. Stopping an inactive fault changes nothing."""
 
+    def stop_on_nodes(self, undo: Callable[[str], object], done: str) -> dict[str, list[str]]:
+        """The usual stop: undo the fault on every node it touched, log `done <node>`."""
+        nodes = list(self.active["nodes"]) if self.active else []
+        for node in nodes:
+            undo(node)
+            self.ctx.log(f"{done} {node}")
+        self.active = None
+        return {"nodes": nodes}
+
     @abstractmethod
     def heal(self) -> None:
         """Undo this kind of fault everywhere, trusting no state (cleanup after a crash)."""

@@ -35,12 +35,7 @@ class Kill(Nemesis):
         return self.active
 
     def stop(self) -> Any:
-        nodes = list(self.active["nodes"]) if self.active else []
-        for node in nodes:
-            self.ctx.cluster.start(node)
-            self.ctx.log(f"restarted {node}")
-        self.active = None
-        return {"nodes": nodes}
+        return self.stop_on_nodes(self.ctx.cluster.start, "restarted")
 
     def heal(self) -> None:
         for node in self.ctx.profile.nodes:

@@ -34,12 +34,7 @@ class Pause(Nemesis):
         return self.active
 
     def stop(self) -> Any:
-        nodes = list(self.active["nodes"]) if self.active else []
-        for node in nodes:
-            self.ctx.cluster.thaw(node)
-            self.ctx.log(f"resumed {node}")
-        self.active = None
-        return {"nodes": nodes}
+        return self.stop_on_nodes(self.ctx.cluster.thaw, "resumed")
 
     def heal(self) -> None:
         for service in self.ctx.profile.services():

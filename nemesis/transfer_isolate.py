@@ -21,25 +21,18 @@ from __future__ import annotations
 from typing import Any
 
 from harness.errors import LeaselineError
-from harness.profiles.base import Profile
 from nemesis.base import FaultNotApplied
 from nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
 from nemesis.netns import CHAIN, armed_cut
-from nemesis.spec import NemesisSpec
-from nemesis.transfer_leader import require_transfer
+from nemesis.transfer_leader import NeedsTransfer
 
 
-class TransferIsolate(GrudgePartition):
+class TransferIsolate(NeedsTransfer, GrudgePartition):
     name = "transfer-isolate"
     start_f = "start-transfer-isolate"
     stop_f = "stop-transfer-isolate"
-    fault_kind = "partition"  # and transfer, which check() asks for
+    fault_kind = "partition"  # and transfer, which NeedsTransfer.check asks for
     chain = f"{CHAIN}-TI"  # its own chain: it may overlap a partition fault
-
-    @classmethod
-    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
-        require_transfer(cls.name, profile)
-        super().check(profile, spec)
 
     def start(self) -> Any:
         if self.active:

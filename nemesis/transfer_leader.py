@@ -16,24 +16,24 @@ from nemesis.base import FaultNotApplied, Nemesis
 from nemesis.spec import NemesisSpec
 
 
-def require_transfer(nemesis: str, profile: type[Profile]) -> None:
-    if "transfer-leader" not in profile.fault_kinds:
-        raise BadArguments(
-            f"nemesis {nemesis} needs a system that hands over leadership on request, and "
-            f"{profile.name} cannot (use kill-leader or partition-leader instead)."
-        )
+class NeedsTransfer(Nemesis):
+    """A fault that asks the profile for a leadership transfer (Profile.transfer_leader)."""
+
+    @classmethod
+    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
+        if "transfer-leader" not in profile.fault_kinds:
+            raise BadArguments(
+                f"nemesis {cls.name} needs a system that hands over leadership on request, and "
+                f"{profile.name} cannot (use kill-leader or partition-leader instead)."
+            )
+        super().check(profile, spec)
 
 
-class TransferLeader(Nemesis):
+class TransferLeader(NeedsTransfer):
     name = "transfer-leader"
     start_f = "start-transfer"
     stop_f = "stop-transfer"
     fault_kind = "transfer-leader"
-
-    @classmethod
-    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
-        require_transfer(cls.name, profile)
-        super().check(profile, spec)
 
     def start(self) -> Any:
         if self.active:
