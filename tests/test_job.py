@@ -237,6 +237,18 @@ def test_run_and_campaign_check_through_the_same_entry_point(tmp_path: Path,
     with pytest.raises(BadArguments) as e:
         check_runs([good, bad], "local[2]", Console(file=None, quiet=True))
     assert e.value.exit_code == EXIT_BAD_ARGS and str(bad.history) in str(e.value)
+    # `run` and `campaign` get there the same way: a malformed recorded history is 254 too.
+    from harness.campaign import Case, _check_and_summarise
+    from harness.runner import RunOutcome
+    from harness.runner import check as check_outcome
+
+    with pytest.raises(BadArguments) as e:
+        check_outcome(RunOutcome(bad.path, 0), "local[2]", Console(file=None, quiet=True))
+    assert e.value.exit_code == EXIT_BAD_ARGS
+    case = Case("c", {}, run_dirs=[good.path, bad.path])
+    with pytest.raises(BadArguments) as e:
+        _check_and_summarise("camp", [case], tmp_path, "local[2]", Console(quiet=True))
+    assert e.value.exit_code == EXIT_BAD_ARGS and "malformed history" in str(e.value)
 
 
 @pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared Knossos corpus is not on this machine")

@@ -1,4 +1,4 @@
-"""The run report (report.html). The runner calls write_report(run_dir) after results.json."""
+"""The run report (report.html), written by the checker entry point after results.json."""
 
 from checkers.report.render import render_report, write_report
 
