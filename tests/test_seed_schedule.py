@@ -37,27 +37,6 @@ SPECS = [
 TURNS = 2 * len(SPECS)
 
 
-class FakeContainer:
-    def __init__(self, cluster: FakeCluster, name: str) -> None:
-        self.cluster, self.name = cluster, name
-
-    @property
-    def status(self) -> str:
-        return self.cluster.state[self.name]
-
-    def reload(self) -> None:
-        pass
-
-    def pause(self) -> None:
-        self.cluster.state[self.name] = "paused"
-
-    def unpause(self) -> None:
-        self.cluster.state[self.name] = "running"
-
-    def start(self) -> None:
-        self.cluster.state[self.name] = "running"
-
-
 class FakeCluster:
     project = "ll-fake"
 
@@ -68,11 +47,23 @@ class FakeCluster:
         self.lock = threading.Lock()
         self.history: HistoryWriter | None = None
 
-    def container(self, service: str) -> FakeContainer:
-        return FakeContainer(self, service)
+    def status(self, service: str) -> str:
+        return self.state[service]
 
     def is_running(self, service: str) -> bool:
         return self.state[service] == "running"
+
+    def pause(self, service: str) -> bool:
+        if self.state[service] != "running":
+            return False
+        self.state[service] = "paused"
+        return True
+
+    def thaw(self, service: str) -> bool:
+        if self.state[service] != "paused":
+            return False
+        self.state[service] = "running"
+        return True
 
     def ip(self, service: str) -> str:
         return f"10.9.0.{sorted(self.state).index(service) + 2}"
@@ -121,7 +112,6 @@ def fake_docker(cluster: FakeCluster) -> Iterator[None]:
     def start_in_netns(c: FakeCluster, service: str, argv: list[str], *_: Any) -> None:
         c.helper(service, argv)
 
-    no_helpers = SimpleNamespace(containers=SimpleNamespace(list=lambda **_: []))
     with ExitStack() as stack:
         for target, fake in [
             ("nemesis.grudge.run_in_netns", run), ("nemesis.grudge.heal_chain", heal_chain),
@@ -129,7 +119,7 @@ def fake_docker(cluster: FakeCluster) -> Iterator[None]:
             ("nemesis.delay.heal_chain", heal_chain),
             ("nemesis.delay.start_in_netns", start_in_netns),
             ("nemesis.delay.wait_bound", lambda *_: None),
-            ("nemesis.delay.client", lambda: no_helpers),
+            ("nemesis.delay.helpers", lambda *_a, **_k: {}),
             ("nemesis.delay.nfqueue_missing", lambda: None),
         ]:
             stack.enter_context(mock.patch(target, fake))
