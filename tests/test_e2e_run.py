@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from checkers.faults import fault_periods
 from harness.cluster import Cluster
 from harness.run_dir import anomaly_file_name
 
@@ -115,6 +116,18 @@ def test_run_redis_sentinel_register_with_faults(tmp_path: Path, ll_project: str
     assert nem[-1]["f"] in ("restart", "stop-partition")  # healed before the end
     kills = [x for x in nem if x["f"] == "kill" and x["type"] == "ok"]
     assert all(k["value"]["nodes"][0] in test["nodes"] for k in kills)
+    # A fault is one thing from start to stop: its start and stop records share one id, and
+    # the report's periods (checkers.faults) pair them by it.
+    by_id: dict[int, set[str]] = {}
+    for x in nem:
+        if x["f"] != "phase":
+            by_id.setdefault(x["value"]["fault"], set()).add(x["f"])
+    # (a start not applied, e.g. no leader during a failover, has no stop)
+    assert all(fs <= {"kill", "restart"} or fs <= {"start-partition", "stop-partition"}
+               for fs in by_id.values()), by_id
+    assert sum(len(fs) == 2 for fs in by_id.values()) >= 2, by_id
+    periods = fault_periods(nem)
+    assert sorted(p.fault for p in periods) == sorted(by_id)
 
     keys = {x["key"] for x in records if x["process"] != "nemesis"}
     last_nemesis = nem[-1]["index"]
