@@ -18,7 +18,7 @@ import numpy as np
 from checkers import explain, zone
 from checkers.models import CasRegister, model_for
 from checkers.ops import CAS, CAS_FAILED, KeyHistory
-from checkers.wgl import BudgetExceeded, SearchLimits, min_delta, read_shifts
+from checkers.wgl import BudgetExceeded, SearchLimits, min_delta, read_shifts, read_staleness
 
 # Memoised entries hold an n-bit set each: keep the search's memory near this many bytes.
 STATE_MEMORY_BYTES = 1 << 30
@@ -41,8 +41,11 @@ class Budget:
 
 @dataclass
 class ShiftedRead:
+    """A stale read: the least s > 0 such that the key is linearizable with this read's
+    invocation moved s earlier and every other read's moved the minimal Δ earlier."""
+
     index: int  # history index of the read's invocation
-    shift_ns: int  # how far its invocation had to move earlier at the minimal Δ
+    shift_ns: int  # its staleness s
 
 
 @dataclass
@@ -96,23 +99,30 @@ def _ms(ns: int) -> str:
 def _by_zone(h: KeyHistory, lease_ns: int) -> KeyResult:
     z = zone.check_zone(h)
     status = status_for(z.min_delta_ns, lease_ns)
-    shifted = [ShiftedRead(int(h.index[r]), int(s)) for r, s in z.shifts]
+    shifted = sorted((ShiftedRead(int(h.index[r]), int(s)) for r, s in z.staleness),
+                     key=lambda s: s.index)
     counterexample = None
     if status == VIOLATION and z.witness is not None:
         counterexample = explain.from_zone(h, z.witness, z.min_delta_ns, lease_ns)
-    reason = _reason(status, z.min_delta_ns, lease_ns, len(shifted), z.reason)
+    elif status == LEASE_BOUNDED and z.stale_witness is not None:
+        # the worst stale read, within the lease but still worth seeing
+        counterexample = explain.from_zone(h, z.stale_witness, z.min_delta_ns, lease_ns,
+                                           z.staleness[0][1])
+    reason = _reason(status, z.min_delta_ns, lease_ns, shifted, z.reason)
     return KeyResult(h.key, status, z.min_delta_ns, len(h), "zone", shifted, counterexample,
                      reason)
 
 
-def _reason(status: str, delta: int | None, lease_ns: int, n_shifted: int, why: str) -> str:
+def _reason(status: str, delta: int | None, lease_ns: int, stale: list[ShiftedRead],
+            why: str) -> str:
     if status == LINEARIZABLE:
         return "linearizable as recorded: no read needed a shift"
     if delta is None:
         return f"no shift of the reads helps: {why}"
     if status == LEASE_BOUNDED:
-        return (f"{n_shifted} read(s) returned values up to {_ms(delta)} stale, within the "
-                f"lease window of {_ms(lease_ns)}")
+        worst = max((s.shift_ns for s in stale), default=0)
+        return (f"{len(stale)} read(s) returned values up to {_ms(worst)} stale (the key "
+                f"needs a shift of {_ms(delta)}), within the lease window of {_ms(lease_ns)}")
     return (f"a read needed a shift of {_ms(delta)}, beyond the lease window of "
             f"{_ms(lease_ns)}: {why}")
 
@@ -134,17 +144,32 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     delta = found.min_delta_ns
     status = status_for(delta, lease_ns)
     shifted: list[ShiftedRead] = []
+    staleness_exact = True
     if delta:
-        shifted = [ShiftedRead(int(h.index[i]), s) for i, s in read_shifts(ops, found.order, delta)
-                   if s > 0]
+        # only reads the witness moved can be stale; each is decided by its own search
+        moved = [(i, s) for i, s in read_shifts(ops, found.order, delta) if s > 0]
+        limits = SearchLimits(time.monotonic() + budget.max_seconds, max_states)
+        try:
+            moved = read_staleness(ops, model, h.initial, delta, moved, limits)
+        except BudgetExceeded:
+            staleness_exact = False  # keep the witness's shifts: upper bounds
+        shifted = sorted((ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),
+                         key=lambda s: s.index)
     counterexample = None
     if status == VIOLATION:
         # shown at Δ = L: why the key is not L-linearizable (the violation's meaning)
         counterexample = explain.from_search(h, model, lease_ns, lease_ns, delta, EXPLAIN_SECONDS)
+    elif status == LEASE_BOUNDED and shifted and delta is not None:
+        worst = max(shifted, key=lambda s: s.shift_ns)
+        row = int(np.flatnonzero(h.index == worst.index)[0])
+        counterexample = explain.from_stale_read(h, model, row, worst.shift_ns, delta,
+                                                 lease_ns, EXPLAIN_SECONDS)
     why = ("a read returned a value that no order of the writes could have produced"
            if delta is None else "the value a read returned had been overwritten")
-    reason = _reason(status, delta, lease_ns, len(shifted), why)
+    reason = _reason(status, delta, lease_ns, shifted, why)
     if not found.exact:
         reason += " (the budget ran out refining: the minimal Δ is at most this)"
+    if not staleness_exact:
+        reason += " (the budget ran out deciding each read's staleness: shifts are upper bounds)"
     return KeyResult(h.key, status, delta, len(h), "wgl", shifted, counterexample, reason,
                      exact=found.exact)

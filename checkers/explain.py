@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from checkers.faults import fault_periods
 from checkers.models import Model
@@ -112,6 +113,12 @@ def build(
     ends = [int(h.complete[r]) for r in rows if h.complete[r] != UNKNOWN_END]
     lo = min(starts) if starts else 0
     hi = max(ends + starts) if rows else 0
+    noted: set[str | None] = set()
+    for r in rows:  # one note per value
+        note = "" if h.value[r] in noted else retried_write_note(h, r)
+        if note:
+            noted.add(h.value[r])
+            text += note
     nemesis = nemesis_in_force(h, lo, hi)
     if nemesis:
         text += " Nemesis in force: " + "; ".join(
@@ -125,6 +132,36 @@ def build(
         "nemesis": nemesis,
         "graph": nx.node_link_data(g, edges="edges"),
     }
+
+
+def retried_write_note(h: KeyHistory, row: int) -> str:
+    """For a read of a value that was read, overwritten and read again here, whose only
+    write timed out: the sentence saying a duplicated write explains it as well as a
+    stale read ("" otherwise). A client or proxy that retries a timed-out write can
+    apply it twice, once on each side of the overwrite: no lease bug needed."""
+    if h.f[row] != READ:
+        return ""
+    v = h.value[row]
+    writes = np.flatnonzero(np.isin(h.f, (WRITE, CAS)) & (h.value == v))
+    if len(writes) != 1 or h.complete[writes[0]] != UNKNOWN_END or v == h.initial:
+        return ""
+    inv = int(h.invoke[row])
+    earlier = np.flatnonzero((h.f == READ) & (h.value == v) & (h.complete < inv))
+    if len(earlier) == 0:
+        return ""
+    first = int(earlier[np.argmin(h.invoke[earlier])])
+    between = np.flatnonzero((h.value != v) & (h.f != CAS_FAILED) & (h.complete < inv)
+                             & (h.invoke > h.invoke[first]))
+    if len(between) == 0:
+        return ""
+    x = int(between[np.argmin(h.complete[between])])
+    w = int(writes[0])
+    return (f" Either op {int(h.index[row])} read a stale value, or the only write of {v}, "
+            f"op {int(h.index[w])}, "
+            f"which timed out (outcome unknown), was applied twice (a retried write): "
+            f"once before op {int(h.index[x])} replaced it (op {int(h.index[first])} read "
+            f"it) and again afterwards; check for a duplicated write before suspecting "
+            f"the lease.")
 
 
 def _describe(h: KeyHistory, row: int) -> str:
@@ -142,11 +179,15 @@ def _describe(h: KeyHistory, row: int) -> str:
             f"{h.invoke[row] / 1e6:.3f} ms .. {done})")
 
 
-def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int
+def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int,
+                     own_shift: dict[int, int] | None = None
                      ) -> list[tuple[int, int, str, bool]]:
-    """Real-time order among rows at the shifted invokes, transitively reduced."""
+    """Real-time order among rows at the shifted invokes, transitively reduced.
+    own_shift: {row: shift} for reads that move by their own shift, not lease_ns."""
     def start(r: int) -> int:
-        return int(h.invoke[r]) - (lease_ns if h.f[r] == READ else 0)
+        if h.f[r] != READ:
+            return int(h.invoke[r])
+        return int(h.invoke[r]) - (own_shift or {}).get(r, lease_ns)
 
     before = {(a, b) for a in rows for b in rows
               if a != b and h.complete[a] != UNKNOWN_END and int(h.complete[a]) < start(b)}
@@ -157,7 +198,10 @@ def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int
     return out
 
 
-def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int) -> dict[str, Any]:
+def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int,
+              stale_ns: int | None = None) -> dict[str, Any]:
+    """stale_ns: for the "stale-read"/"stale-own" witnesses of one read, its staleness
+    (delta is then the key's minimal Δ, by which every other read moves)."""
     rows, roles = w.rows, w.roles
     r = rows[0]
     if w.kind == "never-written":
@@ -175,7 +219,8 @@ def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int) -> di
     w_old = by_role.get("write of the value it returned")
     w_new = by_role.get("write of the overwriting value")
     first_new = by_role.get("first completion observing the overwriting value", w_new)
-    edges = _real_time_edges(h, rows, lease_ns)
+    own = {r: stale_ns - 1} if stale_ns is not None and delta is not None else None
+    edges = _real_time_edges(h, rows, delta if own else lease_ns, own)
     if w_old is not None:
         edges.append((w_old, r, "reads-from", False))
         if w_new is not None:
@@ -191,6 +236,9 @@ def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int) -> di
             edges.append((first_new, r, "real-time", True))
     stale_by = (int(h.invoke[r]) - int(h.complete[first_new])) if first_new is not None else None
     text = f"{_describe(h, r)} returned {h.value[r] if h.value[r] is not None else 'nil'}"
+    if w.kind in ("stale-read", "stale-own") and stale_ns is not None:
+        return build(h, rows, roles, edges, text + _stale_read_text(h, w, delta, lease_ns,
+                                                                      stale_ns), lease_ns)
     if first_new is not None:
         seen = "written" if int(h.f[first_new]) != READ else "observed"
         text += (f", but {_describe(h, first_new)} had already {seen} a later value, "
@@ -200,18 +248,45 @@ def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int) -> di
     return build(h, rows, roles, edges, text, lease_ns)
 
 
+def _stale_read_text(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int,
+                     stale_ns: int) -> str:
+    by_role = {v: k for k, v in w.roles.items()}
+    within = "within" if stale_ns <= lease_ns else "beyond"
+    tail = (f"; with every other read moved the key's minimal Δ of "
+            f"{(delta or 0) / 1e6:.3f} ms earlier, this read alone is stale by "
+            f"{stale_ns / 1e6:.3f} ms, {within} the lease window of {lease_ns / 1e6:.3f} ms.")
+    new = by_role.get("first completion observing the overwriting value",
+                      by_role.get("write of the overwriting value"))
+    if w.kind == "stale-own":
+        own = by_role.get("first completion observing the value it returned",
+                          by_role.get("write of the value it returned"))
+        where = f", to before {_describe(h, own)} completed" if own is not None else ""
+        other = f" value {h.value[new]} ({_describe(h, new)})" if new is not None else " a value"
+        return (f"; unless it moves {stale_ns / 1e6:.3f} ms earlier{where},{other} "
+                f"has no place in the order" + tail)
+    if new is None:
+        return tail
+    seen = "written" if int(h.f[new]) != READ else "observed"
+    return (f", but {_describe(h, new)} had already {seen} a later value, finishing "
+            f"{(int(h.invoke[w.rows[0]]) - int(h.complete[new])) / 1e6:.3f} ms before the "
+            f"read was invoked" + tail)
+
+
 def minimal_ops(
-    h: KeyHistory, model: Model, delta: int, seconds: float
+    h: KeyHistory, model: Model, delta: int, seconds: float,
+    read_shift: dict[int, int] | None = None, keep_row: int | None = None,
 ) -> list[int] | None:
     """Rows of a small sub-history that is not linearizable at Δ = delta (None when the
-    time budget runs out before even the prefix is found)."""
+    time budget runs out before even the prefix is found). read_shift overrides Δ for
+    some reads (by history index); keep_row is never deleted."""
     ops = h.operations()
     deadline = time.monotonic() + seconds
     limits = SearchLimits(deadline, 1_000_000)
+    kept_index = None if keep_row is None else int(h.index[keep_row])
 
     def bad(sub: list[Operation]) -> bool:
         limits.states = 0
-        return not linearizable(sub, model, h.initial, delta, limits).ok
+        return not linearizable(sub, model, h.initial, delta, limits, read_shift).ok
 
     ends = sorted({o.complete for o in ops if o.complete != UNKNOWN_END})
     try:
@@ -231,7 +306,9 @@ def minimal_ops(
         i = len(keep) - 1
         while i >= 0 and time.monotonic() < deadline:
             trial = keep[:i] + keep[i + 1:]
-            if trial and _supported(trial, ever_written, h.initial) and bad(trial):
+            if keep[i].index == kept_index:
+                pass
+            elif trial and _supported(trial, ever_written, h.initial) and bad(trial):
                 keep = trial
             i -= 1
     except BudgetExceeded:
@@ -293,3 +370,29 @@ def from_search(
             f"the last to complete is {_describe(h, last)}. Operations: "
             + "; ".join(_describe(h, r) for r in rows) + ".")
     return build(h, rows, roles, edges, text, delta)
+
+
+def from_stale_read(
+    h: KeyHistory, model: Model, row: int, stale_ns: int, delta: int, lease_ns: int,
+    seconds: float,
+) -> dict[str, Any] | None:
+    """Counterexample of one stale read found by the general search: the few operations
+    with no valid order when every other read moves delta earlier and this one just
+    less than its staleness (shrunk within `seconds`)."""
+    rows = minimal_ops(h, model, delta, seconds, {int(h.index[row]): stale_ns - 1}, row)
+    if rows is None:
+        return None
+    rowset = set(rows)
+    edges = _real_time_edges(h, rows, delta, {row: stale_ns - 1})
+    for a in rows:
+        for b in rows:
+            if a != b and h.f[b] == READ and h.f[a] in (WRITE, CAS) and h.value[a] == h.value[b]:
+                edges.append((a, b, "reads-from", False))
+    edges = [(a, b, t, True) for a, b, t, _ in edges if a in rowset and b in rowset]
+    within = "within" if stale_ns <= lease_ns else "beyond"
+    text = (f"{_describe(h, row)} is stale by {stale_ns / 1e6:.3f} ms, {within} the lease "
+            f"window of {lease_ns / 1e6:.3f} ms: with every other read moved the key's "
+            f"minimal Δ of {delta / 1e6:.3f} ms earlier, these {len(rows)} operations have "
+            f"no valid order unless it moves that far. Operations: "
+            + "; ".join(_describe(h, r) for r in rows) + ".")
+    return build(h, rows, {row: "stale read"}, edges, text, delta)

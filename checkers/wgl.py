@@ -25,7 +25,7 @@ and is found by binary search over them.
 from __future__ import annotations
 
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -60,15 +60,19 @@ def linearizable(
     initial: str | None,
     delta: int,
     limits: SearchLimits,
+    read_shift: Mapping[int, int] | None = None,
 ) -> Outcome:
-    """Is the history linearizable once every read's invoke moves `delta` earlier?"""
+    """Is the history linearizable once every read's invoke moves `delta` earlier?
+
+    read_shift: {history index of a read: its own shift}, overriding `delta` for those
+    reads (per-read staleness moves one read by s and the others by the minimal Δ)."""
     n = len(ops)
     if n == 0:
         return Outcome(True)
     # events: (time, kind, op); kind 0 = call, 1 = return; info returns go last
     events: list[tuple[int, int, int]] = []
     for i, op in enumerate(ops):
-        start = op.invoke - delta if op.f == READ else op.invoke
+        start = op.invoke - _shift(op, delta, read_shift) if op.f == READ else op.invoke
         events.append((start, 0, i))
         events.append((op.complete, 1, i))  # UNKNOWN_END sorts last
     events.sort()
@@ -162,6 +166,9 @@ def linearizable(
         entry = nxt[node]
     return Outcome(True, [op_of[e] for e, _, _ in stack], longest)
 
+
+def _shift(op: Operation, delta: int, read_shift: Mapping[int, int] | None) -> int:
+    return delta if read_shift is None else read_shift.get(op.index, delta)
 
 
 def candidate_deltas(ops: Sequence[Operation], limit: int = 4_000_000) -> np.ndarray | None:
@@ -272,4 +279,39 @@ def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[
             out.append((i, min(delta, op.invoke - later_min)))
         later_min = min(later_min, op.complete)
     out.reverse()
+    return out
+
+
+def read_staleness(
+    ops: Sequence[Operation],
+    model: Model,
+    initial: str | None,
+    delta: int,
+    moved: Sequence[tuple[int, int]],
+    limits: SearchLimits,
+) -> list[tuple[int, int]]:
+    """Each moved read's own staleness: the least s >= 0 at which the history is
+    linearizable with that read's invoke moved s earlier and every other read's `delta`
+    earlier. moved: (position in ops, upper bound, e.g. its shift in a linearization at
+    delta); returns (position, s) in the same order. Linearizability only grows with s
+    and changes only where the read's invoke passes a completion, so s is found by
+    binary search over 0 and invoke - completion below the bound. BudgetExceeded
+    escapes; the caller keeps the upper bounds then."""
+    comps = np.unique(np.array([o.complete for o in ops if o.complete != UNKNOWN_END],
+                               dtype=np.int64))
+    out: list[tuple[int, int]] = []
+    for pos, upper in moved:
+        read = ops[pos]
+        diffs = read.invoke - comps[::-1]  # increasing
+        cands = np.concatenate(([0], diffs[(diffs > 0) & (diffs < upper)], [upper]))
+        a, b = 0, len(cands) - 1  # cands[b] is known to be enough
+        while a < b:
+            mid = (a + b) // 2
+            s = int(cands[mid])
+            limits.states = 0  # each search's memo is freed when it returns
+            if linearizable(ops, model, initial, delta, limits, {read.index: s}).ok:
+                b = mid
+            else:
+                a = mid + 1
+        out.append((pos, int(cands[b])))
     return out

@@ -45,6 +45,19 @@ max(0, invoke - min{f_w : w after v}) <= Δ. These shifts work together, and the
 maximum is Δ (else a smaller uniform Δ would do). (A read's shift with every other read
 at Δ would not do: two stale reads of interleaved values can each be excused by
 shifting the other.)
+
+Per-read staleness (the least s >= 0 such that the history is linearizable with this
+read moved s earlier and every other read moved Δ earlier) comes from the same
+conditions, no search. Let c be the read's cluster, A the latest invoke of c's other
+reads (moved Δ earlier) and X = invoke - s. Only pairs with c change, and every
+comparison with X is strict, so the largest conflict-free X is
+    T = min( max(t1, m), b )
+with, over the other live clusters v at Δ (minima over clusters sorted by s_v):
+    t1 = f_c unless f_c < A (then c is forward whatever X is: -inf),
+    m  = min{f_v : s_v > f_c}, or -inf when that minimum is below max(W_c, A),
+    b  = min{f_u : u forward, s_u > f_c};
+and s = clamp(invoke - T, 0, Δ). (Pair (c, v) conflicts iff c is forward,
+f_v < s_c and f_c < s_v; pair (u, c) iff u is forward, f_c < s_u and f_u < s_c.)
 """
 
 from __future__ import annotations
@@ -76,6 +89,10 @@ class ZoneResult:
     shifts: list[tuple[int, int]]  # (row, shift_ns) of every read that needs one
     reason: str
     witness: Witness | None = None
+    # (row, s_ns) of every stale read by its own staleness (module docstring), largest
+    # first; stale_witness explains the first of them
+    staleness: list[tuple[int, int]] = field(default_factory=list)
+    stale_witness: Witness | None = None
 
 
 class NotUniqueValues(Exception):
@@ -283,11 +300,140 @@ def check_zone(h: KeyHistory) -> ZoneResult:
     else:
         u, v = int(idx[rd[bi]]), int(idx[rd[bj]])
         witness = _witness(h, c, u, v, "nested")
+    stale, stale_witness = _staleness(h, c, delta, np.asarray([r for r, _ in shifted],
+                                                               dtype=np.int64))
     return ZoneResult(
         delta, shifted,
         "a read returned a value already overwritten when it was invoked",
-        witness,
+        witness, stale, stale_witness,
     )
+
+
+class _RangeMin:
+    """Position of the least value over [lo, hi) for arrays of queries (sparse table)."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = values
+        n = len(values)
+        level = np.arange(n, dtype=np.int64)
+        self.table = [level]
+        width = 1
+        while 2 * width <= n:
+            a, b = level[: n - 2 * width + 1], level[width: n - width + 1]
+            level = np.where(values[b] < values[a], b, a)
+            self.table.append(level)
+            width *= 2
+
+    def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(least value, its position) per query; (BIG, -1) for empty ranges."""
+        empty = hi <= lo
+        length = np.where(empty, 1, hi - lo)
+        k = np.floor(np.log2(length)).astype(np.int64)
+        lo_ = np.where(empty, 0, lo)
+        out_pos = np.full(len(lo), -1, dtype=np.int64)
+        out_val = np.full(len(lo), BIG, dtype=np.int64)
+        if len(self.values) == 0:
+            return out_val, out_pos
+        for j in np.unique(k[~empty]):
+            sel = np.flatnonzero((k == j) & ~empty)
+            t = self.table[int(j)]
+            a = t[lo_[sel]]
+            b = t[hi[sel] - (1 << int(j))]
+            pos = np.where(self.values[b] < self.values[a], b, a)
+            out_pos[sel] = pos
+            out_val[sel] = self.values[pos]
+        return out_val, out_pos
+
+
+def _min_excluding(rmq: _RangeMin, lo: np.ndarray, n: int, skip: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Least value (and position) over [lo, n) without position `skip`."""
+    v1, p1 = rmq.query(lo, np.maximum(lo, skip))
+    v2, p2 = rmq.query(np.maximum(lo, skip + 1), np.full(len(lo), n, dtype=np.int64))
+    return np.where(v2 < v1, v2, v1), np.where(v2 < v1, p2, p1)
+
+
+def _staleness(h: KeyHistory, c: _Clusters, delta: int, rows: np.ndarray
+               ) -> tuple[list[tuple[int, int]], Witness | None]:
+    """Each given read's own staleness (module docstring): (row, s) of the stale ones,
+    largest first, and a witness for the first."""
+    if len(rows) == 0:
+        return [], None
+    inv = h.invoke
+    idx = np.flatnonzero(c.live)
+    local = np.full(len(c.W), -1, dtype=np.int64)
+    local[idx] = np.arange(len(idx))
+    W, f, S = c.W[idx], c.f[idx], c.S[idx]
+    s_all = np.maximum(W, np.where(S > NEG, S - delta, NEG))
+    # A: latest invoke of the cluster's other reads (Δ earlier): the latest read of each
+    # cluster (ties: one of them) sees the second latest
+    rinv = inv[c.read_rows]
+    by = np.lexsort((rinv, c.read_cluster))
+    last_of = np.ones(len(by), dtype=bool)
+    last_of[:-1] = c.read_cluster[by][1:] != c.read_cluster[by][:-1]
+    is_last = np.zeros(len(by), dtype=bool)
+    is_last[by[last_of]] = True
+    S2 = np.full(len(c.W), NEG, dtype=np.int64)
+    np.maximum.at(S2, c.read_cluster[~is_last], rinv[~is_last])
+    pos_of_row = np.full(len(h), -1, dtype=np.int64)
+    pos_of_row[c.read_rows] = np.arange(len(c.read_rows))
+    qp = pos_of_row[rows]
+    qc = local[c.read_cluster[qp]]
+    other = np.where(is_last[qp], S2[c.read_cluster[qp]], c.S[c.read_cluster[qp]])
+    A = np.where(other > NEG, other - delta, NEG)
+    fc, Wc = f[qc], W[qc]
+    t1 = np.where(fc < A, NEG, fc)
+    order = np.argsort(s_all, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    n = len(order)
+    lo = np.searchsorted(s_all[order], fc, side="right").astype(np.int64)
+    m_val, m_pos = _min_excluding(_RangeMin(f[order]), lo, n, rank[qc])
+    m = np.where(m_val >= np.maximum(Wc, A), m_val, NEG)
+    bound_a = np.maximum(t1, m)
+    fwd_f = np.where(f < s_all, f, BIG)[order]
+    b_val, b_pos = _min_excluding(_RangeMin(fwd_f), lo, n, rank[qc])
+    T = np.minimum(bound_a, b_val)
+    s = np.where(T >= BIG, 0, np.clip(inv[rows] - T, 0, delta))
+    keep = np.flatnonzero(s > 0)
+    keep = keep[np.lexsort((rows[keep], -s[keep]))]
+    stale = list(zip(rows[keep].tolist(), s[keep].tolist(), strict=True))
+    if len(keep) == 0:
+        return [], None
+    k = int(keep[0])
+    if b_val[k] <= bound_a[k]:
+        binding, by_own = int(order[b_pos[k]]), False
+    else:
+        binding, by_own = int(order[m_pos[k]]), m[k] < t1[k]
+    witness = _stale_read_witness(h, c, int(rows[k]), int(idx[qc[k]]),
+                                  int(idx[binding]) if binding >= 0 else -1, by_own)
+    return stale, witness
+
+
+def _stale_read_witness(h: KeyHistory, c: _Clusters, row: int, own: int, other: int,
+                        by_own: bool) -> Witness:
+    """The rows behind one read's staleness: the read, its value's write and first
+    completion, and the value that forces the bound with its write and first completion
+    (the read must come before that completion, or before its own value's first one
+    when by_own)."""
+    cmp_ = np.where(h.complete == UNKNOWN_END, BIG, h.complete)
+    roles: dict[int, str] = {row: "stale read"}
+
+    def first(k: int) -> int:
+        members = c.read_rows[c.read_cluster == k]
+        if c.write_row[k] >= 0:
+            members = np.append(members, c.write_row[k])
+        return int(members[np.argmin(cmp_[members])])
+
+    for k, what in ((own, "the value it returned"), (other, "the overwriting value")):
+        if k < 0:
+            continue
+        w = int(c.write_row[k])
+        if w >= 0:
+            roles.setdefault(w, f"write of {what}")
+        roles.setdefault(first(k), f"first completion observing {what}")
+    kind = "stale-own" if by_own else "stale-read"
+    return Witness(kind, [row] + [r for r in roles if r != row], roles)
 
 
 def _witness(h: KeyHistory, c: _Clusters, u: int, v: int, kind: str) -> Witness:

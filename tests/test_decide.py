@@ -29,7 +29,11 @@ def test_stale_within_the_lease_is_lease_bounded() -> None:
     res = check_key(STALE, 10 * MS)
     assert (res.status, res.min_delta_ns) == (LEASE_BOUNDED, 7 * MS)
     assert [(s.index, s.shift_ns) for s in res.shifted_reads] == [(2, 7 * MS)]
-    assert res.counterexample is None
+    # the worst stale read is still shown: the read, its write and the overwrite
+    ce = res.counterexample
+    assert ce is not None and {o["index"] for o in ce["ops"]} == {0, 1, 2}
+    assert "stale by 7.000 ms, within the lease window of 10.000 ms" in ce["text"]
+    assert "op 1 (process 1 on n2: write 2" in ce["text"]
     assert "7.000 ms" in res.reason and "10.000 ms" in res.reason
 
 

@@ -1,0 +1,210 @@
+"""Per-read staleness (results.json shifted_reads): each read's s is the least shift of
+that read alone, with every other read at the key's minimal Δ, that makes the key
+linearizable. Checked against the corpus answer, hand-made cases, and an exhaustive
+search (every order of the operations) on small random histories, unique values (zone
+method) and compare-and-set (general search), with info writes, strict and at a lease
+window."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+from checker_histories import INFO, MS, history, r, w
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checkers.decide import LEASE_BOUNDED, VIOLATION, check_key
+from checkers.importers.jsonl import read_jsonl
+from checkers.models import CasRegister
+from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
+
+CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpora" / "leaseline"
+
+
+def test_corpus_has_exactly_one_stale_read() -> None:
+    (h,), _ = read_jsonl(str(CORPUS / "per-read-staleness.jsonl"))
+    for lease_ms in (0, 470, 1000):
+        res = check_key(h, lease_ms * MS)
+        assert res.min_delta_ns == 470 * MS
+        assert [(s.index, s.shift_ns) for s in res.shifted_reads] == [(104, 470 * MS)]
+        assert res.to_json()["shifted_reads"] == [{"index": 104, "shift_ms": 470.0}]
+        assert res.status == (VIOLATION if lease_ms < 470 else LEASE_BOUNDED)
+        assert res.counterexample is not None  # violation or the worst stale read
+
+
+def test_concurrent_read_of_the_old_value_is_not_stale() -> None:
+    # write 2 completes at 5 ms; the read of 1 at 4..6 ms is concurrent with it (fresh),
+    # the read of 1 at 12 ms is 7 ms stale: only that one is listed
+    h = history(w(1, 0, 1), w(2, 4, 5), r(1, 4, 6), r(1, 12, 13))
+    res = check_key(h, 0)
+    assert [(s.index, s.shift_ns) for s in res.shifted_reads] == [(3, 7 * MS)]
+
+
+def test_alternating_reads_match_exhaustive_search() -> None:
+    # concurrent writes of 1 and 2, then reads 1, 2, 1: the read of 2 must move before
+    # write 1 completed (20 ms); the reads of 1 are then fresh
+    h = history(w(1, 0, 10), w(2, 0, 10), r(1, 20, 21), r(2, 30, 31), r(1, 40, 41))
+    res = check_key(h, 0)
+    assert (res.min_delta_ns, _brute(h)) == (20 * MS, (20 * MS, {3: 20 * MS}))
+    assert [(s.index, s.shift_ns) for s in res.shifted_reads] == [(3, 20 * MS)]
+
+
+# ---- exhaustive reference ------------------------------------------------------------
+
+
+def _linearizable(ops: tuple[Operation, ...], starts: tuple[int, ...],
+                  initial: str | None) -> bool:
+    """Every order of the operations that respects real time (an operation that returned
+    before another's start precedes it) and the register; info operations may be left
+    out. Memoised on (done set, state), which drops no order."""
+    model = CasRegister()
+    n = len(ops)
+
+    @cache
+    def go(done: int, state: str | None) -> bool:
+        left = [i for i in range(n) if not done >> i & 1]
+        if all(ops[i].complete == UNKNOWN_END for i in left):
+            return True
+        for i in left:
+            if any(ops[j].complete < starts[i] for j in left if j != i):
+                continue  # some pending operation returned before i started
+            ok, nxt = model.step(state, ops[i])
+            if ok and go(done | 1 << i, nxt):
+                return True
+        return False
+
+    return go(0, initial)
+
+
+def _brute(h: KeyHistory) -> tuple[int | None, dict[int, int]]:
+    """(minimal Δ, {read index: staleness > 0}) by exhaustive search over candidates."""
+    ops = tuple(h.operations())
+    comps = {o.complete for o in ops if o.complete != UNKNOWN_END}
+
+    def lin(shift: dict[int, int], delta: int) -> bool:
+        starts = tuple(o.invoke - shift.get(k, delta) if o.f == READ else o.invoke
+                       for k, o in enumerate(ops))
+        return _linearizable(ops, starts, h.initial)
+
+    deltas = sorted({0} | {o.invoke - c for o in ops if o.f == READ for c in comps
+                           if o.invoke - c > 0})
+    delta = next((d for d in deltas if lin({}, d)), None)
+    if not delta:
+        return delta, {}
+    stale = {}
+    for k, o in enumerate(ops):
+        if o.f != READ:
+            continue
+        cands = sorted({0, delta} | {o.invoke - c for c in comps if 0 < o.invoke - c < delta})
+        s = next(s for s in cands if lin({k: s}, delta))
+        if s > 0:
+            stale[o.index] = s
+    return delta, stale
+
+
+# ---- random histories ----------------------------------------------------------------
+
+
+@st.composite
+def histories(draw: st.DrawFn, cas_ops: bool) -> KeyHistory:
+    """Operations with linearization points; reads may see a state up to `stale` before
+    their point, writes may be lost or end unknown (info). Unique values without CAS;
+    with CAS, values repeat (1..3) and compares succeed or fail by the simulated state."""
+    n = draw(st.integers(2, 7))
+    kinds = ["w", "r", "c"] if cas_ops else ["w", "r"]
+    plan = []
+    for i in range(n):
+        inv = draw(st.integers(0, 40))
+        dur = draw(st.integers(0, 10))
+        plan.append((i, draw(st.sampled_from(kinds)), inv, dur, draw(st.integers(inv, inv + dur))))
+    state: str | None = None
+    timeline: list[tuple[int, str | None]] = [(-(10**9), None)]
+    ops: list[Operation] = []
+    reads = []
+    for i, kind, inv, dur, point in sorted(plan, key=lambda p: p[4]):
+        info = draw(st.integers(0, 5)) == 0
+        end = UNKNOWN_END if info else inv + dur
+        if kind == "r":
+            reads.append((i, inv, inv + dur, point - draw(st.sampled_from([0, 0, 4, 12, 30]))))
+            continue
+        value = str(draw(st.integers(1, 3))) if cas_ops else str(i + 1)
+        lost = draw(st.integers(0, 8)) == 0
+        if kind == "w":
+            ops.append(Operation(i, i, WRITE, value, inv, end))
+            if not lost:
+                state = value
+        else:
+            expected = draw(st.sampled_from([None, "1", "2", "3"]))
+            if state == expected:
+                ops.append(Operation(i, i, CAS, value, inv, end, expected))
+                if not lost:
+                    state = value
+            elif not info:
+                ops.append(Operation(i, i, CAS_FAILED, None, inv, end, expected))
+        timeline.append((point, state))
+    for i, inv, comp, seen in reads:
+        current = [v for t, v in timeline if t <= seen][-1]
+        ops.append(Operation(i, i, READ, current, inv, comp))
+    return KeyHistory.from_operations(ops, key="p", model="cas-register" if cas_ops
+                                      else "register")
+
+
+def _agrees(h: KeyHistory, lease_ns: int) -> None:
+    delta, stale = _brute(h)
+    res = check_key(h, lease_ns)
+    assert res.min_delta_ns == delta
+    assert {s.index: s.shift_ns for s in res.shifted_reads} == stale
+    if res.status == LEASE_BOUNDED and stale:
+        worst = max(stale.values())
+        ce = res.counterexample
+        assert ce is not None and f"stale by {worst / 1e6:.3f} ms" in ce["text"]
+
+
+PROPERTY = settings(max_examples=300, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+@PROPERTY
+@given(histories(cas_ops=False), st.sampled_from([0, 5, 15]))
+def test_unique_values_staleness_matches_exhaustive_search(h: KeyHistory, lease: int) -> None:
+    _agrees(h, lease)  # times are plain ns here
+
+
+@PROPERTY
+@given(histories(cas_ops=True), st.sampled_from([0, 5, 15]))
+def test_cas_staleness_matches_exhaustive_search(h: KeyHistory, lease: int) -> None:
+    _agrees(h, lease)
+
+
+def test_info_write_is_handled() -> None:
+    # the read of 2 pins the info write; the read of 1 after it is stale
+    h = history(w(1, 0, 1), w(2, 2, INFO), r(2, 3, 4), r(1, 10, 11))
+    assert {s.index: s.shift_ns for s in check_key(h, 0).shifted_reads} == _brute(h)[1]
+
+
+# ---- issue 13: a timed-out write read twice around an overwrite ------------------------
+
+
+def test_read_again_after_overwrite_of_an_info_write_names_a_retried_write() -> None:
+    # write 1 timed out; 1 is read, 2 overwrites it, 1 is read again 8 ms later
+    ops = (w(1, 0, INFO), r(1, 5, 6), w(2, 10, 12), r(1, 20, 21))
+    for model in ("register", "cas-register"):  # zone method and general search
+        h = history(*ops, model=model)
+        for lease_ms, status in ((0, VIOLATION), (10, LEASE_BOUNDED)):
+            res = check_key(h, lease_ms * MS)
+            assert res.status == status
+            text = res.counterexample["text"]
+            assert "op 3 read a stale value" in text
+            assert "the only write of 1, op 0, which timed out" in text
+            assert "applied twice (a retried write)" in text and "op 2 replaced it" in text
+
+
+def test_completed_write_or_no_earlier_read_gets_no_retry_note() -> None:
+    done = history(w(1, 0, 2), r(1, 5, 6), w(2, 10, 12), r(1, 20, 21))
+    assert "retried" not in check_key(done, 0).counterexample["text"]
+    # a second write of 1 that completed: the read may have seen it, no retry needed
+    twice = history(w(1, 0, INFO), r(1, 5, 6), w(2, 10, 12), w(1, 13, 14), r(1, 20, 21),
+                    w(3, 22, 23), r(1, 30, 31), model="cas-register")
+    ce = check_key(twice, 0).counterexample
+    assert ce is not None and "retried" not in ce["text"]
