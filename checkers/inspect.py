@@ -81,9 +81,12 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
     )
     console.print(t)
     keys = results.get("keys") or {}
-    for k, kr in keys.items():
-        if not isinstance(kr, dict) or kr.get("status") != "violation":
-            continue
+    # violations, then lease-bounded keys' worst stale reads
+    shown = [(k, kr) for k, kr in keys.items()
+             if isinstance(kr, dict) and (kr.get("status") == "violation" or (
+                 kr.get("status") == "lease-bounded" and kr.get("counterexample")))]
+    shown.sort(key=lambda item: item[1]["status"] != "violation")
+    for k, kr in shown:
         ce = kr.get("counterexample") or {}
         body = Text()
         body.append(f"{kr.get('reason') or ''}\n", style="bold")
@@ -109,8 +112,11 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
                     f"{json.dumps(n.get('value'))}\n",
                     style="yellow",
                 )
+        bad = kr["status"] == "violation"
         console.print(
-            Panel(body, title=f"violation on key {k}", title_align="left", border_style="red")
+            Panel(body, title=f"violation on key {k}" if bad else
+                  f"lease-bounded key {k}: its worst stale read",
+                  title_align="left", border_style="red" if bad else "yellow")
         )
     unknown = [
         (k, kr) for k, kr in keys.items() if isinstance(kr, dict) and kr.get("status") == "unknown"
@@ -171,8 +177,9 @@ def print_neighbourhood(
         for s in kr.get("shifted_reads") or []:
             if s.get("index") == me["index"]:
                 console.print(
-                    "this read's invocation had to move "
-                    f"[yellow]{_ms(s.get('shift_ms'))}[/] earlier."
+                    f"this read is stale by [yellow]{_ms(s.get('shift_ms'))}[/]: its "
+                    "invocation must move that far earlier, every other read's by the "
+                    "key's minimal Δ."
                 )
         ce = kr.get("counterexample") or {}
         if any(isinstance(o, dict) and o.get("index") == me["index"] for o in ce.get("ops") or []):

@@ -5,7 +5,8 @@
     history.txt     the same, one aligned line per record, for people
     nemesis.log     what the faults did, wall-clock lines
     results.json    the verdict (ResultsJson), written by the checker entry point
-    anomalies/      one counterexample graph per violating key (networkx node-link JSON)
+    anomalies/      one counterexample graph per violating key, and per lease-bounded key
+                    for its worst stale read (networkx node-link JSON; graph.status says which)
     report.html, junit.xml, nodes/<service>/   the report, CI's view, the node logs
 
 results/latest is a relative symlink to the newest run, made when the run STARTS so an
@@ -85,6 +86,8 @@ class ResultsJson(TypedDict, total=False):
 
 
 RESULT_FIELDS = ("valid", "lease_ms", "ops", "summary", "max_delta_ms", "keys", "nemesis")
+# keys whose counterexample gets an anomaly file (lease-bounded: its worst stale read)
+COUNTEREXAMPLE_STATUSES = ("violation", "lease-bounded")
 
 
 def anomaly_file_name(key: str) -> str:
@@ -242,10 +245,11 @@ class RunDir:
                 old.unlink()
         for key, kr in results["keys"].items():
             graph = ((kr or {}).get("counterexample") or {}).get("graph")
-            if kr.get("status") == "violation" and graph is not None:
+            if kr.get("status") in COUNTEREXAMPLE_STATUSES and graph is not None:
                 self.anomalies.mkdir(exist_ok=True)
                 graph = dict(graph)
-                graph["graph"] = {**graph.get("graph", {}), "key": key}  # the file name escapes
+                # the file name escapes the key; the status tells a violation from a stale read
+                graph["graph"] = {**graph.get("graph", {}), "key": key, "status": kr["status"]}
                 write_json(self.anomalies / anomaly_file_name(key), graph)
         write_json(self.results_json, results)
         return self.results_json

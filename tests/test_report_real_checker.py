@@ -39,7 +39,12 @@ def test_report_of_a_checked_history(tmp_path: Path) -> None:
             1
         )
     )
-    assert {a["key"] for a in blob["anomalies"]} == set(violations)
+    # violations first, then each lease-bounded key's worst stale read
+    bounded = {k for k, kr in file_report["keys"].items() if kr["status"] == "lease-bounded"}
+    keys = [a["key"] for a in blob["anomalies"]]
+    assert set(keys) == set(violations) | bounded
+    assert set(keys[: len(violations)]) == set(violations)
+    assert page.count("lease-bounded: worst stale read") == len(bounded)
     for a in blob["anomalies"]:
         graph = a["graph"]
         assert graph["nodes"] and any(e.get("cycle") for e in graph.get("edges") or graph["links"])

@@ -7,6 +7,7 @@ window."""
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from pathlib import Path
 
@@ -208,3 +209,42 @@ def test_completed_write_or_no_earlier_read_gets_no_retry_note() -> None:
                     w(3, 22, 23), r(1, 30, 31), model="cas-register")
     ce = check_key(twice, 0).counterexample
     assert ce is not None and "retried" not in ce["text"]
+
+
+# ---- a lease-bounded key's worst stale read in the run folder, report and inspect -------
+
+
+def test_lease_bounded_key_shows_its_worst_stale_read(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from checkers.job import file_report
+    from checkers.report import write_report
+    from cli import main
+    from harness.run_dir import RunDir, anomaly_file_name
+
+    run = tmp_path / "t" / "20250101T000000"
+    run.mkdir(parents=True)
+    (h,), nemesis = read_jsonl(str(CORPUS / "per-read-staleness.jsonl"))
+    (run / "history.jsonl").write_text((CORPUS / "per-read-staleness.jsonl").read_text())
+    res = check_key(h, 500 * MS)
+    assert res.status == LEASE_BOUNDED
+    RunDir(run).write_results(file_report({h.key: res.to_json()}, nemesis, 500.0))
+    graph = json.loads((run / "anomalies" / anomaly_file_name(h.key)).read_text())
+    assert graph["graph"]["status"] == LEASE_BOUNDED
+    assert 104 in {n["id"] for n in graph["nodes"]}
+    assert any(e.get("cycle") for e in graph["edges"])
+
+    page = write_report(run).read_text()
+    assert "lease-bounded: worst stale read" in page
+    assert "alone is stale by 470.000 ms, within the lease window of 500.000 ms" in page
+
+    out = CliRunner().invoke(main, ["inspect", str(run)], env={"COLUMNS": "200"}).output
+    assert f"lease-bounded key {h.key}: its worst stale read" in out
+    out = CliRunner().invoke(main, ["inspect", str(run), "--op", "104"],
+                             env={"COLUMNS": "200"}).output
+    assert "this read is stale by 470" in out
+    assert "part of the key's counterexample" in out
+    for fresh in (91, 93):  # moved by the old witness, not stale
+        out = CliRunner().invoke(main, ["inspect", str(run), "--op", str(fresh)],
+                                 env={"COLUMNS": "200"}).output
+        assert "this read is stale" not in out and f"operation {fresh}" in out

@@ -240,7 +240,7 @@ def _keys_html(results: dict[str, Any] | None) -> str:
     more = ""
     if len(items) > MAX_KEY_ROWS:
         more = f'<p class="muted">{len(items) - MAX_KEY_ROWS:,} more keys are in results.json.</p>'
-    headers = ["key", "status", "minimal Δ#", "ops#", "shifted reads#", "method", "why"]
+    headers = ["key", "status", "minimal Δ#", "ops#", "stale reads#", "method", "why"]
     return (
         f'<section class="card" id="keys"><h2>Keys ({len(items):,})</h2>'
         f'<div class="scroll">{_table(headers, rows)}</div>{more}</section>'
@@ -287,8 +287,9 @@ def _anomaly_html(i: int, a: Anomaly) -> str:
     )
     delta = _fmt_ms(a.min_delta_ms) if a.min_delta_ms is not None else "none: no Δ helps"
     return (
-        f'<div class="anomaly" id="anomaly-{i}"><h3>Key <code>{_e(a.key)}</code> — violation'
-        f' <span class="muted">(minimal Δ {delta})</span></h3><p>{_e(a.reason)}</p>'
+        f'<div class="anomaly" id="anomaly-{i}"><h3>Key <code>{_e(a.key)}</code> — '
+        + ("violation" if a.status == "violation" else f"{_e(a.status)}: worst stale read")
+        + f' <span class="muted">(minimal Δ {delta})</span></h3><p>{_e(a.reason)}</p>'
         + (f'<div class="why">{_e(a.text)}</div>' if a.text else "")
         + (f"<p><b>Nemesis in force:</b></p><ul>{nem}</ul>" if nem else "")
         + ops_table
@@ -313,7 +314,7 @@ def _anomalies_html(found: list[Anomaly], results: dict[str, Any] | None) -> str
     if parts:
         body = "".join(parts)
     elif results:
-        body = "<p class='muted'>No anomalies: no key is a violation.</p>"
+        body = "<p class='muted'>No anomalies: no key is a violation or read stale.</p>"
     else:
         body = "<p class='muted'>No results.json: the checker has not run on this history.</p>"
     return f'<section class="card" id="anomalies"><h2>Anomalies ({len(found)})</h2>{body}</section>'

@@ -251,15 +251,19 @@ class Anomaly:
 
 
 def anomalies(results: dict[str, Any] | None, run_dir: Path, problems: list[str]) -> list[Anomaly]:
-    """Every violation with its counterexample: results.json first, then anomalies/*.json."""
+    """Every violation, then every lease-bounded key's worst stale read, with its
+    counterexample: results.json first, then anomalies/*.json."""
     found: dict[str, Anomaly] = {}
-    for key, kr in ((results or {}).get("keys") or {}).items():
-        if not isinstance(kr, dict) or kr.get("status") != "violation":
-            continue
+    keyed = [(k, kr) for k, kr in ((results or {}).get("keys") or {}).items()
+             if isinstance(kr, dict) and kr.get("status") in ("violation", "lease-bounded")]
+    keyed.sort(key=lambda item: item[1].get("status") != "violation")  # violations first
+    for key, kr in keyed:
         ce = kr.get("counterexample") or {}
+        if kr["status"] != "violation" and not ce:
+            continue
         found[str(key)] = Anomaly(
             key=str(key),
-            status="violation",
+            status=str(kr["status"]),
             reason=str(kr.get("reason") or ""),
             min_delta_ms=kr.get("min_delta_ms"),
             text=str(ce.get("text") or ""),
@@ -279,7 +283,7 @@ def anomalies(results: dict[str, Any] | None, run_dir: Path, problems: list[str]
             if a is None:
                 found[key] = Anomaly(
                     key=key,
-                    status="violation",
+                    status=str((graph or {}).get("graph", {}).get("status") or "violation"),
                     reason=str(data.get("reason") or ""),
                     min_delta_ms=data.get("min_delta_ms"),
                     text=str(data.get("text") or ""),
