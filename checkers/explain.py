@@ -1,11 +1,15 @@
-"""Counterexamples for violations: the few operations that force them, as text and graph.
+"""Counterexamples for violations, and for a lease-bounded key's worst stale read: the
+few operations that force them, as text and graph.
 
 `from_zone` explains a unique-value register from the zone witness (the read, the write
 it needed, the write that overwrote it: no search needed). `minimal_ops` shrinks a
 general (WGL) violation: the shortest prefix of the history (by completion time,
 operations still running at the cut treated as outcome unknown) that is not
 L-linearizable, then one-by-one deletion while it stays so, within a time budget.
-`build` turns a set of rows into the counterexample dict:
+`from_stale_read` shrinks the same way for one read moved just less than its own
+staleness, every other read moved the minimal Δ. Every text names a possible retried
+write where one fits (`retried_write_note`). `build` turns a set of rows into the
+counterexample dict:
     {"text", "ops", "nemesis", "graph"}   graph = networkx node_link_data
 with operations as nodes (their full record as attributes) and edges typed
 "real-time", "reads-from", "version-order"; the edges that close the contradiction
