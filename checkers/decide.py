@@ -147,15 +147,12 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     delta = found.min_delta_ns
     status = status_for(delta, lease_ns)
     shifted: list[ShiftedRead] = []
-    staleness_exact = True
+    staleness_exact = True  # False: the budget ran out; some shifts are upper bounds
     if delta:
         # only reads the witness moved can be stale; each is decided by its own search
         moved = [(i, s) for i, s in read_shifts(ops, found.order, delta) if s > 0]
         limits = SearchLimits(time.monotonic() + budget.max_seconds, max_states)
-        try:
-            moved = read_staleness(ops, model, h.initial, delta, moved, limits)
-        except BudgetExceeded:
-            staleness_exact = False  # keep the witness's shifts: upper bounds
+        moved, staleness_exact = read_staleness(ops, model, h.initial, delta, moved, limits)
         shifted = sorted((ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),
                          key=lambda s: s.index)
     counterexample = None

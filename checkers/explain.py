@@ -204,7 +204,7 @@ def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int,
 
 def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int,
               stale_ns: int | None = None) -> dict[str, Any]:
-    """stale_ns: for the "stale-read"/"stale-own" witnesses of one read, its staleness
+    """stale_ns: for the "stale-read" witness of one read, its staleness
     (delta is then the key's minimal Δ, by which every other read moves)."""
     rows, roles = w.rows, w.roles
     r = rows[0]
@@ -240,7 +240,7 @@ def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int,
             edges.append((first_new, r, "real-time", True))
     stale_by = (int(h.invoke[r]) - int(h.complete[first_new])) if first_new is not None else None
     text = f"{_describe(h, r)} returned {h.value[r] if h.value[r] is not None else 'nil'}"
-    if w.kind in ("stale-read", "stale-own") and stale_ns is not None:
+    if w.kind == "stale-read" and stale_ns is not None:
         return build(h, rows, roles, edges, text + _stale_read_text(h, w, delta, lease_ns,
                                                                       stale_ns), lease_ns)
     if first_new is not None:
@@ -261,13 +261,6 @@ def _stale_read_text(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int
             f"{stale_ns / 1e6:.3f} ms, {within} the lease window of {lease_ns / 1e6:.3f} ms.")
     new = by_role.get("first completion observing the overwriting value",
                       by_role.get("write of the overwriting value"))
-    if w.kind == "stale-own":
-        own = by_role.get("first completion observing the value it returned",
-                          by_role.get("write of the value it returned"))
-        where = f", to before {_describe(h, own)} completed" if own is not None else ""
-        other = f" value {h.value[new]} ({_describe(h, new)})" if new is not None else " a value"
-        return (f"; unless it moves {stale_ns / 1e6:.3f} ms earlier{where},{other} "
-                f"has no place in the order" + tail)
     if new is None:
         return tail
     seen = "written" if int(h.f[new]) != READ else "observed"

@@ -289,29 +289,49 @@ def read_staleness(
     delta: int,
     moved: Sequence[tuple[int, int]],
     limits: SearchLimits,
-) -> list[tuple[int, int]]:
+) -> tuple[list[tuple[int, int]], bool]:
     """Each moved read's own staleness: the least s >= 0 at which the history is
     linearizable with that read's invoke moved s earlier and every other read's `delta`
     earlier. moved: (position in ops, upper bound, e.g. its shift in a linearization at
-    delta); returns (position, s) in the same order. Linearizability only grows with s
-    and changes only where the read's invoke passes a completion, so s is found by
-    binary search over 0 and invoke - completion below the bound. BudgetExceeded
-    escapes; the caller keeps the upper bounds then."""
+    delta). Returns (position, s) in the same order, and whether all were decided (when
+    the budget runs out, the rest keep their best upper bound).
+
+    Linearizability only grows with s and changes only where the read's invoke passes a
+    completion, so s is found by binary search over 0 and invoke - completion below the
+    bound, 0 first (most moved reads are not stale). Every linearization found also
+    bounds the other reads: one needing shift w there is linearizable with it at w and
+    the rest at `delta`, so many reads are settled without a search of their own."""
     comps = np.unique(np.array([o.complete for o in ops if o.complete != UNKNOWN_END],
                                dtype=np.int64))
-    out: list[tuple[int, int]] = []
-    for pos, upper in moved:
-        read = ops[pos]
-        diffs = read.invoke - comps[::-1]  # increasing
-        cands = np.concatenate(([0], diffs[(diffs > 0) & (diffs < upper)], [upper]))
-        a, b = 0, len(cands) - 1  # cands[b] is known to be enough
-        while a < b:
-            mid = (a + b) // 2
-            s = int(cands[mid])
-            limits.states = 0  # each search's memo is freed when it returns
-            if linearizable(ops, model, initial, delta, limits, {read.index: s}).ok:
-                b = mid
-            else:
-                a = mid + 1
-        out.append((pos, int(cands[b])))
-    return out
+    upper = dict(moved)
+    done: dict[int, int] = {}
+
+    def test(read: Operation, s: int) -> bool:
+        limits.states = 0  # each search's memo is freed when it returns
+        out = linearizable(ops, model, initial, delta, limits, {read.index: s})
+        if out.ok:
+            shifts = dict(read_shifts(ops, out.order, delta))
+            for p in upper:
+                if ops[p] is not read:
+                    upper[p] = min(upper[p], shifts.get(p, 0))
+        return out.ok
+
+    try:
+        for pos, _ in moved:
+            read = ops[pos]
+            if upper[pos] == 0 or test(read, 0):
+                done[pos] = 0
+                continue
+            diffs = read.invoke - comps[::-1]  # increasing
+            cands = np.concatenate((diffs[(diffs > 0) & (diffs < upper[pos])], [upper[pos]]))
+            a, b = 0, len(cands) - 1  # cands[b] is known to be enough
+            while a < b:
+                mid = (a + b) // 2
+                if test(read, int(cands[mid])):
+                    b = mid
+                else:
+                    a = mid + 1
+            done[pos] = int(cands[b])
+    except BudgetExceeded:
+        return [(p, done.get(p, upper[p])) for p, _ in moved], False
+    return [(p, done[p]) for p, _ in moved], True

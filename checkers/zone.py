@@ -49,15 +49,19 @@ shifting the other.)
 Per-read staleness (the least s >= 0 such that the history is linearizable with this
 read moved s earlier and every other read moved Δ earlier) comes from the same
 conditions, no search. Let c be the read's cluster, A the latest invoke of c's other
-reads (moved Δ earlier) and X = invoke - s. Only pairs with c change, and every
-comparison with X is strict, so the largest conflict-free X is
+reads (moved Δ earlier), X = invoke - s, and s_v, f_v the other clusters' at Δ. Only
+pairs with c change as X grows: (c, v) conflicts iff c is forward, f_v < s_c and
+f_c < s_v; (u, c) iff u is forward, f_c < s_u and f_u < s_c. Every comparison with X
+is strict, so the largest conflict-free X is
     T = min( max(t1, m), b )
-with, over the other live clusters v at Δ (minima over clusters sorted by s_v):
-    t1 = f_c unless f_c < A (then c is forward whatever X is: -inf),
-    m  = min{f_v : s_v > f_c}, or -inf when that minimum is below max(W_c, A),
-    b  = min{f_u : u forward, s_u > f_c};
-and s = clamp(invoke - T, 0, Δ). (Pair (c, v) conflicts iff c is forward,
-f_v < s_c and f_c < s_v; pair (u, c) iff u is forward, f_c < s_u and f_u < s_c.)
+    t1 = f_c, or -inf if f_c < A;   m = min{f_v : s_v > f_c}, or -inf if that is below
+    max(W_c, A);   b = min{f_u : u forward, s_u > f_c}.
+Since there is no conflict at Δ, this is simply T = min{f_v : v != c, s_v > f_c}: a
+v with s_v > f_c and f_v < max(W_c, A) would be forward with c's zone inside or
+overlapping it (a conflict at Δ), so m is never -inf; and if that minimum is below f_c
+its cluster is forward, so b reaches it. The read must precede every cluster that has
+to follow its own: s = clamp(invoke - T, 0, Δ), one range minimum per read over the
+clusters sorted by s_v.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ NEG = np.int64(-(1 << 61))
 class Witness:
     """The operations (history rows) that force the minimal Δ, for explanations."""
 
-    kind: str  # "never-written" | "read-before-write" | "stale" | "nested"
+    kind: str  # "never-written" | "read-before-write" | "stale" | "nested" | "stale-read"
     rows: list[int]  # rows of the history, the offending read first
     roles: dict[int, str] = field(default_factory=dict)  # row -> role in the sentence
 
@@ -359,63 +363,35 @@ def _staleness(h: KeyHistory, c: _Clusters, delta: int, rows: np.ndarray
     largest first, and a witness for the first."""
     if len(rows) == 0:
         return [], None
-    inv = h.invoke
     idx = np.flatnonzero(c.live)
     local = np.full(len(c.W), -1, dtype=np.int64)
     local[idx] = np.arange(len(idx))
-    W, f, S = c.W[idx], c.f[idx], c.S[idx]
-    s_all = np.maximum(W, np.where(S > NEG, S - delta, NEG))
-    # A: latest invoke of the cluster's other reads (Δ earlier): the latest read of each
-    # cluster (ties: one of them) sees the second latest
-    rinv = inv[c.read_rows]
-    by = np.lexsort((rinv, c.read_cluster))
-    last_of = np.ones(len(by), dtype=bool)
-    last_of[:-1] = c.read_cluster[by][1:] != c.read_cluster[by][:-1]
-    is_last = np.zeros(len(by), dtype=bool)
-    is_last[by[last_of]] = True
-    S2 = np.full(len(c.W), NEG, dtype=np.int64)
-    np.maximum.at(S2, c.read_cluster[~is_last], rinv[~is_last])
+    f = c.f[idx]
+    s_all = np.maximum(c.W[idx], np.where(c.S[idx] > NEG, c.S[idx] - delta, NEG))
     pos_of_row = np.full(len(h), -1, dtype=np.int64)
     pos_of_row[c.read_rows] = np.arange(len(c.read_rows))
-    qp = pos_of_row[rows]
-    qc = local[c.read_cluster[qp]]
-    other = np.where(is_last[qp], S2[c.read_cluster[qp]], c.S[c.read_cluster[qp]])
-    A = np.where(other > NEG, other - delta, NEG)
-    fc, Wc = f[qc], W[qc]
-    t1 = np.where(fc < A, NEG, fc)
+    qc = local[c.read_cluster[pos_of_row[rows]]]
     order = np.argsort(s_all, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
-    n = len(order)
-    lo = np.searchsorted(s_all[order], fc, side="right").astype(np.int64)
-    m_val, m_pos = _min_excluding(_RangeMin(f[order]), lo, n, rank[qc])
-    m = np.where(m_val >= np.maximum(Wc, A), m_val, NEG)
-    bound_a = np.maximum(t1, m)
-    fwd_f = np.where(f < s_all, f, BIG)[order]
-    b_val, b_pos = _min_excluding(_RangeMin(fwd_f), lo, n, rank[qc])
-    T = np.minimum(bound_a, b_val)
-    s = np.where(T >= BIG, 0, np.clip(inv[rows] - T, 0, delta))
+    lo = np.searchsorted(s_all[order], f[qc], side="right").astype(np.int64)
+    T, pos = _min_excluding(_RangeMin(f[order]), lo, len(order), rank[qc])
+    s = np.where(T >= BIG, 0, np.clip(h.invoke[rows] - T, 0, delta))
     keep = np.flatnonzero(s > 0)
     keep = keep[np.lexsort((rows[keep], -s[keep]))]
     stale = list(zip(rows[keep].tolist(), s[keep].tolist(), strict=True))
     if len(keep) == 0:
         return [], None
     k = int(keep[0])
-    if b_val[k] <= bound_a[k]:
-        binding, by_own = int(order[b_pos[k]]), False
-    else:
-        binding, by_own = int(order[m_pos[k]]), m[k] < t1[k]
-    witness = _stale_read_witness(h, c, int(rows[k]), int(idx[qc[k]]),
-                                  int(idx[binding]) if binding >= 0 else -1, by_own)
+    witness = _stale_read_witness(h, c, int(rows[k]), int(idx[qc[k]]), int(idx[order[pos[k]]]))
     return stale, witness
 
 
-def _stale_read_witness(h: KeyHistory, c: _Clusters, row: int, own: int, other: int,
-                        by_own: bool) -> Witness:
+def _stale_read_witness(h: KeyHistory, c: _Clusters, row: int, own: int, other: int
+                        ) -> Witness:
     """The rows behind one read's staleness: the read, its value's write and first
-    completion, and the value that forces the bound with its write and first completion
-    (the read must come before that completion, or before its own value's first one
-    when by_own)."""
+    completion, and the value that must follow it, with its write and first completion
+    (which the read must precede)."""
     cmp_ = np.where(h.complete == UNKNOWN_END, BIG, h.complete)
     roles: dict[int, str] = {row: "stale read"}
 
@@ -426,14 +402,11 @@ def _stale_read_witness(h: KeyHistory, c: _Clusters, row: int, own: int, other: 
         return int(members[np.argmin(cmp_[members])])
 
     for k, what in ((own, "the value it returned"), (other, "the overwriting value")):
-        if k < 0:
-            continue
         w = int(c.write_row[k])
         if w >= 0:
             roles.setdefault(w, f"write of {what}")
         roles.setdefault(first(k), f"first completion observing {what}")
-    kind = "stale-own" if by_own else "stale-read"
-    return Witness(kind, [row] + [r for r in roles if r != row], roles)
+    return Witness("stale-read", [row] + [r for r in roles if r != row], roles)
 
 
 def _witness(h: KeyHistory, c: _Clusters, u: int, v: int, kind: str) -> Witness:

@@ -8,6 +8,7 @@ window."""
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from pathlib import Path
 
@@ -162,7 +163,7 @@ def _agrees(h: KeyHistory, lease_ns: int) -> None:
         assert ce is not None and f"stale by {worst / 1e6:.3f} ms" in ce["text"]
 
 
-PROPERTY = settings(max_examples=300, deadline=None,
+PROPERTY = settings(max_examples=int(os.environ.get("STALENESS_EXAMPLES", "300")), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 
@@ -248,3 +249,15 @@ def test_lease_bounded_key_shows_its_worst_stale_read(tmp_path: Path) -> None:
         out = CliRunner().invoke(main, ["inspect", str(run), "--op", str(fresh)],
                                  env={"COLUMNS": "200"}).output
         assert "this read is stale" not in out and f"operation {fresh}" in out
+
+
+def test_general_search_keeps_upper_bounds_when_the_budget_runs_out() -> None:
+    from checkers.wgl import SearchLimits, read_staleness
+
+    h = history(w(1, 0, 1), w(2, 4, 5), r(1, 4, 6), r(1, 12, 13), model="cas-register")
+    ops = h.operations()
+    moved = [(2, 1 * MS), (3, 7 * MS)]
+    assert read_staleness(ops, CasRegister(), None, 7 * MS, moved,
+                          SearchLimits(float("inf"), 10_000)) == ([(2, 0), (3, 7 * MS)], True)
+    assert read_staleness(ops, CasRegister(), None, 7 * MS, moved,
+                          SearchLimits(float("inf"), 1)) == (moved, False)
