@@ -62,6 +62,8 @@ class KeyResult:
     counterexample: dict[str, Any] | None = None  # checkers/explain.py builds it
     reason: str = ""  # one sentence: why this status
     exact: bool = True  # False: the budget ran out refining; min_delta_ns is an upper bound
+    # False: the budget ran out deciding reads' staleness; some shifts are upper bounds
+    staleness_exact: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -74,7 +76,8 @@ class KeyResult:
                 {"index": s.index, "shift_ms": s.shift_ns / 1e6} for s in self.shifted_reads
             ],
             "counterexample": self.counterexample,
-        } | ({} if self.exact else {"min_delta_exact": False})
+        } | ({} if self.exact else {"min_delta_exact": False}) | (
+            {} if self.staleness_exact else {"shifted_reads_exact": False})
 
 
 def status_for(min_delta_ns: int | None, lease_ns: int) -> str:
@@ -172,4 +175,4 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     if not staleness_exact:
         reason += " (the budget ran out deciding each read's staleness: shifts are upper bounds)"
     return KeyResult(h.key, status, delta, len(h), "wgl", shifted, counterexample, reason,
-                     exact=found.exact)
+                     exact=found.exact, staleness_exact=staleness_exact)

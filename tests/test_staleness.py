@@ -261,3 +261,16 @@ def test_general_search_keeps_upper_bounds_when_the_budget_runs_out() -> None:
                           SearchLimits(float("inf"), 10_000)) == ([(2, 0), (3, 7 * MS)], True)
     assert read_staleness(ops, CasRegister(), None, 7 * MS, moved,
                           SearchLimits(float("inf"), 1)) == (moved, False)
+
+
+def test_undecided_staleness_is_marked_in_results(monkeypatch) -> None:  # noqa: ANN001
+    import checkers.decide as decide
+
+    # the per-read searches run out of budget (faked): the witness's shifts stay, marked
+    monkeypatch.setattr(decide, "read_staleness", lambda ops, m, i, d, moved, lim:
+                        (list(moved), False))
+    h = history(w(1, 0, 1), w(2, 4, 5), r(1, 12, 13), model="cas-register")
+    out = check_key(h, 0).to_json()
+    assert out["shifted_reads"] == [{"index": 2, "shift_ms": 7.0}]
+    assert out["shifted_reads_exact"] is False and "upper bounds" in out["reason"]
+    assert "shifted_reads_exact" not in check_key(history(w(1, 0, 1), r(1, 2, 3)), 0).to_json()
