@@ -303,9 +303,8 @@ def minimal_ops(
         i = len(keep) - 1
         while i >= 0 and time.monotonic() < deadline:
             trial = keep[:i] + keep[i + 1:]
-            if keep[i].index == kept_index:
-                pass
-            elif trial and _supported(trial, ever_written, h.initial) and bad(trial):
+            if (keep[i].index != kept_index and trial
+                    and _supported(trial, ever_written, h.initial) and bad(trial)):
                 keep = trial
             i -= 1
     except BudgetExceeded:
