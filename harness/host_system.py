@@ -1,0 +1,246 @@
+"""How a system runs on a user's own machines: the `[host]` table of a system description.
+
+    [host]
+    dir = "~/.leaseline/leasekv"              # each node's folder (created; a template)
+    upload = [{ from = "../sut/leasekv", to = "app/sut/leasekv" }]   # local -> dir/to
+    setup = "test -x venv/bin/python3 || python3 -m venv venv"      # shell, or an argv list
+    command = ["venv/bin/python3", "-m", "sut.leasekv", "--id", "{id}", "--peers",
+               "{list.peers}"]                # the node in the foreground; Leaseline detaches it
+    env = { PYTHONPATH = "{dir}/app" }
+    stop = []                                 # default: SIGTERM to its process group, then KILL
+    wipe = "rm -rf data"
+    logs = ["node.log"]                       # relative to dir; node.log is the command's output
+    timeout_s = 120                           # each command, on each node
+
+    [lists.peers]                             # as in the system file: one item per node
+    item = "{ip}:{port.raft}"
+    separator = ","
+
+Templates use `{name}`, `{id}`, `{ip}` (the address from the hosts file), `{port.NAME}`,
+`{opt.NAME}`, `{list.NAME}`, `{dir}` and `{home}` (the login's $HOME); `{{`/`}}` are
+braces. In an argv list each element is filled in and then quoted as one word; in a shell
+string each value is quoted as one word where it is put, so a node named `n 1; rm -rf ~`
+stays one harmless word. Every command runs in the node's folder.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadArguments
+
+HOST_FIELDS = {"dir", "upload", "setup", "command", "env", "stop", "wipe", "logs", "timeout_s",
+               "setup_timeout_s", "stop_grace_s"}
+VARS = ("name", "id", "ip", "dir", "home", "port.", "opt.", "list.")
+DIR_VARS = ("name", "id", "opt.")
+LIST_VARS = ("name", "id", "ip", "port.", "opt.")
+_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+
+
+class TemplateProblem(ValueError):
+    pass
+
+
+def _names(text: str) -> list[str]:
+    if {"{", "}"} & set(_TOKEN.sub("", text)):
+        raise TemplateProblem(f"has an unmatched brace in {text!r} (write {{{{ or }}}})")
+    return [m.group(1).strip() for m in _TOKEN.finditer(text) if m.group(1) is not None]
+
+
+def check_template(text: str, allowed: tuple[str, ...]) -> None:
+    for name in _names(text):
+        if name in allowed or ("." in name and name.split(".", 1)[0] + "." in allowed):
+            continue
+        valid = ", ".join("{" + (a + "NAME" if a.endswith(".") else a) + "}" for a in allowed)
+        raise TemplateProblem(f"refers to {{{name}}}, which it cannot use here (valid: {valid})")
+
+
+def render(text: str, values: Mapping[str, str], quote: bool = False) -> str:
+    """Fills a template; quote=True puts each value in as one shell word."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) is None:
+            return m.group(0)[0]
+        name = m.group(1).strip()
+        if name not in values:
+            raise TemplateProblem(f"has no value for {{{name}}}")
+        return shlex.quote(str(values[name])) if quote else str(values[name])
+
+    return _TOKEN.sub(sub, text)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command of the description: a shell script, or an argv list (quoted per element)."""
+
+    script: str | None = None
+    argv: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return self.script is None and not self.argv
+
+    def shell(self, values: Mapping[str, str]) -> str:
+        if self.script is not None:
+            return render(self.script, values, quote=True)
+        return " ".join(shlex.quote(render(a, values)) for a in self.argv)
+
+
+@dataclass(frozen=True)
+class Upload:
+    local: Path
+    remote: str  # relative to the node's folder
+
+
+@dataclass(frozen=True)
+class HostCommands:
+    dir: str = "~/.leaseline/{name}"
+    uploads: tuple[Upload, ...] = ()
+    setup: Command = field(default_factory=Command)
+    command: Command = field(default_factory=Command)
+    env: dict[str, str] = field(default_factory=dict)
+    stop: Command = field(default_factory=Command)
+    wipe: Command = field(default_factory=Command)
+    logs: tuple[str, ...] = ("node.log",)
+    timeout_s: float = 120.0
+    setup_timeout_s: float = 600.0
+    stop_grace_s: float = 5.0
+    ports: dict[str, int] = field(default_factory=dict)
+    lists: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (item, separator)
+    opts: dict[str, str] = field(default_factory=dict)
+
+    def values(self, node: str, node_id: int, ip: str, directory: str, home: str,
+               peers: list[tuple[str, int, str]]) -> dict[str, str]:
+        """The template values of one node; peers: (name, id, ip) of every node in order."""
+        base = {f"port.{k}": str(v) for k, v in self.ports.items()}
+        base |= {f"opt.{k}": v for k, v in self.opts.items()}
+        lists = {f"list.{k}": sep.join(render(item, base | {"name": n, "id": str(i), "ip": a})
+                                       for n, i, a in peers)
+                 for k, (item, sep) in self.lists.items()}
+        return base | lists | {"name": node, "id": str(node_id), "ip": ip, "dir": directory,
+                              "home": home}
+
+    def node_dir(self, node: str, node_id: int) -> str:
+        """The folder template filled in (raw: it is quoted wherever it is used)."""
+        return render(self.dir, {"name": node, "id": str(node_id)}
+                      | {f"opt.{k}": v for k, v in self.opts.items()})
+
+
+def _fail(label: str, where: str, what: str) -> BadArguments:
+    return BadArguments(f"{label}: {where} {what}.")
+
+
+def _command(label: str, where: str, raw: Any, allowed: tuple[str, ...]) -> Command:
+    if raw is None:
+        return Command()
+    if isinstance(raw, str):
+        texts, cmd = [raw], Command(script=raw)
+    elif isinstance(raw, list) and all(isinstance(a, str) for a in raw):
+        texts, cmd = list(raw), Command(argv=tuple(raw))
+    else:
+        raise _fail(label, where, "must be a shell string or a list of strings (an argv)")
+    for text in texts:
+        try:
+            check_template(text, allowed)
+        except TemplateProblem as e:
+            raise _fail(label, where, str(e)) from None
+    return cmd
+
+
+def parse_host_table(data: dict[str, Any], base: Path, label: str,
+                     opts: Mapping[str, str] | None = None) -> HostCommands:
+    """The `[host]`, `[ports]` and `[lists]` tables of a description; BadArguments (one
+    sentence naming the field) when they cannot work. base: the file's folder."""
+    host = data.get("host")
+    if not isinstance(host, dict):
+        raise _fail(label, "host", "is missing (the table of commands that set up, start, stop "
+                                   "and wipe a node on a machine of its own)")
+    unknown = sorted(set(host) - HOST_FIELDS)
+    if unknown:
+        raise _fail(label, f"host.{unknown[0]}", f"is not a field of [host] "
+                                                 f"(valid: {', '.join(sorted(HOST_FIELDS))})")
+    ports: dict[str, int] = {}
+    for key, port in (data.get("ports") or {}).items():
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+            raise _fail(label, f"ports.{key}", "must be a port number (1-65535)")
+        ports[key] = port
+    lists: dict[str, tuple[str, str]] = {}
+    for key, spec in (data.get("lists") or {}).items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("item"), str):
+            raise _fail(label, f"lists.{key}", "must be a table with item (and separator)")
+        sep = spec.get("separator", ",")
+        if not isinstance(sep, str):
+            raise _fail(label, f"lists.{key}.separator", "must be a string")
+        try:
+            check_template(spec["item"], LIST_VARS)
+        except TemplateProblem as e:
+            raise _fail(label, f"lists.{key}.item", str(e)) from None
+        lists[key] = (spec["item"], sep)
+
+    directory = host.get("dir", "~/.leaseline/{name}")
+    if not isinstance(directory, str) or not directory.strip():
+        raise _fail(label, "host.dir", "must be a non-empty string")
+    try:
+        check_template(directory, DIR_VARS)
+    except TemplateProblem as e:
+        raise _fail(label, "host.dir", str(e)) from None
+    if not (directory.startswith("/") or directory.startswith("~/")):
+        raise _fail(label, "host.dir", "must be absolute or start with ~/")
+
+    uploads = []
+    for i, up in enumerate(host.get("upload") or []):
+        where = f"host.upload[{i}]"
+        if not isinstance(up, dict) or not isinstance(up.get("from"), str) \
+                or not isinstance(up.get("to"), str):
+            raise _fail(label, where, "must be a table with from (here) and to (on the node)")
+        local = (base / up["from"]).resolve()
+        if not local.exists():
+            raise _fail(label, f"{where}.from", f"names {up['from']}, which does not exist")
+        if up["to"].startswith("/") or ".." in Path(up["to"]).parts:
+            raise _fail(label, f"{where}.to", "must be a path inside the node's folder")
+        uploads.append(Upload(local, up["to"]))
+
+    command = _command(label, "host.command", host.get("command"), VARS)
+    if command.empty:
+        raise _fail(label, "host.command", "is missing (the node's server, in the foreground)")
+    env_raw = host.get("env") or {}
+    if not isinstance(env_raw, dict) or not all(
+            isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
+            for k, v in env_raw.items()):
+        raise _fail(label, "host.env", "must map variable names to strings")
+    for k, v in env_raw.items():
+        try:
+            check_template(v, VARS)
+        except TemplateProblem as e:
+            raise _fail(label, f"host.env.{k}", str(e)) from None
+    logs = host.get("logs", ["node.log"])
+    if not isinstance(logs, list) or not all(isinstance(p, str) for p in logs):
+        raise _fail(label, "host.logs", "must be a list of paths")
+    numbers = {}
+    for key in ("timeout_s", "setup_timeout_s", "stop_grace_s"):
+        if key in host:
+            v = host[key]
+            if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
+                raise _fail(label, f"host.{key}", "must be a positive number of seconds")
+            numbers[key] = float(v)
+    return HostCommands(
+        dir=directory, uploads=tuple(uploads),
+        setup=_command(label, "host.setup", host.get("setup"), VARS), command=command,
+        env=dict(env_raw), stop=_command(label, "host.stop", host.get("stop"), VARS),
+        wipe=_command(label, "host.wipe", host.get("wipe"), VARS), logs=tuple(logs),
+        ports=ports, lists=lists, opts=dict(opts or {}), **numbers,
+    )
+
+
+def load_host_commands(path: Path, opts: Mapping[str, str] | None = None) -> HostCommands:
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise BadArguments(f"{path.name}: cannot be read as TOML ({e}).") from None
+    return parse_host_table(data, path.parent, path.name, opts)

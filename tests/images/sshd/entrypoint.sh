@@ -1,0 +1,10 @@
+# Fresh host keys per container (never baked into the image), printed for the test's
+# known_hosts; then the public key the test passed in LL_AUTHORIZED_KEY; then sshd.
+set -e
+ssh-keygen -q -A
+for f in /etc/ssh/ssh_host_ed25519_key.pub /etc/ssh/ssh_host_ecdsa_key.pub /etc/ssh/ssh_host_rsa_key.pub; do
+  echo "host-key $(cat "$f")"
+done
+printf '%s\n' "${LL_AUTHORIZED_KEY:-}" > /root/.ssh/authorized_keys
+chmod 600 /root/.ssh/authorized_keys
+exec /usr/sbin/sshd -D -e
