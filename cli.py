@@ -116,6 +116,11 @@ def images_build() -> int:
 @click.option("--sut-opt", multiple=True, help="key=value option of the SUT (repeatable).")
 @click.option("--client-routing", default=None, help="leader | pinned (default: the SUT's).")
 @click.option("--project", default=None, help="docker-compose project (default: ll-<sut>).")
+@click.option("--hosts", default=None, type=click.Path(), help=(
+    "TOML file naming your own machines (name, address, port, user, key_file): run the "
+    "system there over SSH instead of in Docker."))
+@click.option("--ssh-accept-new-keys", is_flag=True, help=(
+    "Trust and record host keys not yet in known_hosts (a changed key is still refused)."))
 @_guard
 def run(**kwargs: Any) -> int:
     """Boot the cluster, run the workload under faults, record and check the history."""

@@ -41,6 +41,8 @@ def _explain_compose_failure(output: str) -> str:
 
 
 class Cluster:
+    backend = "docker"  # harness.ssh_cluster.SshCluster is the other one
+
     def __init__(
         self, project: str, compose_profile: str, env: dict[str, str] | None = None
     ) -> None:

@@ -90,6 +90,10 @@ def _node(where: str, raw: dict[str, Any], base: Path) -> HostSpec:
     address = _field(where, "address", raw["address"], str)
     if not name.strip() or not address.strip():
         raise BadArguments(f"{where}: name and address must not be empty.")
+    if "/" in name or any(ord(ch) < 32 for ch in name) or name in (".", ".."):
+        # It names the node's folder in the run folder (nodes/<name>/).
+        raise BadArguments(f"{where}: name {name!r} cannot be a folder name (no / or control "
+                           "characters).")
     port = _field(where, "port", raw.get("port", 22), int)
     if not 0 < port < 65536:
         raise BadArguments(f"{where}: port must be between 1 and 65535, got {port}.")

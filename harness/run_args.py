@@ -47,6 +47,8 @@ def run_config(
     sut_opt: tuple[str, ...],
     client_routing: str | None,
     project: str | None,
+    hosts: str | None = None,
+    ssh_accept_new_keys: bool = False,
 ) -> RunConfig:
     cfg = RunConfig(
         sut=sut,
@@ -68,6 +70,8 @@ def run_config(
         sut_opts=parse_sut_opts(sut_opt),
         client_routing=client_routing,
         project=project,
+        hosts=Path(hosts).resolve() if hosts else None,
+        ssh_accept_new_keys=ssh_accept_new_keys,
         argv=list(sys.argv),
     )
     if results_dir:

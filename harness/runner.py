@@ -72,6 +72,8 @@ class RunConfig:
     sut_opts: dict[str, str] = field(default_factory=dict)
     client_routing: str | None = None  # None: the profile's default
     project: str | None = None  # compose project; default ll-<sut>, cleaned before use
+    hosts: Path | None = None  # a hosts file: the user's own machines over SSH, not Docker
+    ssh_accept_new_keys: bool = False  # trust (and record) unknown host keys, as accept-new
     argv: list[str] = field(default_factory=list)
     check: bool = True  # False: stop after the history (tests of the harness alone)
 
@@ -96,6 +98,10 @@ def validate(cfg: RunConfig) -> type[Profile]:
             f"workload {cfg.workload} speaks {wl.protocol}, which {cfg.sut} does not "
             f"(it speaks: {', '.join(sorted(profile.protocols))})."
         )
+    if cfg.hosts is not None:  # first: a fault the machines cannot have is not probed here
+        from harness.remote import check_remote
+
+        check_remote(profile, cfg.hosts, cfg.nemesis, cfg.sut_opts)
     nemesis_classes(cfg.nemesis, profile)
     profile.check_options(cfg.sut_opts)
     for name, v, lo in (
@@ -216,13 +222,28 @@ def final_reads(
 
 
 def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
+    # Over SFTP from the user's own machines: the server's output, then its log files.
+    remote = getattr(cluster, "backend", "docker") == "ssh"
     for service in profile.services():
         out = run_dir.node_dir(service)
-        (out / "container.log").write_bytes(cluster.logs(service))
-        for path in profile.log_files(service):
+        (out / ("node.log" if remote else "container.log")).write_bytes(cluster.logs(service))
+        paths = cluster.log_paths(service) if remote else profile.log_files(service)  # type: ignore[attr-defined]
+        for path in paths:
             data = cluster.copy_file(service, path)
             if data is not None:
                 (out / Path(path).name).write_bytes(data)
+
+
+def _host_names(path: Path) -> list[str]:
+    from harness.hosts import load_hosts
+
+    return list(load_hosts(path).names)
+
+
+def _public_hosts(path: Path) -> list[dict[str, Any]]:
+    from harness.hosts import load_hosts
+
+    return [h.public() for h in load_hosts(path).nodes]
 
 
 def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
@@ -254,9 +275,10 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
             "seed": cfg.seed,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "argv": list(cfg.argv) or sys.argv,
-            "nodes": list(profile_cls.nodes),
+            "nodes": list(profile_cls.nodes) if cfg.hosts is None else _host_names(cfg.hosts),
             "sut_opts": {k: o.default for k, o in profile_cls.options.items()} | cfg.sut_opts,
-            "project": project,
+            "project": project if cfg.hosts is None else None,
+            "hosts": None if cfg.hosts is None else _public_hosts(cfg.hosts),
             "spark_master": settings["spark_master"],
         },
     )
@@ -280,9 +302,17 @@ def _lifecycle(
     routing: str,
     console: Console,
 ) -> RunOutcome:
-    ensure_images(profile_cls, lambda m: console.print(f"[dim]{m}[/]"))
+    remote = cfg.hosts is not None
+    cluster: Any
+    if remote:  # the user's own machines: no image, no container, no Docker at all
+        from harness.remote import remote_cluster
 
-    cluster = Cluster(project, profile_cls.compose_profile, profile_cls.compose_env(cfg.sut_opts))
+        cluster = remote_cluster(profile_cls, cfg.hosts, cfg.nemesis, cfg.sut_opts,
+                                 cfg.ssh_accept_new_keys, lambda m: console.print(f"[dim]{m}[/]"))
+    else:
+        ensure_images(profile_cls, lambda m: console.print(f"[dim]{m}[/]"))
+        cluster = Cluster(project, profile_cls.compose_profile,
+                          profile_cls.compose_env(cfg.sut_opts))
     profile = profile_cls(cluster, cfg.sut_opts)
     workload = workload_class(cfg.workload)(
         WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed)
@@ -305,8 +335,12 @@ def _lifecycle(
 
     with signals_as_interrupts() as shield:
         try:
-            console.print(f"starting the {cfg.sut} cluster (compose project {project})")
-            remove_helpers(project)
+            if remote:
+                console.print(f"starting {cfg.sut} on {len(cluster.nodes)} machines over SSH "
+                              f"({cfg.hosts})")
+            else:
+                console.print(f"starting the {cfg.sut} cluster (compose project {project})")
+                remove_helpers(project)
             cluster.down()  # a previous run's leftovers (faults included) go with it
             cluster.up()
             why = wait_ready(profile, READY_TIMEOUT_S, console, "start")
@@ -382,11 +416,20 @@ def _lifecycle(
             if not cfg.leave_running:
                 try:
                     cluster.down()
-                    remove_helpers(project)
+                    if not remote:
+                        remove_helpers(project)
                 except LeaselineError as e:
                     cleanup_problems.append(str(e))
+            elif remote:
+                try:  # the servers go on, but no fault may outlive the run
+                    cluster.heal_everything()
+                except LeaselineError as e:
+                    cleanup_problems.append(str(e))
+                console.print(f"cluster left running on the machines of {cfg.hosts}")
             else:
                 console.print(f"cluster left running: compose project {project}")
+            if remote:
+                cluster.close()
 
     crashed = [w.error for w in workers if w.error is not None]
     history_error = history_error or next((e for e in crashed if isinstance(e, OSError)), None)

@@ -215,6 +215,18 @@ rm -f {STATE}/pid
         self.connect_all()
         in_parallel(self._clean, self.nodes)
 
+    def heal_everything(self) -> None:
+        """Every fault off every node, the servers left running (--leave-running)."""
+        def one(name: str) -> None:
+            if self._exists(name):
+                self.run(name, stop_handlers_script("delay-*"), "stopping delay handlers",
+                         privileged=True)
+                self.thaw(name)
+            self.node(name).run(HEAL_ALL_CHAINS, "removing Leaseline's iptables chains",
+                                self.commands.timeout_s, privileged=True)
+
+        in_parallel(one, self.nodes)
+
     def _clean(self, name: str) -> None:
         if self._exists(name):
             self.run(name, stop_handlers_script("delay-*"), "stopping delay handlers",

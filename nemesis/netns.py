@@ -4,6 +4,7 @@ With harness.cluster, this is the one place nemeses reach Docker through: a comm
 a leaseline/nemesis container that joins the target's namespaces, so faults work on SUT
 images without a shell or iptables (distroless). A long-lived helper is a `Helper`, which
 offers what a fault needs of it (its output, a signal, removal) and nothing of Docker.
+On the user's own machines (harness.ssh_cluster) the same scripts run on the host itself.
 Each network fault owns one iptables chain (CHAIN, or CHAIN-<suffix>), hooked into INPUT
 and OUTPUT, so faults overlap without touching each other's rules and healing is a flush.
 """
@@ -86,6 +87,8 @@ def _running_target(cluster: Cluster, service: str) -> Container:
 
 
 def run_in_netns(cluster: Cluster, service: str, script: str, pid: bool = False) -> str:
+    if cluster.backend != "docker":  # a machine of the user's own runs the script itself
+        return cluster.run_in_netns(service, script)  # type: ignore[attr-defined, no-any-return]
     target = _running_target(cluster, service)
     try:
         out = client().containers.run(
@@ -270,6 +273,8 @@ def heal_script(chain: str = CHAIN) -> str:
 
 def heal_chain(cluster: Cluster, services: Iterable[str], chain: str = CHAIN) -> list[str]:
     """Removes the chain from every service that still has a network; returns those healed."""
+    if cluster.backend != "docker":
+        return cluster.heal_chain(services, chain)  # type: ignore[attr-defined, no-any-return]
 
     def one(service: str) -> bool:
         if cluster.status(service) not in ("running", "paused"):

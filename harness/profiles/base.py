@@ -48,6 +48,8 @@ class Profile(ABC):
 
     def __init__(self, cluster: Cluster, opts: dict[str, str]) -> None:
         self.cluster = cluster
+        if cluster.backend == "ssh":  # the user's own machines: the hosts file names the nodes
+            self.nodes = tuple(cluster.nodes)  # type: ignore[attr-defined, misc]
         self.opts = {k: o.default for k, o in self.options.items()}
         self.opts.update(opts)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 from harness.errors import BadArguments, EnvironmentProblem
@@ -42,6 +43,8 @@ class LeaseKV(Profile):
     nodes = ("lk1", "lk2", "lk3", "lk4", "lk5")
     lease_ms = 700.0  # the compose defaults: --election-timeout-ms 1000 --lease-margin-ms 300
     images = ("leaseline/leasekv:latest",)
+    # How a node is set up and started on a machine of the user's own (`run --hosts`).
+    hosts_description = Path(__file__).with_name("leasekv.hosts.toml")
     fault_kinds = frozenset({"kill", "partition", "pause", "transfer-leader"})
     default_client_routing = "leader"
     options = {
@@ -58,7 +61,7 @@ class LeaseKV(Profile):
         return Endpoint(self.cluster.ip(node), PORTS[protocol])
 
     def node_name(self, node_id: int) -> str:
-        return f"lk{node_id}"
+        return self.nodes[node_id - 1]
 
     def status(self, node: str) -> dict[str, Any] | None:
         ip = self.cluster.ip(node)
@@ -112,7 +115,8 @@ class LeaseKV(Profile):
             if not followers:
                 raise EnvironmentProblem("leasekv has no live follower to transfer leadership to.")
             to = max(followers)[1]
-        url = f"http://{self.cluster.ip(leader)}:{PORTS['admin']}/transfer?to={to[2:]}"
+        to_id = self.nodes.index(to) + 1  # leasekv's ids are the nodes' places, from 1
+        url = f"http://{self.cluster.ip(leader)}:{PORTS['admin']}/transfer?to={to_id}"
         code, body = _http("POST", url, timeout=3.0)
         if code != 200:
             raise EnvironmentProblem(f"leasekv refused to transfer leadership: {body.get('error')}")

@@ -1,0 +1,55 @@
+"""`leaseline run --hosts FILE`: which system can run on the user's machines, and its cluster.
+
+A system runs on machines of the user's own when its description has a `[host]` table
+(harness.host_system); for a built-in profile that is the file its `hosts_description`
+names. The faults are the same as in Docker, except those still built on helper
+containers (UNSUPPORTED), which are refused before anything starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from harness.errors import BadArguments
+from harness.host_system import HostCommands, load_host_commands
+from harness.hosts import HostsFile, load_hosts
+from harness.profiles.base import Profile
+from harness.ssh_cluster import SshCluster
+from nemesis.spec import parse_spec
+
+# Faults whose Docker form needs a helper container that joins the node's namespaces, not
+# yet given a form on a host of its own.
+UNSUPPORTED = {"delay", "pause-isolate", "transfer-isolate"}
+
+
+def host_commands(profile: type[Profile], opts: dict[str, str]) -> HostCommands:
+    path: Path | None = getattr(profile, "hosts_description", None)
+    if path is None:
+        raise BadArguments(
+            f"{profile.name} cannot run on your own machines: it has no [host] description "
+            "(the commands that set up, start, stop and wipe a node).")
+    merged = {k: o.default for k, o in profile.options.items()} | opts
+    return load_host_commands(path, merged)
+
+
+def check_remote(profile: type[Profile], hosts_path: Path, nemeses: list[str],
+                 opts: dict[str, str]) -> tuple[HostsFile, HostCommands]:
+    """Everything a --hosts run needs, checked before anything starts (BadArguments)."""
+    hosts = load_hosts(hosts_path)
+    commands = host_commands(profile, opts)
+    for text in nemeses:
+        name = parse_spec(text).name
+        if name in UNSUPPORTED:
+            raise BadArguments(f"nemesis {name} does not run on your own machines yet (over SSH "
+                               f"it supports: kill, kill-leader, pause, pause-leader, loss, the "
+                               f"partitions and transfer-leader).")
+    return hosts, commands
+
+
+def remote_cluster(profile: type[Profile], hosts_path: Path, nemeses: list[str],
+                   opts: dict[str, str], accept_new_keys: bool,
+                   log: Callable[[str], None]) -> SshCluster:
+    hosts, commands = check_remote(profile, hosts_path, nemeses, opts)
+    return SshCluster(hosts, commands, accept_new_keys, log, name=profile.name)
+
