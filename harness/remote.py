@@ -20,7 +20,7 @@ from nemesis.spec import parse_spec
 
 # Faults whose Docker form needs a helper container that joins the node's namespaces, not
 # yet given a form on a host of its own.
-UNSUPPORTED = {"delay", "pause-isolate", "transfer-isolate"}
+UNSUPPORTED = {"pause-isolate", "transfer-isolate"}
 
 
 def host_commands(profile: type[Profile], opts: dict[str, str]) -> HostCommands:
@@ -42,8 +42,8 @@ def check_remote(profile: type[Profile], hosts_path: Path, nemeses: list[str],
         name = parse_spec(text).name
         if name in UNSUPPORTED:
             raise BadArguments(f"nemesis {name} does not run on your own machines yet (over SSH "
-                               f"it supports: kill, kill-leader, pause, pause-leader, loss, the "
-                               f"partitions and transfer-leader).")
+                               f"it supports: kill, kill-leader, pause, pause-leader, loss, delay, "
+                               f"the partitions and transfer-leader).")
     return hosts, commands
 
 

@@ -102,7 +102,7 @@ def validate(cfg: RunConfig) -> type[Profile]:
         from harness.remote import check_remote
 
         check_remote(profile, cfg.hosts, cfg.nemesis, cfg.sut_opts)
-    nemesis_classes(cfg.nemesis, profile)
+    nemesis_classes(cfg.nemesis, profile, "docker" if cfg.hosts is None else "ssh")
     profile.check_options(cfg.sut_opts)
     for name, v, lo in (
         ("--time-limit", cfg.time_limit, 1),
@@ -353,7 +353,8 @@ def _lifecycle(
             tracker.start()
             workload.setup(profile, tracker.current or profile.nodes[0])
             ctx = NemesisContext(profile, cluster, nem_log, seed=cfg.seed)
-            nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, profile_cls)]
+            nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, profile_cls,
+                                                              cluster.backend)]
             schedule = NemesisSchedule(
                 nemeses, history, cfg.nemesis_interval, nem_log, cfg.seed, mode=cfg.nemesis_mode
             )

@@ -12,7 +12,7 @@ from functools import partial
 
 from harness.errors import BadArguments
 from harness.profiles.base import Profile
-from nemesis.base import FaultNotApplied, Nemesis, NemesisContext
+from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis, NemesisContext
 from nemesis.delay import Delay
 from nemesis.kill import Kill
 from nemesis.kill_leader import KillLeader
@@ -51,8 +51,18 @@ NEMESES: dict[str, type[Nemesis]] = {
 NemesisFactory = Callable[[NemesisContext], Nemesis]
 
 
-def nemesis_classes(names: list[str], profile: type[Profile]) -> list[NemesisFactory]:
-    """Validates a --nemesis list against the registry and what the profile supports."""
+def nemesis_classes(names: list[str], profile: type[Profile], backend: str = "docker"
+                    ) -> list[NemesisFactory]:
+    """Validates a --nemesis list against the registry and what the profile supports, for a
+    cluster in Docker or on the user's own machines (backend "ssh")."""
+    token = CHECKING_FOR.set(backend)
+    try:
+        return _factories(names, profile)
+    finally:
+        CHECKING_FOR.reset(token)
+
+
+def _factories(names: list[str], profile: type[Profile]) -> list[NemesisFactory]:
     factories: list[NemesisFactory] = []
     for text in names:
         spec = parse_spec(text)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -21,6 +22,10 @@ from harness.cluster import Cluster
 from harness.errors import BadArguments
 from harness.profiles.base import Profile
 from nemesis.spec import NemesisSpec
+
+# Which cluster the faults are being checked for: "docker", or "ssh" (the user's own
+# machines), where a check must not probe the kernel through Docker (nemesis_classes sets it).
+CHECKING_FOR: ContextVar[str] = ContextVar("leaseline_checking_for", default="docker")
 
 
 class FaultNotApplied(Exception):

@@ -5,6 +5,7 @@ chosen links' packets to an nfnetlink queue (`-j NFQUEUE --queue-bypass`) and a 
 stdlib-only handler (nemesis/nfqueue.py) holds each one and then accepts it. Rules and
 handler live in one helper container per target, in the target's network namespace, which
 stays up while the fault is in force; if it dies, --queue-bypass lets traffic flow again.
+On the user's own machines (harness.ssh_cluster) rules and handler run on the host itself.
 
     delay:leader:ms=300:jitter=50:dir=in   the leader's peers' packets reach it 250-350 ms late
     delay:all:ms=100                       (the defaults: target all, ms=100, jitter=0, dir=both)
@@ -26,7 +27,7 @@ from typing import Any
 
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.profiles.base import Profile
-from nemesis.base import FaultNotApplied, Nemesis
+from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
 from nemesis.netns import (
     Helper,
     heal_chain,
@@ -111,7 +112,9 @@ class Delay(Nemesis):
             raise BadArguments(
                 f"nemesis delay: jitter= must be between 0 and ms= ({ms:g}), got {jitter:g}."
             )
-        why = nfqueue_missing()
+        # On the user's own machines the handler runs on the host: a kernel without
+        # nfnetlink_queue shows when the fault starts (an info record), not through Docker.
+        why = nfqueue_missing() if CHECKING_FOR.get() == "docker" else None
         if why is not None:
             raise BadArguments(NO_NFQUEUE.format(why=why))
 
@@ -130,9 +133,14 @@ class Delay(Nemesis):
                 for n in targets}
         seed = self.rng.randrange(2**32)
 
-        def apply(node: str) -> Helper:
+        def apply(node: str) -> Helper | None:
             rules = queue_script([ips[p] for p in plan[node]["in"]],
                                  [ips[p] for p in plan[node]["out"]], self.queue, self.chain)
+            if cluster.backend != "docker":  # the handler runs on the host itself
+                cluster.start_queue_handler(  # type: ignore[attr-defined]
+                    node, rules, f"{self.queue} {ms:g} {jitter:g} {seed}", str(self.id),
+                    BOUND_TIMEOUT_S)
+                return None
             argv = ["sh", "-ec", f"{rules}\nexec python3 {HANDLER} {self.queue} {ms:g} {jitter:g} "
                                  f"{seed}"]
             helper = start_in_netns(cluster, node, argv, {HANDLER: HANDLER_SOURCE.read_bytes()},
@@ -167,6 +175,9 @@ class Delay(Nemesis):
         """Rules first (no packet is queued any more), then the handlers, which accept every
         packet they still hold when stopped."""
         heal_chain(self.ctx.cluster, nodes, self.chain)
+        if self.ctx.cluster.backend != "docker":
+            self.ctx.cluster.stop_queue_handlers(nodes, str(self.id))  # type: ignore[attr-defined]
+            return
         handlers = helpers(self.ctx.cluster.project, HANDLER_LABEL)
         mine = [f"{self.id}:{n}" for n in nodes if f"{self.id}:{n}" in handlers]
         # Stopped with SIGTERM, a handler accepts what it holds; gone already is fine.

@@ -1,0 +1,125 @@
+"""The nemeses, unchanged, acting on leasekv on three sshd machines through SshCluster: what
+each fault does to the machine (rules, signals, timing) and that healing removes exactly
+Leaseline's chains, never the machine's own firewall."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from harness.profiles.leasekv import LeaseKV
+from harness.remote import remote_cluster
+from harness.ssh_cluster import SshCluster
+from nemesis import NemesisContext, nemesis_classes
+from nemesis.base import Nemesis
+from tests.conftest import wait_until_ready
+from tests.ssh_machines import Machines, ssh_machines
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+USER_RULE = "-A INPUT -p tcp -m tcp --dport 9999 -j ACCEPT"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[Machines, SshCluster, LeaseKV]]:
+    with ssh_machines(3) as m:
+        for n in m.names:  # the machine's own firewall, which healing must leave alone
+            m.exec(n, "iptables -w -N USERCHAIN; iptables -w -A INPUT -p tcp --dport 9999 "
+                      "-j ACCEPT; iptables -w -A USERCHAIN -j RETURN")
+        c = remote_cluster(LeaseKV, m.hosts_toml(), [], {}, False, lambda _m: None)
+        c.down()
+        c.up()
+        profile = LeaseKV(c, {})
+        wait_until_ready(profile, 60)
+        try:
+            yield m, c, profile
+        finally:
+            c.down()
+            c.close()
+
+
+def make(spec: str, c: SshCluster, profile: LeaseKV) -> Nemesis:
+    (factory,) = nemesis_classes([spec], LeaseKV, "ssh")
+    return factory(NemesisContext(profile, c))  # type: ignore[arg-type]
+
+
+def rules(m: Machines, node: str) -> str:
+    return m.exec(node, "iptables -w -S")[1]
+
+
+def test_partition_rules_live_in_our_chain_and_healing_removes_only_it(
+        cluster: tuple[Machines, SshCluster, LeaseKV]) -> None:
+    m, c, profile = cluster
+    nem = make("partition-leader", c, profile)
+    done = nem.start()
+    (leader,) = done["nodes"]
+    text = rules(m, leader)
+    for peer in profile.peers(leader):
+        assert f"-A LEASELINE -s {c.ip(peer)}/32 -j DROP" in text
+    assert "-A INPUT -j LEASELINE" in text and "-A OUTPUT -j LEASELINE" in text
+    nem.stop()
+    for n in m.names:
+        text = rules(m, n)
+        assert "LEASELINE" not in text
+        assert USER_RULE in text and "-N USERCHAIN" in text
+    wait_until_ready(profile, 60)
+
+
+def test_loss_and_delay_act_on_peer_links_only(
+        cluster: tuple[Machines, SshCluster, LeaseKV]) -> None:
+    m, c, profile = cluster
+    loss = make("loss:all:p=0.3", c, profile)
+    loss.start()
+    assert "-m statistic --mode random --probability 0.29999" in rules(m, "m1")
+    loss.stop()
+    assert "LEASELINE" not in rules(m, "m1")
+
+    delay = make("delay:one:ms=400:dir=in", c, profile)
+    done = delay.start()
+    (target,) = done["nodes"]
+    other = next(n for n in m.names if n != target)
+    probe = (f"python3 -c \"import socket, time; t = time.monotonic(); "
+             f"socket.create_connection(('{c.ip(target)}', 22), 5).close(); "
+             f"print(time.monotonic() - t)\"")
+    slow = float(m.exec(other, probe)[1])
+    assert slow >= 0.35, slow  # the SYN-ACK's reply waits 400 ms in the handler
+    delay.stop()
+    fast = float(m.exec(other, probe)[1])
+    assert fast < 0.2, fast
+    assert m.exec(target, "ps -eo args | grep -c '[n]fqueue.py'")[1].strip() == "0"
+    wait_until_ready(profile, 60)
+
+
+def test_kill_pause_and_transfer_act_on_the_server(
+        cluster: tuple[Machines, SshCluster, LeaseKV]) -> None:
+    m, c, profile = cluster
+    pause = make("pause:one", c, profile)
+    (node,) = pause.start()["nodes"]
+    assert c.status(node) == "paused"
+    assert " T" in m.exec(node, "ps -eo pid,stat,args | grep '[s]ut.leasekv'")[1]
+    pause.stop()
+    assert c.status(node) == "running"
+
+    kill = make("kill-leader", c, profile)
+    wait_until_ready(profile, 60)
+    (leader,) = kill.start()["nodes"]
+    assert c.status(leader) == "exited"
+    assert m.exec(leader, "ps -eo args | grep -c '[s]ut.leasekv'")[1].strip() == "0"
+    kill.stop()
+    assert c.status(leader) == "running"
+    wait_until_ready(profile, 60)
+
+    transfer = make("transfer-leader", c, profile)
+    for _ in range(10):  # the leader refuses while its target catches up: try again
+        try:
+            done = transfer.start()
+            break
+        except Exception:  # noqa: BLE001 - FaultNotApplied, retried
+            time.sleep(0.5)
+    else:
+        pytest.fail("no transfer was accepted")
+    deadline = time.monotonic() + 10
+    while profile.leader() != done["to"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert profile.leader() == done["to"] != done["from"]
