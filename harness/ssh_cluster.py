@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from harness.errors import EnvironmentProblem
@@ -349,20 +348,23 @@ echo "did not bind its queue within {timeout_s:g} s" >&2; exit 1
                                        "stopping the delay handler",
                                        privileged=True), list(names))
 
-    def freeze_and_cut(self, name: str, chain_script: str, chain: str) -> float:
-        """pause-isolate on a host: the DROP rules are made first, then one shell freezes
-        the server and hooks the chain right after, within milliseconds; returns when the
-        freeze began (time.monotonic of this machine, within the command's latency)."""
-        hook = (f"iptables -w -I INPUT 1 -j {chain}\n"
-                f"iptables -w -I OUTPUT 1 -j {chain}")
-        before = time.monotonic()
-        self.run(name, f"""
-{chain_script}
-p=$(cat {STATE}/pid)
-kill -STOP -"$p"
-{hook}
-""", "freezing and cutting off the server", privileged=True)
-        return before
+    @contextlib.contextmanager
+    def armed_cut(self, name: str, peer_ips: list[str], chain: str
+                  ) -> Iterator[Callable[[], None]]:
+        """What nemesis.netns.armed_cut does in Docker: the DROP rules are made first, in
+        their chain but not hooked; the yielded function hooks them in one SSH command
+        (tens of ms), so the cut can follow a freeze or a hand-over closely."""
+        lines = [f"iptables -w -N {q(chain)} 2>/dev/null || true", f"iptables -w -F {q(chain)}"]
+        for ip in peer_ips:
+            lines += [f"iptables -w -A {q(chain)} -s {q(ip)} -j DROP",
+                      f"iptables -w -A {q(chain)} -d {q(ip)} -j DROP"]
+        self.run_in_netns(name, "\n".join(lines))
+
+        def cut() -> None:
+            self.run_in_netns(name, f"iptables -w -I INPUT 1 -j {q(chain)}\n"
+                                    f"iptables -w -I OUTPUT 1 -j {q(chain)}")
+
+        yield cut
 
 
 def _resolve(address: str) -> str:

@@ -123,3 +123,21 @@ def test_kill_pause_and_transfer_act_on_the_server(
     while profile.leader() != done["to"] and time.monotonic() < deadline:
         time.sleep(0.2)
     assert profile.leader() == done["to"] != done["from"]
+
+
+def test_an_armed_cut_is_ready_unhooked_and_hooks_on_request(
+        cluster: tuple[Machines, SshCluster, LeaseKV]) -> None:
+    """For pause-isolate and transfer-isolate (nemesis.netns.armed_cut in Docker)."""
+    m, c, profile = cluster
+    peers = [c.ip(p) for p in ("m2", "m3")]
+    with c.armed_cut("m1", peers, "LEASELINE-PI") as cut:
+        text = rules(m, "m1")
+        assert f"-A LEASELINE-PI -s {peers[0]}/32 -j DROP" in text
+        assert "-j LEASELINE-PI" not in text.replace("-A LEASELINE-PI", "")
+        assert c.pause("m1")
+        cut()
+        assert "-A INPUT -j LEASELINE-PI" in rules(m, "m1")
+        assert c.thaw("m1")
+    c.heal_chain(m.names, "LEASELINE-PI")
+    assert "LEASELINE" not in rules(m, "m1")
+    wait_until_ready(profile, 60)

@@ -131,3 +131,32 @@ def test_a_host_table_that_cannot_work_is_refused_naming_the_field(
 def test_a_description_without_host_table_says_what_is_missing(tmp_path: Path) -> None:
     with pytest.raises(BadArguments, match="host is missing"):
         parse_host_table({"name": "x"}, tmp_path, "sys.toml")
+
+
+def test_run_refuses_what_cannot_run_on_the_hosts_before_anything_starts(tmp_path: Path) -> None:
+    from harness.runner import RunConfig, validate
+
+    hosts = write(tmp_path, "[[node]]\nname = \"n1\"\naddress = \"127.0.0.1\"\n")
+    validate(RunConfig(sut="leasekv", hosts=hosts, nemesis=["kill-leader", "delay:one"]))
+    for cfg, says in [
+        (RunConfig(sut="redis-sentinel", hosts=hosts), "redis-sentinel cannot run on your own"),
+        (RunConfig(sut="leasekv", hosts=hosts, nemesis=["pause-isolate"]),
+         "nemesis pause-isolate does not run on your own machines yet"),
+        (RunConfig(sut="leasekv", hosts=tmp_path / "nope.toml"), "does not exist"),
+    ]:
+        with pytest.raises(BadArguments, match=says):
+            validate(cfg)
+
+
+def test_the_cli_refuses_a_bad_hosts_file_with_exit_254(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    bad = write(tmp_path, "[[node]]\nname = \"n1\"\n")
+    r = subprocess.run([sys.executable, str(ROOT / "cli.py"), "run", "--hosts", str(bad),
+                        "--results-dir", str(tmp_path / "results")],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 254
+    assert r.stderr.strip().splitlines() == [
+        f"leaseline: hosts file {bad}, node 1: address is missing."]
+    assert not (tmp_path / "results").exists()
