@@ -14,6 +14,7 @@ the environment when connecting and kept nowhere else.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import shlex
@@ -34,6 +35,10 @@ from harness.hosts import HostSpec
 
 T = TypeVar("T")
 _known_hosts_lock = threading.Lock()
+# paramiko logs transport errors (with tracebacks) from its own threads; every failure that
+# matters reaches the user as one sentence from here instead.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
 
 
 def q(value: object) -> str:
