@@ -21,7 +21,7 @@ from pathlib import Path
 from harness.errors import EnvironmentProblem
 from harness.host_system import HostCommands, TemplateProblem
 from harness.hosts import HostsFile
-from harness.ssh import CommandFailed, SshFailure, SshNode, in_parallel, q
+from harness.ssh import CommandFailed, SshFailure, SshNode, in_parallel, last_line, q
 
 STATE = ".leaseline"  # inside each node's folder: pid files, the delay handler
 HANDLER_SOURCE = Path(__file__).resolve().parent.parent / "nemesis" / "nfqueue.py"
@@ -307,8 +307,8 @@ kill -CONT -"$(cat {STATE}/pid)" && echo yes
             return self.node(name).run(script, "a fault command",
                                        self.commands.timeout_s, privileged=True).stdout
         except CommandFailed as e:
-            raise EnvironmentProblem(f"a fault command on node {name} failed: "
-                                     f"{e.stderr.strip()[-300:] or e}") from None
+            raise SshFailure(f"a fault command on node {name} failed: "
+                             f"{last_line(e.stderr) or e}") from None
 
     def heal_chain(self, names: Iterable[str], chain: str) -> list[str]:
         """Removes chain on every node (a node whose server is down keeps its rules: the
@@ -340,8 +340,8 @@ echo "did not bind its queue within {timeout_s:g} s" >&2; exit 1
             self.run(name, script, "starting the delay handler",
                      timeout_s + 10, privileged=True)
         except CommandFailed as e:
-            raise EnvironmentProblem(f"the delay handler on node {name} stopped: "
-                                     f"{e.stderr.strip()[-200:]}") from None
+            raise SshFailure(f"the delay handler on node {name} stopped: "
+                             f"{last_line(e.stderr) or e}") from None
 
     def stop_queue_handlers(self, names: Iterable[str], tag: str) -> None:
         in_parallel(lambda n: self.run(n, stop_handlers_script(f"delay-{tag}"),

@@ -35,11 +35,11 @@ class Machines:
 
     def hosts_toml(self, names: dict[str, str] | None = None, extra: str = "",
                    known_hosts: Path | None = None, overrides: dict[str, str] | None = None,
-                   key_file: Path | None = None) -> Path:
+                   key_file: Path | None = None, user: str = "root") -> Path:
         """A hosts file for these machines; names maps a container to the node name used."""
         names = names or {n: n for n in self.names}
         kh = known_hosts or self.known_hosts
-        lines = [f"known_hosts = {str(kh)!r}", "[defaults]", "user = \"root\"",
+        lines = [f"known_hosts = {str(kh)!r}", "[defaults]", f"user = {_toml_str(user)}",
                  f"key_file = {str(key_file or self.key_file)!r}", "connect_timeout_s = 5",
                  extra]
         for n in self.names:

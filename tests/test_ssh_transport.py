@@ -17,7 +17,7 @@ from harness.ssh_cluster import SshCluster
 from tests.ssh_machines import Machines, ssh_machines
 
 pytestmark = pytest.mark.docker
-NASTY = "n 1'; touch /tmp/pwned; echo \"$(id)\" `id`"
+NASTY = "n 1'; touch pwned; echo \"$(id)\" `id` $HOME"  # no '/': it names a folder
 SMALL_DISK = "/root/.leaseline/small"
 
 
@@ -101,7 +101,7 @@ def test_a_refused_command_says_its_exit_and_last_words(machines: Machines) -> N
 def test_node_names_full_of_shell_syntax_stay_one_word(machines: Machines) -> None:
     """Every command of the description with the nasty name: nothing is run but what is
     written, the folder and the file get exactly that name."""
-    machines.exec("m1", "rm -f /tmp/pwned")
+    machines.exec("m1", "find / -xdev -name pwned -delete")
     hosts = load_hosts(machines.hosts_toml(names={"m1": NASTY, "m2": "plain"}))
     cmds = parse_host_table({"host": {
         "dir": "/tmp/ll-quoting/{name}",
@@ -117,8 +117,8 @@ def test_node_names_full_of_shell_syntax_stay_one_word(machines: Machines) -> No
         assert cluster.copy_file(NASTY, f"{folder}/name.txt") == NASTY.encode()
         assert cluster.status(NASTY) == "running"
         assert f"started as {NASTY}".encode() in cluster.logs(NASTY)
-        code, _ = machines.exec("m1", "test -e /tmp/pwned")
-        assert code != 0, "a node name was executed by a shell"
+        found = machines.exec("m1", "find / -xdev -name pwned")[1]
+        assert found == "", "a node name was executed by a shell"
     finally:
         cluster.down()
         cluster.close()
@@ -143,3 +143,36 @@ def test_a_full_disk_is_named_and_nothing_starts(machines: Machines) -> None:
     finally:
         cluster.down()
         cluster.close()
+
+
+def test_an_ordinary_user_with_sudo_runs_the_faults_and_one_without_is_refused(
+        machines: Machines) -> None:
+    """`sudo = true`: the server runs as the user, iptables through `sudo -n`; a user without
+    that right gets one sentence naming the node, not a half-applied fault."""
+    cmds = parse_host_table({"host": {"command": ["sleep", "600"]}}, Path("."), "user.toml")
+    for user, sudo, works in (("leaseline", "true", True), ("nosudo", "true", False),
+                              ("nosudo", "false", False)):
+        hosts = load_hosts(machines.hosts_toml(user=user, extra=f"sudo = {sudo}"))
+        cluster = SshCluster(hosts, cmds)
+        try:
+            cluster.up()
+            assert cluster.dir("m1") == f"/home/{user}/.leaseline/m1"
+            pid = machines.exec("m1", f"cat /home/{user}/.leaseline/m1/.leaseline/pid")[1]
+            assert machines.exec("m1", f"ps -o user= -p {pid}")[1].strip() == user
+            if works:
+                cluster.run_in_netns("m1", "iptables -w -N LEASELINE-T")
+                assert "-N LEASELINE-T" in machines.exec("m1", "iptables -w -S")[1]
+            else:
+                with pytest.raises(SshFailure) as e:
+                    cluster.run_in_netns("m1", "iptables -w -N LEASELINE-T")
+                assert str(e.value).startswith("a fault command on node m1 failed: ")
+                assert "\n" not in str(e.value)
+        finally:
+            if works:
+                cluster.down()  # the servers, and Leaseline's chains
+            else:
+                for n in cluster.nodes:
+                    cluster.stop(n)
+            cluster.close()
+        assert "LEASELINE" not in machines.exec("m1", "iptables -w -S")[1]
+        assert machines.exec("m1", "pgrep -u leaseline,nosudo sleep")[0] != 0

@@ -5,6 +5,10 @@ ssh-keygen -q -A
 for f in /etc/ssh/ssh_host_ed25519_key.pub /etc/ssh/ssh_host_ecdsa_key.pub /etc/ssh/ssh_host_rsa_key.pub; do
   echo "host-key $(cat "$f")"
 done
-printf '%s\n' "${LL_AUTHORIZED_KEY:-}" > /root/.ssh/authorized_keys
-chmod 600 /root/.ssh/authorized_keys
+for home in /root /home/leaseline /home/nosudo; do
+  mkdir -p "$home/.ssh"
+  printf '%s\n' "${LL_AUTHORIZED_KEY:-}" > "$home/.ssh/authorized_keys"
+  chown -R "$(stat -c %U "$home")" "$home/.ssh"
+  chmod 700 "$home/.ssh"; chmod 600 "$home/.ssh/authorized_keys"
+done
 exec /usr/sbin/sshd -D -e
