@@ -13,7 +13,7 @@
     timeout_s = 120                           # each command, on each node
 
     [lists.peers]                             # as in the system file: one item per node
-    item = "{ip}:{port.raft}"
+    item = "{ip}:{port.raft}"                 # ([host.lists.peers] wins over [lists.peers])
     separator = ","
 
 Templates use `{name}`, `{id}`, `{ip}` (the address from the hosts file), `{port.NAME}`,
@@ -36,7 +36,7 @@ from typing import Any
 from harness.errors import BadArguments
 
 HOST_FIELDS = {"dir", "upload", "setup", "command", "env", "stop", "wipe", "logs", "timeout_s",
-               "setup_timeout_s", "stop_grace_s"}
+               "setup_timeout_s", "stop_grace_s", "lists"}
 VARS = ("name", "id", "ip", "dir", "home", "port.", "opt.", "list.")
 DIR_VARS = ("name", "id", "opt.")
 LIST_VARS = ("name", "id", "ip", "port.", "opt.")
@@ -170,18 +170,22 @@ def parse_host_table(data: dict[str, Any], base: Path, label: str,
         if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
             raise _fail(label, f"ports.{key}", "must be a port number (1-65535)")
         ports[key] = port
+    # [host.lists.NAME] overrides [lists.NAME]: in Docker a peer list may name the nodes'
+    # host names, which the user's machines need not resolve ({ip} then).
     lists: dict[str, tuple[str, str]] = {}
-    for key, spec in (data.get("lists") or {}).items():
-        if not isinstance(spec, dict) or not isinstance(spec.get("item"), str):
-            raise _fail(label, f"lists.{key}", "must be a table with item (and separator)")
-        sep = spec.get("separator", ",")
-        if not isinstance(sep, str):
-            raise _fail(label, f"lists.{key}.separator", "must be a string")
-        try:
-            check_template(spec["item"], LIST_VARS)
-        except TemplateProblem as e:
-            raise _fail(label, f"lists.{key}.item", str(e)) from None
-        lists[key] = (spec["item"], sep)
+    for prefix, table in (("lists", data.get("lists")), ("host.lists", host.get("lists"))):
+        for key, spec in (table or {}).items():
+            where = f"{prefix}.{key}"
+            if not isinstance(spec, dict) or not isinstance(spec.get("item"), str):
+                raise _fail(label, where, "must be a table with item (and separator)")
+            sep = spec.get("separator", ",")
+            if not isinstance(sep, str):
+                raise _fail(label, f"{where}.separator", "must be a string")
+            try:
+                check_template(spec["item"], LIST_VARS)
+            except TemplateProblem as e:
+                raise _fail(label, f"{where}.item", str(e)) from None
+            lists[key] = (spec["item"], sep)
 
     directory = host.get("dir", "~/.leaseline/{name}")
     if not isinstance(directory, str) or not directory.strip():

@@ -291,7 +291,11 @@ kill -CONT -"$(cat {STATE}/pid)" && echo yes
         return b""
 
     def log_paths(self, name: str) -> list[str]:
-        d = self.dir(name)
+        """The description's log files besides node.log ([] while the node is unreachable)."""
+        try:
+            d = self.dir(name)
+        except SshFailure:
+            return []
         return [p if p.startswith("/") else f"{d}/{p}" for p in self.commands.logs
                 if p != "node.log"]
 

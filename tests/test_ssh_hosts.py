@@ -160,3 +160,23 @@ def test_the_cli_refuses_a_bad_hosts_file_with_exit_254(tmp_path: Path) -> None:
     assert r.stderr.strip().splitlines() == [
         f"leaseline: hosts file {bad}, node 1: address is missing."]
     assert not (tmp_path / "results").exists()
+
+
+def test_host_lists_override_the_docker_lists_of_the_same_file(tmp_path: Path) -> None:
+    """A system file's peer list may name Docker host names; [host.lists] gives addresses."""
+    import tomllib
+
+    data = tomllib.loads("""
+[ports]
+raft = 4321
+[lists.peers]
+item = "{name}:{port.raft}"
+[host]
+command = ["srv", "{list.peers}"]
+[host.lists.peers]
+item = "{ip}:{port.raft}"
+separator = " "
+""")
+    cmds = parse_host_table(data, tmp_path, "sys.toml")
+    values = cmds.values("a", 1, "10.0.0.1", "/d", "/h", [("a", 1, "10.0.0.1"), ("b", 2, "h b")])
+    assert shlex.split(cmds.command.shell(values)) == ["srv", "10.0.0.1:4321 h b:4321"]
