@@ -141,3 +141,16 @@ def test_an_armed_cut_is_ready_unhooked_and_hooks_on_request(
     c.heal_chain(m.names, "LEASELINE-PI")
     assert "LEASELINE" not in rules(m, "m1")
     wait_until_ready(profile, 60)
+
+
+def test_healing_everything_leaves_the_servers_running(
+        cluster: tuple[Machines, SshCluster, LeaseKV]) -> None:
+    """What --leave-running does at the end: no fault outlives the run, the servers do."""
+    m, c, profile = cluster
+    wait_until_ready(profile, 60)
+    make("partition-one", c, profile).start()
+    assert c.pause("m3")
+    c.heal_everything()
+    assert all("LEASELINE" not in rules(m, n) for n in m.names)
+    assert [c.status(n) for n in m.names] == ["running"] * 3
+    wait_until_ready(profile, 60)
