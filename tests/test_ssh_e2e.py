@@ -20,8 +20,7 @@ from pathlib import Path
 import paramiko
 import pytest
 from conftest import wait_for_nemesis_record
-
-from tests.ssh_machines import Machines, ssh_machines
+from ssh_machines import Machines, ssh_machines
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent

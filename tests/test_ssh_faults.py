@@ -8,14 +8,14 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from conftest import wait_until_ready
+from ssh_machines import Machines, ssh_machines
 
 from harness.profiles.leasekv import LeaseKV
 from harness.remote import remote_cluster
 from harness.ssh_cluster import SshCluster
 from nemesis import NemesisContext, nemesis_classes
 from nemesis.base import Nemesis
-from tests.conftest import wait_until_ready
-from tests.ssh_machines import Machines, ssh_machines
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 USER_RULE = "-A INPUT -p tcp -m tcp --dport 9999 -j ACCEPT"

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import paramiko
 import pytest
+from ssh_machines import Machines, ssh_machines
 
 from harness.host_system import parse_host_table
 from harness.hosts import load_hosts
 from harness.ssh import CommandFailed, SshFailure, SshNode
 from harness.ssh_cluster import SshCluster
-from tests.ssh_machines import Machines, ssh_machines
 
 pytestmark = pytest.mark.docker
 NASTY = "n 1'; touch pwned; echo \"$(id)\" `id` $HOME"  # no '/': it names a folder

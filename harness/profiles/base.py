@@ -48,7 +48,8 @@ class Profile(ABC):
 
     def __init__(self, cluster: Cluster, opts: dict[str, str]) -> None:
         self.cluster = cluster
-        if cluster.backend == "ssh":  # the user's own machines: the hosts file names the nodes
+        # On the user's own machines (backend "ssh") the hosts file names the nodes.
+        if getattr(cluster, "backend", "docker") == "ssh":
             self.nodes = tuple(cluster.nodes)  # type: ignore[attr-defined, misc]
         self.opts = {k: o.default for k, o in self.options.items()}
         self.opts.update(opts)
