@@ -2,8 +2,7 @@
 
 A system runs on machines of the user's own when its description has a `[host]` table
 (harness.host_system); for a built-in profile that is the file its `hosts_description`
-names. The faults are the same as in Docker, except those still built on helper
-containers (UNSUPPORTED), which are refused before anything starts.
+names. The faults are the same as in Docker, with the same names and records.
 """
 
 from __future__ import annotations
@@ -16,11 +15,6 @@ from harness.host_system import HostCommands, load_host_commands
 from harness.hosts import HostsFile, load_hosts
 from harness.profiles.base import Profile
 from harness.ssh_cluster import SshCluster
-from nemesis.spec import parse_spec
-
-# Faults whose Docker form needs a helper container that joins the node's namespaces, not
-# yet given a form on a host of its own.
-UNSUPPORTED = {"pause-isolate", "transfer-isolate"}
 
 
 def host_commands(profile: type[Profile], opts: dict[str, str]) -> HostCommands:
@@ -33,23 +27,13 @@ def host_commands(profile: type[Profile], opts: dict[str, str]) -> HostCommands:
     return load_host_commands(path, merged)
 
 
-def check_remote(profile: type[Profile], hosts_path: Path, nemeses: list[str],
-                 opts: dict[str, str]) -> tuple[HostsFile, HostCommands]:
+def check_remote(profile: type[Profile], hosts_path: Path, opts: dict[str, str]
+                 ) -> tuple[HostsFile, HostCommands]:
     """Everything a --hosts run needs, checked before anything starts (BadArguments)."""
-    hosts = load_hosts(hosts_path)
-    commands = host_commands(profile, opts)
-    for text in nemeses:
-        name = parse_spec(text).name
-        if name in UNSUPPORTED:
-            raise BadArguments(f"nemesis {name} does not run on your own machines yet (over SSH "
-                               f"it supports: kill, kill-leader, pause, pause-leader, loss, delay, "
-                               f"the partitions and transfer-leader).")
-    return hosts, commands
+    return load_hosts(hosts_path), host_commands(profile, opts)
 
 
-def remote_cluster(profile: type[Profile], hosts_path: Path, nemeses: list[str],
-                   opts: dict[str, str], accept_new_keys: bool,
-                   log: Callable[[str], None]) -> SshCluster:
-    hosts, commands = check_remote(profile, hosts_path, nemeses, opts)
+def remote_cluster(profile: type[Profile], hosts_path: Path, opts: dict[str, str],
+                   accept_new_keys: bool, log: Callable[[str], None]) -> SshCluster:
+    hosts, commands = check_remote(profile, hosts_path, opts)
     return SshCluster(hosts, commands, accept_new_keys, log, name=profile.name)
-

@@ -98,10 +98,10 @@ def validate(cfg: RunConfig) -> type[Profile]:
             f"workload {cfg.workload} speaks {wl.protocol}, which {cfg.sut} does not "
             f"(it speaks: {', '.join(sorted(profile.protocols))})."
         )
-    if cfg.hosts is not None:  # first: a fault the machines cannot have is not probed here
+    if cfg.hosts is not None:
         from harness.remote import check_remote
 
-        check_remote(profile, cfg.hosts, cfg.nemesis, cfg.sut_opts)
+        check_remote(profile, cfg.hosts, cfg.sut_opts)
     nemesis_classes(cfg.nemesis, profile, "docker" if cfg.hosts is None else "ssh")
     profile.check_options(cfg.sut_opts)
     for name, v, lo in (
@@ -307,8 +307,8 @@ def _lifecycle(
     if remote:  # the user's own machines: no image, no container, no Docker at all
         from harness.remote import remote_cluster
 
-        cluster = remote_cluster(profile_cls, cfg.hosts, cfg.nemesis, cfg.sut_opts,
-                                 cfg.ssh_accept_new_keys, lambda m: console.print(f"[dim]{m}[/]"))
+        cluster = remote_cluster(profile_cls, cfg.hosts, cfg.sut_opts, cfg.ssh_accept_new_keys,
+                                 lambda m: console.print(f"[dim]{m}[/]"))
     else:
         ensure_images(profile_cls, lambda m: console.print(f"[dim]{m}[/]"))
         cluster = Cluster(project, profile_cls.compose_profile,

@@ -240,8 +240,13 @@ def armed_cut(cluster: Cluster, service: str, peer_ips: list[str], chain: str
     Starting a helper takes 0.5 s or more, longer than some faults may wait, so the helper
     is started first in the service's network namespace with the DROP rules ready but not
     hooked; the yielded function hooks them (SIGUSR1) and returns once they are in place.
-    The helper is removed on leaving; the rules stay until the chain is healed.
+    The helper is removed on leaving; the rules stay until the chain is healed. On a machine
+    of the user's own the host prepares the chain and hooks it in one command instead.
     """
+    if cluster.backend != "docker":
+        with cluster.armed_cut(service, peer_ips, chain) as cut:  # type: ignore[attr-defined]
+            yield cut
+        return
     helper = start_in_netns(cluster, service, ["sh", "-ec", armed_cut_script(peer_ips, chain)])
     try:
         why = helper.wait_for("ready", READY_TIMEOUT_S)

@@ -27,7 +27,7 @@ def cluster() -> Iterator[tuple[Machines, SshCluster, LeaseKV]]:
         for n in m.names:  # the machine's own firewall, which healing must leave alone
             m.exec(n, "iptables -w -N USERCHAIN; iptables -w -A INPUT -p tcp --dport 9999 "
                       "-j ACCEPT; iptables -w -A USERCHAIN -j RETURN")
-        c = remote_cluster(LeaseKV, m.hosts_toml(), [], {}, False, lambda _m: None)
+        c = remote_cluster(LeaseKV, m.hosts_toml(), {}, False, lambda _m: None)
         c.down()
         c.up()
         profile = LeaseKV(c, {})
@@ -153,4 +153,35 @@ def test_healing_everything_leaves_the_servers_running(
     c.heal_everything()
     assert all("LEASELINE" not in rules(m, n) for n in m.names)
     assert [c.status(n) for n in m.names] == ["running"] * 3
+    wait_until_ready(profile, 60)
+
+
+def test_pause_isolate_and_transfer_isolate_cut_the_leader_off_on_its_host(
+        cluster: tuple[Machines, SshCluster, LeaseKV]) -> None:
+    """The Docker nemeses, unchanged: the cut is armed on the host and hooked right after the
+    freeze (or the hand-over)."""
+    m, c, profile = cluster
+    wait_until_ready(profile, 60)
+    nem = make("pause-isolate:freeze=1.2", c, profile)
+    done = nem.start()
+    (leader,) = done["nodes"]
+    assert 1.2 <= done["frozen_s"] < 3
+    assert c.status(leader) == "running"  # thawed, still cut off
+    assert "-A INPUT -j LEASELINE-PI" in rules(m, leader)
+    nem.stop()
+    assert "LEASELINE" not in rules(m, leader)
+    wait_until_ready(profile, 60)
+
+    nem = make("transfer-isolate", c, profile)
+    for _ in range(10):
+        try:
+            done = nem.start()
+            break
+        except Exception:  # noqa: BLE001 - FaultNotApplied while the target catches up
+            time.sleep(0.5)
+    else:
+        pytest.fail("no transfer was accepted")
+    assert "-A INPUT -j LEASELINE-TI" in rules(m, done["from"])
+    nem.heal()
+    assert all("LEASELINE" not in rules(m, n) for n in m.names)
     wait_until_ready(profile, 60)
