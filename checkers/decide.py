@@ -18,14 +18,23 @@ import numpy as np
 from checkers import explain, zone
 from checkers.models import CasRegister, model_for
 from checkers.ops import CAS, CAS_FAILED, KeyHistory
-from checkers.wgl import BudgetExceeded, SearchLimits, min_delta, read_shifts, read_staleness
+from checkers.wgl import (
+    BudgetExceeded,
+    HistoryOperations,
+    SearchLimits,
+    entry_bytes,
+    min_delta,
+    read_shifts,
+    read_staleness,
+)
 
-# Memoised entries hold an n-bit set each: keep the search's memory near this many bytes.
+# Keep the search's memoised entries near this many bytes.
 STATE_MEMORY_BYTES = 1 << 30
-# Time for shrinking a WGL counterexample (after the verdict, outside the search budget).
-EXPLAIN_SECONDS = 5.0
-# The same for a lease-bounded key's worst stale read: far more common than violations
-# under faults, so kept short (the explanation is then less shrunk, or absent).
+# Shrinking a WGL counterexample may memoise as many entries as the searches that
+# decided the verdict did (at least this many), within the search's time budget.
+EXPLAIN_MIN_STATES = 20_000
+# Time for shrinking a lease-bounded key's worst stale read: far more common than
+# violations under faults, so kept short (the explanation is then less shrunk, or absent).
 STALE_EXPLAIN_SECONDS = 1.0
 
 LINEARIZABLE = "linearizable"
@@ -39,7 +48,8 @@ class Budget:
     """Per-key limits of the general search; exhausting either gives `unknown`."""
 
     max_seconds: float = 10.0
-    max_states: int = 2_000_000  # memoised (linearized set, state) entries: bounds memory
+    # memoised (linearized set, state) entries; None: as many as fit in STATE_MEMORY_BYTES
+    max_states: int | None = None
 
 
 @dataclass
@@ -136,8 +146,10 @@ def _reason(status: str, delta: int | None, lease_ns: int, stale: list[ShiftedRe
 def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     has_cas = bool(np.isin(h.f, (CAS, CAS_FAILED)).any())
     model = CasRegister() if has_cas else model_for(h.model)
-    ops = h.operations()
-    max_states = min(budget.max_states, max(10_000, STATE_MEMORY_BYTES * 8 // max(len(ops), 64)))
+    ops = HistoryOperations(h)  # rows built only if the search needs them
+    max_states = max(10_000, STATE_MEMORY_BYTES // entry_bytes(len(ops)))
+    if budget.max_states is not None:
+        max_states = min(budget.max_states, max_states)
     limits = SearchLimits(time.monotonic() + budget.max_seconds, max_states)
     try:
         found = min_delta(ops, model, h.initial, lease_ns, limits)
@@ -161,7 +173,9 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     counterexample = None
     if status == VIOLATION:
         # shown at Δ = L: why the key is not L-linearizable (the violation's meaning)
-        counterexample = explain.from_search(h, model, lease_ns, lease_ns, delta, EXPLAIN_SECONDS)
+        counterexample = explain.from_search(h, model, lease_ns, lease_ns, delta,
+                                             budget.max_seconds,
+                                             max(EXPLAIN_MIN_STATES, found.verdict_states))
     elif status == LEASE_BOUNDED and shifted and delta is not None:
         worst = max(shifted, key=lambda s: s.shift_ns)
         row = int(np.flatnonzero(h.index == worst.index)[0])

@@ -5,11 +5,11 @@ few operations that force them, as text and graph.
 it needed, the write that overwrote it: no search needed). `minimal_ops` shrinks a
 general (WGL) violation: the shortest prefix of the history (by completion time,
 operations still running at the cut treated as outcome unknown) that is not
-L-linearizable, then one-by-one deletion while it stays so, within a time budget.
-`from_stale_read` shrinks the same way for one read moved just less than its own
-staleness, every other read moved the minimal Δ. Every text names a possible retried
-write where one fits (`retried_write_note`). `build` turns a set of rows into the
-counterexample dict:
+L-linearizable, then one-by-one deletion while it stays so, within a budget of work
+(memoised search entries) and time. `from_stale_read` shrinks the same way for one read
+moved just less than its own staleness, every other read moved the minimal Δ. Every
+text names a possible retried write where one fits (`retried_write_note`). `build`
+turns a set of rows into the counterexample dict:
     {"text", "ops", "nemesis", "graph"}   graph = networkx node_link_data
 with operations as nodes (their full record as attributes) and edges typed
 "real-time", "reads-from", "version-order"; the edges that close the contradiction
@@ -40,6 +40,11 @@ from checkers.ops import (
 )
 from checkers.wgl import BudgetExceeded, SearchLimits, linearizable
 from checkers.zone import Witness
+
+# A counterexample with more operations than this is not shown (its graph is quadratic).
+MAX_SHOWN = 200
+# Shrinking deletes runs of operations first while more than this many are left.
+QUICK_SHRINK_ABOVE = 400
 
 
 def _ms(t: int) -> float | None:
@@ -272,43 +277,63 @@ def _stale_read_text(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int
 def minimal_ops(
     h: KeyHistory, model: Model, delta: int, seconds: float,
     read_shift: dict[int, int] | None = None, keep_row: int | None = None,
+    *, max_states: int | None = None,
 ) -> list[int] | None:
-    """Rows of a small sub-history that is not linearizable at Δ = delta (None when the
-    time budget runs out before even the prefix is found). read_shift overrides Δ for
-    some reads (by history index); keep_row is never deleted."""
+    """Rows of a small sub-history that is not linearizable at Δ = delta. read_shift
+    overrides Δ for some reads (by history index); keep_row is never deleted. The
+    shrinking stops, keeping the smallest such set found so far, when its searches
+    together have memoised max_states entries (None: no bound) or `seconds` have passed;
+    None when more than MAX_SHOWN operations are left then. The caller knows the history
+    is not linearizable so."""
     ops = h.operations()
-    deadline = time.monotonic() + seconds
-    limits = SearchLimits(deadline, 1_000_000)
+    limits = SearchLimits(time.monotonic() + seconds, max_states or (1 << 62))
     kept_index = None if keep_row is None else int(h.index[keep_row])
 
     def bad(sub: list[Operation]) -> bool:
-        limits.states = 0
         return not linearizable(sub, model, h.initial, delta, limits, read_shift).ok
 
     ends = sorted({o.complete for o in ops if o.complete != UNKNOWN_END})
+    keep = list(ops)  # known not linearizable at delta (the caller's verdict)
     try:
         lo, hi = 0, len(ends) - 1  # find the earliest cut time at which it fails
+        hi_known = False
         while lo < hi:
             mid = (lo + hi) // 2
             if bad(_cut(ops, ends[mid])):
-                hi = mid
+                hi, hi_known = mid, True
             else:
                 lo = mid + 1
-        keep = _cut(ops, ends[lo]) if ends else list(ops)
-        if not bad(keep):
-            keep = list(ops)
-        # delete one at a time, newest first; never drop the write a kept read returned
-        # (that would trade the real anomaly for a read of a never-written value)
+        if ends and (hi_known or bad(_cut(ops, ends[lo]))):
+            keep = _cut(ops, ends[lo])
+        # delete one at a time, newest first (then every operation left is needed);
+        # on a long prefix, first runs of them, halving the run while more than
+        # QUICK_SHRINK_ABOVE are left. Never drop the write a kept read returned (that
+        # would trade the real anomaly for a read of a never-written value), nor the last
+        # operation of the prefix to complete (the one that cannot be linearized).
         ever_written = {o.value for o in ops if o.f in (WRITE, CAS)} | {h.initial}
+        last = max(keep, key=lambda o: -1 if o.complete == UNKNOWN_END else o.complete)
+        run = len(keep) // 2
+        while run > 1 and len(keep) > QUICK_SHRINK_ABOVE:
+            i = len(keep)
+            while i > 0:
+                j = max(0, i - run)
+                trial = keep[:j] + [o for o in keep[j:i]
+                                    if o is last or o.index == kept_index] + keep[i:]
+                if _supported(trial, ever_written, h.initial) and bad(trial):
+                    keep = trial
+                i = j
+            run //= 2
         i = len(keep) - 1
-        while i >= 0 and time.monotonic() < deadline:
+        while i >= 0:
             trial = keep[:i] + keep[i + 1:]
             if (keep[i].index != kept_index and trial
                     and _supported(trial, ever_written, h.initial) and bad(trial)):
                 keep = trial
             i -= 1
     except BudgetExceeded:
-        return None
+        pass  # the work allowed is spent: keep what is known to fail
+    if len(keep) > MAX_SHOWN:
+        return None  # not shrunk within the work allowed: too many to show
     pos = {(o.index): r for r, o in enumerate(ops)}
     return sorted(pos[o.index] for o in keep)
 
@@ -336,10 +361,11 @@ def _cut(ops: list[Operation], t: int) -> list[Operation]:
 
 def from_search(
     h: KeyHistory, model: Model, delta: int, lease_ns: int, min_delta: int | None,
-    seconds: float,
+    seconds: float, max_states: int | None = None,
 ) -> dict[str, Any] | None:
-    """Counterexample of a WGL violation, shrunk within `seconds`."""
-    rows = minimal_ops(h, model, delta, seconds)
+    """Counterexample of a WGL violation, shrunk within `seconds` and `max_states`
+    memoised entries (the work the caller's own verdict took)."""
+    rows = minimal_ops(h, model, delta, seconds, max_states=max_states)
     if rows is None:
         return None
     rowset = set(rows)

@@ -129,17 +129,14 @@ class KeyHistory:
         )
 
     def operations(self) -> list[Operation]:
+        # columns to Python lists first: indexing numpy arrays item by item is slow
         return [
-            Operation(
-                index=int(self.index[i]),
-                process=self.process[i],
-                f=int(self.f[i]),
-                value=self.value[i],
-                invoke=int(self.invoke[i]),
-                complete=int(self.complete[i]),
-                expected=self.expected[i],
-                node=self.node[i],
-                complete_index=None if self.complete_index[i] < 0 else int(self.complete_index[i]),
+            Operation(index=i, process=p, f=f, value=v, invoke=a, complete=b, expected=e,
+                      node=nd, complete_index=None if ci < 0 else ci)
+            for i, p, f, v, a, b, e, nd, ci in zip(
+                self.index.tolist(), self.process.tolist(), self.f.tolist(),
+                self.value.tolist(), self.invoke.tolist(), self.complete.tolist(),
+                self.expected.tolist(), self.node.tolist(), self.complete_index.tolist(),
+                strict=True,
             )
-            for i in range(len(self))
         ]

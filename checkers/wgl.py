@@ -17,21 +17,62 @@ Info operations (outcome unknown) return at +infinity; once only they remain, th
 search succeeds: each may be placed after everything else, which is the same as never
 having happened.
 
+For the register models, every value that no read returns and no compare expects is
+first written as one value (they are indistinguishable to every step), so writes of
+values nobody observed are twins (below).
+
+Three rules cut the search without changing any verdict (an order that breaks them
+becomes one that keeps them by swapping or dropping operations). Twins: of two pending
+state-changing operations with the same effect (f, value, expected), the one called
+earlier and returning no later (info returns tie) is linearized first: swapping twins
+changes no state and keeps both in their intervals; without it a failing search tries
+every subset of the pending writes of each value, and of the info writes, which never
+return. And an info operation is never linearized right before a write: the write
+overwrites its effect unseen, so the same order without it (it never happened) is as
+good; nor right before an operation that changes nothing (a read, a failed compare)
+and was legal already before it: the two may swap, which leaves the info operation
+before whatever comes next. The visited set keys on the state before the last
+operation too when that one is an info operation, since these rules limit the next
+step by it. Together they leave little more than the orders that some read
+or compare can tell apart. (The second rule takes `write` to ignore the state, as in
+both models there are: a model whose write reads the state would need it dropped.)
+
+Two implementations of the same search, step for step: the compiled one (package
+leaseline_wgl, built by scripts/setup.sh from native/) for the register and cas-register
+models, and `linearizable_reference` below, in pure Python, for any model and wherever
+the compiled one is not installed (a warning says so, once). They differ in how the
+visited set is kept (exact n-bit sets here, 128-bit fingerprints there), not in the
+order they explore, so verdicts, linearizations and longest prefixes agree.
+
+Shifts: `delta` is either one Δ for every read (the lease question), or one shift per
+operation (history order), each moving that operation's invoke earlier.
+
 L-linearizability is monotone in Δ and the real-time order of the shifted history only
-changes at Δ = read invoke - some completion, so the minimal Δ is one of those values
-and is found by binary search over them.
+changes at Δ = read invoke - some completion, so the minimal Δ is one of those values;
+min_delta walks down them from a linearization's own needs (see there).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from collections.abc import Hashable, Mapping, Sequence
+import warnings
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from checkers.models import Model
-from checkers.ops import READ, UNKNOWN_END, Operation
+from checkers.models import CasRegister, Model, Register
+from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
+
+try:  # the compiled search (native/); optional
+    from leaseline_wgl import linearizable as _compiled_search
+except ImportError:  # pragma: no cover - depends on the installation
+    _compiled_search = None
+
+# Shift of each read (an int: the same Δ for every read), or of each operation.
+Shifts = int | Sequence[int] | np.ndarray
+_warned = False
 
 
 class BudgetExceeded(Exception):
@@ -54,25 +95,196 @@ class Outcome:
     longest: list[int] = field(default_factory=list)  # longest linearized prefix found
 
 
+def compiled_available() -> bool:
+    return _compiled_search is not None
+
+
+def entry_bytes(n_ops: int) -> int:
+    """Memory of one memoised entry (with its share of the table) for n_ops operations."""
+    if _compiled_search is not None:
+        return 100  # a 16-byte fingerprint, tables 1/4-1/2 full, the old one while doubling
+    return 200 + n_ops // 8  # tuple, int bitset, set slot
+
+
+@dataclass
+class Encoded:
+    """A history as the compiled search's columns (values as integer codes)."""
+
+    kind: np.ndarray  # int8: READ / WRITE / CAS / CAS_FAILED
+    val: np.ndarray  # int32 code of the value read / written
+    exp: np.ndarray  # int32 code of a compare's expected value
+    invoke: np.ndarray  # int64
+    complete: np.ndarray  # int64, UNKNOWN_END = info
+    is_read: np.ndarray  # bool
+    init: int  # code of the initial value
+    index: np.ndarray  # int64: history index of each operation
+
+
+class HistoryOperations(Sequence[Operation]):
+    """A KeyHistory's rows as Operations, built on first use: the compiled search reads
+    the columns, so a key decided at once never needs them."""
+
+    def __init__(self, history: KeyHistory) -> None:
+        self.history = history
+        self._ops: list[Operation] | None = None
+
+    def _rows(self) -> list[Operation]:
+        if self._ops is None:
+            self._ops = self.history.operations()
+        return self._ops
+
+    def __len__(self) -> int:
+        return len(self.history)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN204
+        return self._rows()[i]
+
+    def __iter__(self) -> Iterator[Operation]:
+        return iter(self._rows())
+
+
+def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
+    if isinstance(ops, HistoryOperations):
+        h = ops.history
+        return _encoded(h.f.astype(np.int8), h.value.tolist(), h.expected.tolist(),
+                        h.invoke.astype(np.int64), h.complete.astype(np.int64), initial,
+                        h.index.astype(np.int64))
+    return _encoded(
+        np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops)),
+        [o.value for o in ops], [o.expected for o in ops],
+        np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops)),
+        np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops)), initial,
+        np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops)),
+    )
+
+
+def _observed(kinds: Sequence[int], values: Sequence[str | None],
+              expected: Sequence[str | None]) -> set[str | None]:
+    """Values some operation tells apart from others: read ones and compared ones."""
+    seen = {v for f, v in zip(kinds, values, strict=True) if f == READ}
+    seen.update(e for f, e in zip(kinds, expected, strict=True) if f in (CAS, CAS_FAILED))
+    return seen
+
+
+def _encoded(kind: np.ndarray, values: list[str | None], expected: list[str | None],
+             invoke: np.ndarray, complete: np.ndarray, initial: str | None,
+             index: np.ndarray) -> Encoded:
+    # every value no operation observes is one state, UNOBSERVED_CODE (see _abstract)
+    observed = _observed(kind.tolist(), values, expected)
+    codes = {v: k for k, v in enumerate(observed)}
+    val = np.fromiter((codes.get(v, UNOBSERVED_CODE) for v in values), dtype=np.int32,
+                      count=len(values))
+    exp = np.fromiter((codes.get(v, UNOBSERVED_CODE) for v in expected), dtype=np.int32,
+                      count=len(values))
+    return Encoded(kind, val, exp, invoke, complete, kind == READ,
+                   codes.get(initial, UNOBSERVED_CODE), index)
+
+
+UNOBSERVED_CODE = -1
+UNOBSERVED = "\x00unobserved"  # no canonical JSON text looks like this
+
+
+def _abstract(ops: Sequence[Operation], initial: str | None
+              ) -> tuple[list[Operation], str | None]:
+    """The history with every value that no read returns and no compare expects written
+    as one value, UNOBSERVED. The register models only ever compare the state with
+    observed values, so states holding unobserved values behave alike: the verdict is
+    the same, and writes of such values become twins (above). This is what makes info
+    writes of unique values, which pile up pending, cheap to search."""
+    observed = _observed([o.f for o in ops], [o.value for o in ops],
+                         [o.expected for o in ops])
+    out = [o if o.f not in (WRITE, CAS) or o.value in observed
+           else dataclasses.replace(o, value=UNOBSERVED) for o in ops]
+    return out, initial if initial in observed else UNOBSERVED
+
+
+def _compiled_fits(ops: Sequence[Operation], model: Model) -> bool:
+    """Whether the compiled search implements this model for these operations (else
+    the reference runs, and raises what the model raises)."""
+    global _warned
+    if _compiled_search is None:
+        if not _warned:
+            _warned = True
+            warnings.warn(
+                "the compiled WGL search (leaseline-wgl) is not installed, so the general "
+                "search runs in pure Python, many times slower; scripts/setup.sh builds it",
+                RuntimeWarning, stacklevel=3,
+            )
+        return False
+    if type(model) is CasRegister:
+        return True
+    if isinstance(ops, HistoryOperations):
+        f = ops.history.f
+        return type(model) is Register and not ((f == CAS) | (f == CAS_FAILED)).any()
+    return type(model) is Register and not any(o.f in (CAS, CAS_FAILED) for o in ops)
+
+
 def linearizable(
     ops: Sequence[Operation],
     model: Model,
     initial: str | None,
-    delta: int,
+    delta: Shifts,
+    limits: SearchLimits,
+    read_shift: Mapping[int, int] | None = None,
+    *,
+    encoded: Encoded | None = None,
+) -> Outcome:
+    """Is the history linearizable once every read's invoke moves `delta` earlier (or,
+    given one shift per operation, each operation's invoke by its own)?
+
+    read_shift: {history index of a read: its own shift}, overriding `delta` for those
+    reads (per-read staleness moves one read by s and the others by the minimal Δ).
+    `encoded` (from encode(ops, initial)) spares re-encoding when one history is
+    searched many times."""
+    if not _compiled_fits(ops, model):
+        return linearizable_reference(ops, model, initial, delta, limits, read_shift)
+    e = encoded if encoded is not None else encode(ops, initial)
+    if isinstance(delta, int | np.integer):
+        shift = np.where(e.is_read, np.int64(delta), np.int64(0))
+        for index, s in (read_shift or {}).items():
+            shift[(e.index == index) & e.is_read] = s
+        start = e.invoke - shift
+    else:
+        start = e.invoke - np.asarray(delta, dtype=np.int64)
+    seconds = max(0.0, limits.deadline - time.monotonic())
+    rc, states, order, longest = _compiled_search(
+        e.kind, e.val, e.exp, start, e.complete, e.init,
+        max(0, limits.max_states - limits.states), seconds,
+    )
+    limits.states += int(states)
+    if rc == 2:
+        raise BudgetExceeded("time")
+    if rc == 3:
+        limits.states = limits.max_states + 1
+        raise BudgetExceeded("states")
+    return Outcome(rc == 0, order.tolist(), longest.tolist())
+
+
+def linearizable_reference(
+    ops: Sequence[Operation],
+    model: Model,
+    initial: str | None,
+    delta: Shifts,
     limits: SearchLimits,
     read_shift: Mapping[int, int] | None = None,
 ) -> Outcome:
-    """Is the history linearizable once every read's invoke moves `delta` earlier?
+    """The pure-Python search, for any model: what the compiled one must agree with.
 
     read_shift: {history index of a read: its own shift}, overriding `delta` for those
     reads (per-read staleness moves one read by s and the others by the minimal Δ)."""
     n = len(ops)
     if n == 0:
         return Outcome(True)
+    if type(model) in (Register, CasRegister):
+        ops, initial = _abstract(ops, initial)
+    per_op = None if isinstance(delta, int | np.integer) else [int(d) for d in delta]
     # events: (time, kind, op); kind 0 = call, 1 = return; info returns go last
     events: list[tuple[int, int, int]] = []
     for i, op in enumerate(ops):
-        start = op.invoke - _shift(op, delta, read_shift) if op.f == READ else op.invoke
+        if per_op is not None:
+            start = op.invoke - per_op[i]
+        else:
+            start = op.invoke - _shift(op, delta, read_shift) if op.f == READ else op.invoke
         events.append((start, 0, i))
         events.append((op.complete, 1, i))  # UNKNOWN_END sorts last
     events.sort()
@@ -95,6 +307,16 @@ def linearizable(
             match[call_node[i]] = node
     info = [op.complete == UNKNOWN_END for op in ops]
     passive = [not model.changes_state(op) for op in ops]
+    writes = [op.f == WRITE for op in ops]  # the only operations blind to the state
+    # Twins: state-changing operations with the same effect. Of two pending twins, one
+    # called and returning no later than the other goes first (info returns tie).
+    group: dict[tuple[int, str | None, str | None], int] = {}
+    sig = [-1 if passive[i] else group.setdefault((o.f, o.value, o.expected), len(group))
+           for i, o in enumerate(ops)]
+    ret_key = [m + 1 if info[i] else match[call_node[i]] for i in range(n)]
+    seen_scan = [-1] * len(group)  # the scan in which the group's minimum was recorded
+    seen_min = [0] * len(group)  # least ret_key among its members passed in that scan
+    scan = 0
     step = model.step
 
     def lift(node: int) -> None:
@@ -115,9 +337,20 @@ def linearizable(
         if nxt[node]:
             prv[nxt[node]] = node
 
+    def passed(node: int) -> None:
+        """The scan moves past a pending call: record it for its twins."""
+        g = sig[op_of[node]]
+        if g >= 0:
+            k = ret_key[op_of[node]]
+            if seen_scan[g] != scan:
+                seen_scan[g], seen_min[g] = scan, k
+            elif k < seen_min[g]:
+                seen_min[g] = k
+
     state: Hashable = model.init(initial)
+    after_info = False  # is the last linearized operation an info one?
     linearized = 0
-    cache: set[tuple[int, Hashable]] = set()
+    cache: set[tuple[Hashable, ...]] = set()
     stack: list[tuple[int, Hashable, bool]] = []  # (call node, state before, committed)
     longest: list[int] = []
     entry = nxt[0]
@@ -128,27 +361,39 @@ def linearizable(
             raise BudgetExceeded("time")
         if is_call[entry]:
             i = op_of[entry]
-            ok, new_state = step(state, ops[i])
+            g = sig[i]
             dead = False
-            if ok:
-                new_lin = linearized | (1 << i)
-                key = (new_lin, new_state)
-                if key not in cache:
-                    cache.add(key)
-                    limits.states += 1
-                    if limits.states > limits.max_states:
-                        raise BudgetExceeded("states")
-                    stack.append((entry, state, passive[i]))
-                    state, linearized = new_state, new_lin
-                    lift(entry)
-                    if len(stack) > len(longest):
-                        longest = [op_of[e] for e, _, _ in stack]
-                    entry = nxt[0]
-                    continue
-                # already explored with i linearized here, and it failed; for an op
-                # that changes nothing that means this state fails too
-                dead = passive[i]
+            if g >= 0 and seen_scan[g] == scan and seen_min[g] <= ret_key[i]:
+                pass  # a twin passed in this scan goes first
+            elif after_info and writes[i]:
+                pass  # an info operation right before a write is overwritten unseen
+            elif after_info and passive[i] and step(stack[-1][1], ops[i])[0]:
+                pass  # legal before the info operation too: it goes there, before it
+            else:
+                ok, new_state = step(state, ops[i])
+                if ok:
+                    new_lin = linearized | (1 << i)
+                    # after an info operation the next step depends on the state
+                    # before it too (the rule above)
+                    key = (new_lin, new_state, state) if info[i] else (new_lin, new_state)
+                    if key not in cache:
+                        cache.add(key)
+                        limits.states += 1
+                        if limits.states > limits.max_states:
+                            raise BudgetExceeded("states")
+                        stack.append((entry, state, passive[i]))
+                        state, linearized, after_info = new_state, new_lin, info[i]
+                        lift(entry)
+                        if len(stack) > len(longest):
+                            longest = [op_of[e] for e, _, _ in stack]
+                        entry = nxt[0]
+                        scan += 1
+                        continue
+                    # already explored with i linearized here, and it failed; for an op
+                    # that changes nothing that means this state fails too
+                    dead = passive[i]
             if not dead:
+                passed(entry)
                 entry = nxt[entry]
                 continue
         elif info[op_of[entry]]:
@@ -163,6 +408,15 @@ def linearizable(
             unlift(node)
             if not committed:
                 break
+        after_info = bool(stack) and info[op_of[stack[-1][0]]]
+        # resume the scan that chose `node`, past it: record what it had passed
+        scan += 1
+        e = nxt[0]
+        while True:
+            passed(e)
+            if e == node:
+                break
+            e = nxt[e]
         entry = nxt[node]
     return Outcome(True, [op_of[e] for e, _, _ in stack], longest)
 
@@ -171,16 +425,31 @@ def _shift(op: Operation, delta: int, read_shift: Mapping[int, int] | None) -> i
     return delta if read_shift is None else read_shift.get(op.index, delta)
 
 
-def candidate_deltas(ops: Sequence[Operation], limit: int = 4_000_000) -> np.ndarray | None:
-    """Sorted distinct positive values read.invoke - completion (None if too many)."""
-    reads = np.array([o.invoke for o in ops if o.f == READ], dtype=np.int64)
-    comps = np.array([o.complete for o in ops if o.complete != UNKNOWN_END], dtype=np.int64)
-    if len(reads) == 0 or len(comps) == 0:
-        return np.zeros(0, dtype=np.int64)
-    if len(reads) * len(comps) > limit:
-        return None
-    d = (reads[:, None] - comps[None, :]).ravel()
-    return np.unique(d[d > 0])
+class _Candidates:
+    """The values read.invoke - completion (> 0) at which the shifted real-time order
+    changes, queried without listing them all (reads x completions of them)."""
+
+    def __init__(self, ops: Sequence[Operation]) -> None:
+        self.reads = np.array([o.invoke for o in ops if o.f == READ], dtype=np.int64)
+        comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
+        self.comps = np.sort(np.array(comps, dtype=np.int64))
+
+    def top(self) -> int:
+        """The largest candidate (0: there is none, no shift changes anything)."""
+        if len(self.reads) == 0 or len(self.comps) == 0:
+            return 0
+        return max(0, int(self.reads.max() - self.comps[0]))
+
+    def below(self, d: int) -> int:
+        """The largest candidate < d (0 if none): per read, the earliest completion
+        after read.invoke - d gives its largest value below d."""
+        if len(self.reads) == 0 or len(self.comps) == 0:
+            return 0
+        k = np.searchsorted(self.comps, self.reads - d, side="right")
+        ok = k < len(self.comps)
+        if not ok.any():
+            return 0
+        return max(0, int((self.reads[ok] - self.comps[k[ok]]).max()))
 
 
 @dataclass
@@ -190,6 +459,7 @@ class DeltaSearch:
     order: list[int]  # a linearization at min_delta_ns (op indices)
     failed_at: int | None  # a Δ at which the history is not linearizable (for explain)
     longest: list[int] = field(default_factory=list)
+    verdict_states: int = 0  # memoised entries the searches took until the verdict was known
 
 
 def min_delta(
@@ -198,74 +468,69 @@ def min_delta(
     initial: str | None,
     lease_ns: int,
     limits: SearchLimits,
+    *,
+    reference: bool = False,
 ) -> DeltaSearch:
-    """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then Δ = ∞), then
-    refines; BudgetExceeded escapes only if the verdict itself is undecided."""
+    """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then the largest Δ that
+    changes anything), then walks down: a linearization found at Δ needs only the
+    largest shift its reads need (read_shifts), which is a candidate value hi <= Δ;
+    the history is then tried at the candidate just below hi, until that fails, which
+    makes hi exact. Linearizable passes are cheap and failing ones costly, so this
+    costs the verdict plus about one failing pass. BudgetExceeded escapes only if the
+    verdict itself is undecided. reference=True: by the pure-Python search only."""
+    if reference or not _compiled_fits(ops, model):
+        def test(d: int) -> Outcome:
+            return linearizable_reference(ops, model, initial, d, limits)
+    else:
+        enc = encode(ops, initial)
 
-    def test(d: int) -> Outcome:
-        return linearizable(ops, model, initial, d, limits)
+        def test(d: int) -> Outcome:
+            return linearizable(ops, model, initial, d, limits, encoded=enc)
 
+    states_before = limits.states
     first = test(0)
     if first.ok:
-        return DeltaSearch(0, True, first.order, None)
-    cands = candidate_deltas(ops)
-    if cands is not None and len(cands) == 0:
-        return DeltaSearch(None, True, [], 0, first.longest)
-    top = int(cands[-1]) if cands is not None else _max_gap(ops)
-    lo, hi = 0, None  # not linearizable at lo; linearizable at hi
-    hi_order: list[int] = []
+        return DeltaSearch(0, True, first.order, None,
+                           verdict_states=limits.states - states_before)
+    cands = _Candidates(ops)
+    top = cands.top()
+    if top == 0:
+        return DeltaSearch(None, True, [], 0, first.longest,
+                           limits.states - states_before)
+    lo = 0  # not linearizable at lo
     failed_longest = first.longest
+    hi_out = None
     if 0 < lease_ns < top:
         out = test(lease_ns)
         if out.ok:
-            hi, hi_order = lease_ns, out.order
+            hi_out = out
         else:
             lo, failed_longest = lease_ns, out.longest
-    if hi is None:
-        out = test(top)
-        if not out.ok:
-            return DeltaSearch(None, True, [], top, out.longest)
-        hi, hi_order = top, out.order
+    if hi_out is None:
+        hi_out = test(top)
+        if not hi_out.ok:
+            return DeltaSearch(None, True, [], top, hi_out.longest,
+                               limits.states - states_before)
+    verdict_states = limits.states - states_before
+    hi, hi_order = _needed(ops, hi_out.order), hi_out.order
     try:
-        hi, hi_order, lo, failed_longest = _refine(
-            test, cands, lo, hi, hi_order, failed_longest
-        )
-    except BudgetExceeded:
-        return DeltaSearch(hi, False, hi_order, lo, failed_longest)
-    return DeltaSearch(hi, True, hi_order, lo, failed_longest)
-
-
-def _refine(test, cands, lo, hi, hi_order, failed_longest):  # type: ignore[no-untyped-def]
-    """Binary search for the least Δ in (lo, hi] at which the history is linearizable.
-
-    Over the candidate values when they fit in memory, else over the integers (the
-    minimum is an integer, so the result is exact either way)."""
-    if cands is not None:
-        a = int(np.searchsorted(cands, lo, side="right"))
-        b = int(np.searchsorted(cands, hi, side="left"))  # cands[b] == hi
-        while a < b:
-            mid = (a + b) // 2
-            d = int(cands[mid])
+        while True:
+            d = cands.below(hi)
+            if d <= lo:
+                break  # lo = 0 or a failed Δ >= d: nothing in between left to try
             out = test(d)
-            if out.ok:
-                b, hi, hi_order = mid, d, out.order
-            else:
-                a, lo, failed_longest = mid + 1, d, out.longest
-        return hi, hi_order, lo, failed_longest
-    while hi - lo > 1:
-        d = (lo + hi) // 2
-        out = test(d)
-        if out.ok:
-            hi, hi_order = d, out.order
-        else:
-            lo, failed_longest = d, out.longest
-    return hi, hi_order, lo, failed_longest
+            if not out.ok:
+                lo, failed_longest = d, out.longest
+                break
+            hi, hi_order = _needed(ops, out.order), out.order
+    except BudgetExceeded:
+        return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
+    return DeltaSearch(hi, True, hi_order, lo, failed_longest, verdict_states)
 
 
-def _max_gap(ops: Sequence[Operation]) -> int:
-    reads = [o.invoke for o in ops if o.f == READ]
-    comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
-    return max(1, max(reads) - min(comps)) if reads and comps else 1
+def _needed(ops: Sequence[Operation], order: list[int]) -> int:
+    """The largest shift any read needs in this linearization."""
+    return max((s for _, s in read_shifts(ops, order, UNKNOWN_END)), default=0)
 
 
 def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[tuple[int, int]]:

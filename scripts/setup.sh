@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes a fresh Debian machine ready for Leaseline, and does nothing a second time:
-#   1. .venv with the project and its dependencies (redone only when pyproject.toml changes)
+#   1. .venv with the project and its dependencies (redone only when pyproject.toml changes),
+#      and the compiled WGL search from native/ (redone only when native/ changes)
 #   2. Java >= 17 for Spark
 #   3. a Docker engine that answers (Debian's docker.io + docker-compose, dockerd started)
 #   4. the local base image and the images of the systems under test (cached by content)
@@ -40,6 +41,25 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.deps-hash" 2>/dev/null)" != "
     "$VENV/bin/pip" install -q -e "$ROOT[dev]" >>"$STATE/pip.log" 2>&1 \
         || die "pip install failed (see $STATE/pip.log)."
     echo "$want" >"$VENV/.deps-hash"
+fi
+
+# 1b. The compiled WGL search (native/: Cython from PyPI, g++ and Python's headers from
+# Debian). Optional: where it does not build, the checker runs the pure-Python search
+# and says so, so a failure here is a warning.
+native_hash="$(cat "$ROOT"/native/pyproject.toml "$ROOT"/native/setup.py "$ROOT"/native/leaseline_wgl/*.py \
+    "$ROOT"/native/leaseline_wgl/*.pyx "$ROOT"/native/leaseline_wgl/*.hpp | sha256sum | cut -d' ' -f1)"
+if [ "$(cat "$VENV/.native-hash" 2>/dev/null)" != "$native_hash" ]; then
+    py_include="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+    if { ! command -v g++ >/dev/null || [ ! -f "$py_include/Python.h" ]; } && [ "$(id -u)" = 0 ]; then
+        apt_install build-essential python3-dev
+    fi
+    say "building the compiled WGL search (native/)"
+    if "$VENV/bin/pip" install -q "$ROOT/native" >"$STATE/native.log" 2>&1; then
+        echo "$native_hash" >"$VENV/.native-hash"
+    else
+        printf 'leaseline setup: warning: the compiled WGL search did not build (see %s); the checker will use the slower pure-Python search.\n' \
+            "$STATE/native.log" >&2
+    fi
 fi
 
 # 2. Java for Spark ----------------------------------------------------------------------

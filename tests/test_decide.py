@@ -73,7 +73,9 @@ def test_duplicate_values_go_to_wgl_and_agree() -> None:
 
 
 def test_budget_exhausted_is_unknown() -> None:
-    ops = [w(i % 2, 0, 100) for i in range(40)] + [r(7, 200, 201)]
+    # every value written is read afterwards, one after another (impossible): exhaustive
+    ops = [w(i % 20, 0, 100) for i in range(40)] + [r(i, 200 + 2 * i, 201 + 2 * i)
+                                                  for i in range(20)]
     res = check_key(history(*ops), 0, Budget(max_seconds=5, max_states=100))
     assert res.status == UNKNOWN and res.min_delta_ns is None
     assert "budget" in res.reason

@@ -74,8 +74,9 @@ def test_minimal_delta_checks_the_lease_first() -> None:
 
 
 def test_budget_exhaustion_raises() -> None:
-    # many concurrent writes of the same two values and an impossible read: exhaustive
-    ops = [w(i % 2, 0, 100) for i in range(40)] + [r(7, 200, 201)]
+    # many concurrent writes, each value read afterwards (impossible): exhaustive
+    ops = [w(i, 0, 100) for i in range(40)] + [r(i, 200 + 2 * i, 201 + 2 * i)
+                                              for i in range(40)]
     h = history(*ops)
     with pytest.raises(BudgetExceeded):
         linearizable(h.operations(), Register(), None, 0, lim(states=50))

@@ -20,7 +20,7 @@ from harness.errors import EnvironmentProblem
 from harness.profiles.base import Endpoint
 from workloads import WORKLOADS, WorkloadOptions, workload_class
 from workloads.base import FAIL, INFO, OK, Op
-from workloads.cas_ops import CasGenerator
+from workloads.cas_ops import DEFAULT_WRITES_PER_KEY, CasGenerator
 from workloads.lua_cas import CAS_SCRIPT, CAS_SHA, READ_SHA, LuaCasClient, load_scripts
 
 
@@ -197,3 +197,12 @@ def test_checker_models_a_key_with_cas_as_cas_register(tmp_path: Path) -> None:
     recs[-1] = _rec(7, 70, 0, "ok", "read", 2)
     path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     assert check_key(_key(path), 0).status == "violation"
+
+
+def test_cas_keys_retire_by_default() -> None:
+    gen = CasGenerator(WorkloadOptions(keys=1))
+    assert gen.opts.writes_per_key == DEFAULT_WRITES_PER_KEY
+    rng = random.Random(1)
+    keys = {gen.next_op(rng).key for _ in range(4 * DEFAULT_WRITES_PER_KEY)}
+    assert len(keys) > 1  # the first key retired after DEFAULT_WRITES_PER_KEY proposals
+    assert CasGenerator(WorkloadOptions(writes_per_key=7)).opts.writes_per_key == 7

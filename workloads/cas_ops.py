@@ -5,14 +5,20 @@ so a read names the operation it observed even when that was a cas. A cas's expe
 is usually the key's newest proposed value (so many compares match and the register moves)
 and sometimes an older one or "absent" (so compares also fail, which tells the checker
 something too). With --writes-per-key N a key is retired once N writes + cas were proposed
-on it, keeping each key's history small for the WGL search that cas needs.
+on it, keeping each key's history small for the WGL search that cas needs; without the
+flag, after DEFAULT_WRITES_PER_KEY (bench/bench_cas_limits.py measures the per-key check).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 from workloads.base import IndependentKeysGenerator, Op, WorkloadOptions
+
+# Keys of ~1700 operations, decided in about a second each even with a stale read
+# (README, "The verdict").
+DEFAULT_WRITES_PER_KEY = 1000
 
 
 class CasGenerator(IndependentKeysGenerator):
@@ -23,6 +29,8 @@ class CasGenerator(IndependentKeysGenerator):
         cas_ratio: float = 0.4,
         key_prefix: str = "c",
     ) -> None:
+        if opts.writes_per_key is None:
+            opts = dataclasses.replace(opts, writes_per_key=DEFAULT_WRITES_PER_KEY)
         super().__init__(opts, key_prefix)
         self.read_ratio, self.cas_ratio = read_ratio, cas_ratio
 

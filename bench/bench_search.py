@@ -1,0 +1,379 @@
+"""The general search (WGL) side by side with Porcupine, on the same histories.
+
+    python -m bench.bench_search                  # every case
+    python -m bench.bench_search --quick          # without the 10k-op and 100k-op cases
+    python -m bench.bench_search --per-file       # one row per corpus file too
+
+Cases: the Knossos cas-register corpus (../shared/corpora), generated cas-register keys
+(bench/gen_cas_history.py: values 0-4, 20 clients, 2 % info; 1k and 10k ops with about
+2 operations in flight, and 1k ops "dense", about 17 in flight; each linearizable and
+with one planted stale read), and one unique-value key of 100k ops with one stale read
+(decided by the zone method).
+Every case is exported as JSON (operations as Leaseline imported them, a file per case or
+corpus folder); Porcupine v1.3.1 (bench/peers/porcupine, built here when Go >= 1.21 is
+installed) and a Leaseline worker each read that file in a process of their own, so each
+side's peak RSS is its own
+(Python's includes its interpreter and libraries: the `idle` figure printed first).
+
+Per case: Porcupine's verdict and time (CheckOperationsTimeout, 120 s); Leaseline's
+verdict time (the same question: linearizable as recorded?), and its full check time
+(check_key with the same 120 s budget: verdict, minimal Δ, shifted reads, counterexample;
+its status is the Leaseline verdict shown); both peak RSS; the
+time of the minimal Δ alone (wgl.min_delta, as check_key calls it; for the zone method
+verdict, Δ and check are one computation); the ratios Leaseline verdict / Porcupine and
+Leaseline minimal Δ / Porcupine verdict. Where Leaseline's verdict pass is undecided in
+120 s, the case is reported unknown without running the Δ and the check as well.
+
+Targets: verdict <= 1x Porcupine's time, minimal Δ <= 3x Porcupine's verdict time,
+identical verdicts, never `unknown` where Porcupine decides, < 1 GB per key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.gen_cas_history import generate_cas
+from bench.gen_history import generate
+from checkers.ops import UNKNOWN_END, KeyHistory, Operation
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpora" / "knossos" / "cas-register"
+PEER = ROOT / "bench" / "peers" / "porcupine"
+TIMEOUT_S = 120
+# Client think time between operations (latency ~1.2 ms): about 2 operations in flight
+# with 20 clients, as in a rate-limited Jepsen test; the dense shape has about 17.
+JEPSEN_THINK_MS = 10.0
+DENSE_THINK_MS = 0.2
+VERDICT = {"ok": "linearizable", "illegal": "violation", "unknown": "unknown"}
+
+
+# ---- export / import of the cases -------------------------------------------------------
+
+def export(name: str, h: KeyHistory) -> dict[str, Any]:
+    ops = []
+    clients: dict[Any, int] = {}
+    for o in h.operations():
+        ops.append({
+            "f": o.f, "value": o.value, "expected": o.expected, "call": o.invoke,
+            "return": None if o.complete == UNKNOWN_END else o.complete,
+            "client": clients.setdefault(o.process, len(clients)), "index": o.index,
+        })
+    return {"name": name, "model": h.model, "initial": h.initial, "ops": ops}
+
+
+def history_of(case: dict[str, Any]) -> KeyHistory:
+    ops = [Operation(o["index"], o["client"], o["f"], o["value"], o["call"],
+                     UNKNOWN_END if o["return"] is None else o["return"], o["expected"])
+           for o in case["ops"]]
+    return KeyHistory.from_operations(ops, key=case["name"], model=case["model"],
+                                      initial=case["initial"])
+
+
+def build_cases(quick: bool) -> list[dict[str, Any]]:
+    from checkers.importers.jsonl import read_jsonl
+    from checkers.importers.knossos import read_knossos
+
+    cases = []
+    for verdict in ("good", "bad"):
+        for p in sorted((CORPUS / verdict).glob("*.edn")):
+            cases.append(export(f"knossos/{verdict}/{p.stem}", read_knossos(p)))
+    shapes = [(1000, JEPSEN_THINK_MS, ""), (1000, DENSE_THINK_MS, "-dense")]
+    if not quick:
+        shapes.insert(1, (10_000, JEPSEN_THINK_MS, ""))
+    for n, think, tag in shapes:
+        for stale in (False, True):
+            g = generate_cas(n, stale=stale, seed=5, think_ms=think)
+            if stale and g.stale_read is None:
+                raise SystemExit(f"could not plant a stale read in {n} ops")
+            cases.append(export(f"cas-{n // 1000}k{tag}-"
+                                f"{'stale' if stale else 'linearizable'}", g.history))
+    if not quick:
+        with tempfile.TemporaryDirectory() as d:
+            gen = generate(Path(d) / "u.jsonl", ops=100_000, keys=1, stale_reads=[30.0],
+                           seed=11)
+            (h,), _ = read_jsonl(gen.path)
+        cases.append(export("unique-100k-stale", h))
+    return cases
+
+
+# ---- the Leaseline side (a worker process per group of cases) ---------------------------
+
+def worker(path: Path, prefix: str) -> None:
+    from checkers import zone
+    from checkers.decide import STATE_MEMORY_BYTES, Budget, check_key
+    from checkers.models import CasRegister, model_for
+    from checkers.ops import CAS, CAS_FAILED
+    from checkers.wgl import (
+        BudgetExceeded,
+        HistoryOperations,
+        SearchLimits,
+        compiled_available,
+        entry_bytes,
+        linearizable,
+        min_delta,
+    )
+
+    cases = [c for c in json.loads(path.read_text()) if c["name"].startswith(prefix)]
+    if not cases:
+        print(json.dumps({"name": "", "peak_rss_mb": peak_rss_mb()}))
+    for c in cases:
+        h = history_of(c)
+        t0 = time.perf_counter()
+        method = "zone" if zone.applicable(h) else "wgl"
+        verdict: bool | None = None  # the zone method decides verdict and Δ at once
+        if method == "wgl":
+            has_cas = any(o["f"] in (CAS, CAS_FAILED) for o in c["ops"])
+            model = CasRegister() if has_cas else model_for(h.model)
+            cap = STATE_MEMORY_BYTES // entry_bytes(len(h))  # as check_key's
+            limits = SearchLimits(time.monotonic() + TIMEOUT_S, cap)
+            try:
+                verdict = linearizable(HistoryOperations(h), model, h.initial, 0, limits).ok
+            except BudgetExceeded:
+                verdict = None  # undecided in TIMEOUT_S
+        t_verdict = time.perf_counter() - t0
+        t_delta = None
+        if method == "wgl" and verdict is None:  # undecided in TIMEOUT_S: so is the rest
+            print(json.dumps({
+                "name": c["name"], "ops": len(h), "status": "unknown", "verdict_s": t_verdict,
+                "delta_s": t_verdict, "check_s": t_verdict, "delta_ms": None, "method": method,
+                "cx_ops": 0, "compiled": compiled_available(), "peak_rss_mb": peak_rss_mb(),
+            }), flush=True)
+            continue
+        if method == "wgl":  # the minimal Δ alone, as check_key finds it
+            t0 = time.perf_counter()
+            with contextlib.suppress(BudgetExceeded):
+                min_delta(HistoryOperations(h), model, h.initial, 0,
+                          SearchLimits(time.monotonic() + TIMEOUT_S, cap))
+            t_delta = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        res = check_key(h, 0, Budget(max_seconds=TIMEOUT_S))  # Porcupine's limit
+        t_check = time.perf_counter() - t0
+        if method == "zone":  # verdict, Δ and witness come at once
+            t_verdict = t_delta = t_check
+        elif verdict is not None and res.status != "unknown" and (
+                verdict != (res.status == "linearizable")):
+            raise SystemExit(f"{c['name']}: the verdict pass and check_key disagree")
+        cx = res.counterexample["ops"] if res.counterexample else []
+        print(json.dumps({
+            "name": c["name"], "ops": len(h), "status": res.status, "verdict_s": t_verdict,
+            "delta_s": t_delta, "check_s": t_check, "delta_ms": None if res.min_delta_ns is None
+            else res.min_delta_ns / 1e6, "method": res.method, "cx_ops": len(cx),
+            "compiled": compiled_available(), "peak_rss_mb": peak_rss_mb(),
+        }), flush=True)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set since its exec (VmHWM; the rusage figure would
+    also count the parent's image, which a forked child holds until it execs)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return -1.0
+
+
+# ---- running both sides -----------------------------------------------------------------
+
+def run_measured(cmd: list[str], timeout: float) -> tuple[list[dict[str, Any]], float, str]:
+    """JSON lines printed by cmd, its peak RSS (MB, as it reports it), and stderr."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT)
+        deadline = time.monotonic() + timeout
+        while True:
+            pid, status, _ = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                p.kill()
+                pid, status, _ = os.wait4(p.pid, 0)
+                break
+            time.sleep(0.01)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        lines = [json.loads(x) for x in out.read().decode().splitlines() if x.strip()]
+        peak = max((x.get("peak_rss_mb", -1) for x in lines), default=-1)
+        return lines, peak, err.read().decode()
+
+
+def build_peer(workdir: Path) -> tuple[Path | None, str]:
+    go = shutil.which("go")
+    if go is None:
+        return None, "Go is not installed (Go >= 1.21 builds the Porcupine peer)"
+    version = subprocess.run([go, "version"], capture_output=True, text=True).stdout
+    m = re.search(r"go(\d+)\.(\d+)", version)
+    if not m or (int(m[1]), int(m[2])) < (1, 21):
+        return None, f"Go >= 1.21 is needed for the Porcupine peer, found: {version.strip()}"
+    exe = workdir / "porcupine-peer"
+    r = subprocess.run([go, "build", "-o", str(exe), "."], cwd=PEER, capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        return None, f"building the Porcupine peer failed: {r.stderr.strip()[-300:]}"
+    return exe, ""
+
+
+@dataclass
+class Row:
+    name: str
+    ops: int
+    p_verdict: str
+    p_s: float | None
+    p_mb: float | None
+    l_verdict: str
+    l_verdict_s: float
+    l_delta_s: float
+    l_check_s: float
+    l_mb: float
+    delta_ms: float | None
+    cx_ops: int
+
+
+def _fmt_s(s: float | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s * 1e3:.1f} ms" if s < 1 else f"{s:.2f} s"
+
+
+def _ratio(a: float, b: float | None) -> str:
+    return "-" if not b else f"{a / b:.2f}x"
+
+
+def print_table(rows: list[Row], title: str) -> None:
+    head = ("case", "ops", "Porcupine", "time", "RSS MB", "Leaseline", "verdict", "min Δ",
+            "check", "RSS MB", "verdict/P", "Δ/P", "Δ ms", "same")
+    table = [head]
+    for r in rows:
+        table.append((
+            r.name, f"{r.ops:,}", r.p_verdict, _fmt_s(r.p_s),
+            "-" if r.p_mb is None else f"{r.p_mb:.0f}", r.l_verdict, _fmt_s(r.l_verdict_s),
+            _fmt_s(r.l_delta_s), _fmt_s(r.l_check_s), f"{r.l_mb:.0f}",
+            _ratio(r.l_verdict_s, r.p_s), _ratio(r.l_delta_s, r.p_s),
+            "-" if r.delta_ms is None else f"{r.delta_ms:.3f}",
+            "yes" if r.p_verdict == r.l_verdict else ("n/a" if r.p_s is None else "NO"),
+        ))
+    widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
+    print(title)
+    for k, row in enumerate(table):
+        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--per-file", action="store_true")
+    ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--prefix", default="", help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker:
+        worker(a.worker, a.prefix)
+        return 0
+    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
+          f"{os.getloadavg()[2]:.2f} on {os.cpu_count()} cores (times are noisier under load)")
+    with tempfile.TemporaryDirectory(prefix="ll-bench-search-") as d:
+        work = Path(d)
+        cases = build_cases(a.quick)
+        exe, why = build_peer(work)
+        groups = ["knossos/good/", "knossos/bad/"] + [c["name"] for c in cases
+                                                      if not c["name"].startswith("knossos/")]
+        # one file per group, so that each process holds only its own cases
+        files = {}
+        for k, g in enumerate(groups):
+            files[g] = work / f"cases-{k}.json"
+            files[g].write_text(json.dumps([c for c in cases if c["name"].startswith(g)]))
+        del cases
+        py = [sys.executable, "-m", "bench.bench_search", "--worker"]
+        _, idle_mb, _ = run_measured(py + [str(files[groups[1]]), "--prefix", "idle:"], 60)
+        print(f"Leaseline worker idle (interpreter, numpy, pandas): {idle_mb:.0f} MB RSS; "
+              f"Porcupine peer: {'built' if exe else 'MISSING: ' + why}")
+        all_rows: list[Row] = []
+        summary: list[Row] = []
+        for g in groups:
+            p_res: dict[str, dict[str, Any]] = {}
+            if exe:
+                cmd = [str(exe), "-in", str(files[g]), "-timeout", f"{TIMEOUT_S}s", "-prefix", g]
+                lines, _, err = run_measured(cmd, TIMEOUT_S * 200)
+                p_res = {x["name"]: x for x in lines if x["name"].startswith(g)}
+                if err.strip():
+                    print(f"porcupine peer ({g}): {err.strip()[-300:]}", file=sys.stderr)
+            lines, _, err = run_measured(py + [str(files[g]), "--prefix", g], 3600)
+            if not lines:
+                print(f"leaseline worker ({g}) failed: {err.strip()[-500:]}", file=sys.stderr)
+                return 255
+            if not lines[0]["compiled"]:
+                print("NOTE: the compiled search is not installed: pure-Python figures")
+            rows = []
+            for x in lines:
+                p = p_res.get(x["name"])
+                p_mb = p["peak_rss_mb"] if p else None
+                rows.append(Row(
+                    x["name"], x["ops"],
+                    VERDICT[p["result"]] if p else "missing", p["seconds"] if p else None,
+                    p_mb, x["status"], x["verdict_s"], x["delta_s"], x["check_s"],
+                    x["peak_rss_mb"],
+                    x["delta_ms"], x["cx_ops"]))
+            all_rows += rows
+            if g.endswith("/"):
+                summary.append(_aggregate(g.rstrip("/"), rows))
+            else:
+                summary += rows
+        if a.per_file:
+            print_table([r for r in all_rows if r.name.startswith("knossos/")],
+                        "\nper corpus file")
+        print_table(summary, "\nper case (a corpus row sums its files' times; ratios of sums)")
+        _targets(all_rows, summary)
+    return 0
+
+
+def _aggregate(name: str, rows: list[Row]) -> Row:
+    def total(xs: list[float | None]) -> float | None:
+        return None if any(x is None for x in xs) else sum(x for x in xs if x is not None)
+
+    same = sum(r.p_verdict == r.l_verdict for r in rows)
+    verdicts = sorted({r.l_verdict for r in rows})
+    return Row(f"{name} ({len(rows)} files, {same} same)", sum(r.ops for r in rows),
+               "/".join(sorted({r.p_verdict for r in rows})), total([r.p_s for r in rows]),
+               max((r.p_mb for r in rows if r.p_mb is not None), default=None),
+               "/".join(verdicts), sum(r.l_verdict_s for r in rows),
+               sum(r.l_delta_s for r in rows), sum(r.l_check_s for r in rows),
+               max(r.l_mb for r in rows), None,
+               sum(r.cx_ops for r in rows))
+
+
+def _targets(rows: list[Row], summary: list[Row]) -> None:
+    peer = [r for r in rows if r.p_s is not None]
+    if not peer:
+        print("\nno Porcupine figures: targets not assessed")
+        return
+    slower = [r.name for r in peer if r.l_verdict_s > r.p_s]  # type: ignore[operator]
+    slow_check = [r.name for r in peer if r.l_delta_s > 3 * r.p_s]  # type: ignore[operator]
+    differ = [r.name for r in peer if r.p_verdict != r.l_verdict]
+    unknown = [r.name for r in peer if r.l_verdict == "unknown" and r.p_verdict != "unknown"]
+    print(f"\nverdict <= Porcupine's time: {len(peer) - len(slower)}/{len(peer)} histories"
+          + (f" (not: {', '.join(slower[:8])}{' …' if len(slower) > 8 else ''})"
+             if slower else ""))
+    print(f"minimal Δ <= 3x Porcupine's verdict: "
+          f"{len(peer) - len(slow_check)}/{len(peer)}"
+          + (f" (not: {', '.join(slow_check[:8])}{' …' if len(slow_check) > 8 else ''})"
+             if slow_check else ""))
+    print(f"same verdict: {len(peer) - len(differ)}/{len(peer)}"
+          + (f" (differ: {', '.join(differ)})" if differ else ""))
+    print(f"Leaseline unknown where Porcupine decided: {len(unknown)}")
+    big = [r.name for r in summary if r.l_mb >= 1024]
+    print(f"Leaseline peak RSS >= 1 GB: {len(big)}" + (f" ({', '.join(big)})" if big else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,287 @@
+// The WGL search's inner loop (Wing & Gong with Lowe's memoisation), compiled.
+//
+// It is the same algorithm, step for step, as the pure-Python reference in
+// checkers/wgl.py (same event order, same choices, same pruning), so both give the
+// same verdict, linearization and longest prefix (with the same three extra rules, see
+// checkers/wgl.py). One difference: visited
+// (linearized set, state) pairs are kept as 128-bit fingerprints (two independent
+// Zobrist hashes), not as n-bit sets, so an entry costs 16 bytes whatever n is; a
+// wrong "already visited" needs a 128-bit collision.
+#pragma once
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <tuple>
+#include <vector>
+
+namespace llwgl {
+
+enum : int8_t { READ = 0, WRITE = 1, CAS = 2, CAS_FAILED = 3 };
+enum : int { OK = 0, FAIL = 1, OUT_OF_TIME = 2, OUT_OF_STATES = 3 };
+
+static inline uint64_t splitmix(uint64_t &x) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+// Open addressing set of 128-bit fingerprints; (0, 0) marks an empty slot.
+class FingerprintSet {
+  public:
+    FingerprintSet() : slots_(2 * 1024, 0), mask_(1023), size_(0) {}
+    // true when inserted (was absent)
+    bool insert(uint64_t a, uint64_t b) {
+        if (a == 0 && b == 0) a = 1;
+        if ((size_ + 1) * 2 > mask_ + 1) grow();
+        return place(slots_.data(), mask_, a, b);
+    }
+    size_t size() const { return size_; }
+
+  private:
+    bool place(uint64_t *s, uint64_t mask, uint64_t a, uint64_t b) {
+        uint64_t i = (a ^ (b >> 7)) & mask;
+        while (true) {
+            uint64_t *e = s + 2 * i;
+            if (e[0] == 0 && e[1] == 0) {
+                e[0] = a;
+                e[1] = b;
+                ++size_;
+                return true;
+            }
+            if (e[0] == a && e[1] == b) return false;
+            i = (i + 1) & mask;
+        }
+    }
+    void grow() {
+        uint64_t cap = 2 * (mask_ + 1);
+        std::vector<uint64_t> bigger(2 * cap, 0);
+        size_ = 0;
+        for (uint64_t i = 0; i <= mask_; ++i) {
+            uint64_t a = slots_[2 * i], b = slots_[2 * i + 1];
+            if (a != 0 || b != 0) place(bigger.data(), cap - 1, a, b);
+        }
+        slots_.swap(bigger);
+        mask_ = cap - 1;
+    }
+    std::vector<uint64_t> slots_;
+    uint64_t mask_;
+    size_t size_;
+};
+
+// Is the history linearizable? ops are given as columns; start[i] is the (already
+// shifted) invocation, end[i] the completion (INT64_MAX: outcome unknown).
+// order receives the linearization (when OK), longest the longest linearized prefix;
+// both must have room for n entries. *states is increased by the entries memoised;
+// the search stops with OUT_OF_STATES when it would exceed max_states.
+static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+                  const int64_t *start, const int64_t *end, int32_t init,
+                  int64_t max_states, double seconds, int64_t *states, int32_t *order,
+                  int32_t *order_len, int32_t *longest, int32_t *longest_len) {
+    *order_len = 0;
+    *longest_len = 0;
+    if (n == 0) return OK;
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                              std::chrono::duration<double>(seconds));
+    const int64_t UNKNOWN = INT64_MAX;
+    const int32_t m = 2 * n;
+    std::vector<std::tuple<int64_t, int8_t, int32_t>> events;
+    events.reserve(m);
+    for (int32_t i = 0; i < n; ++i) {
+        events.emplace_back(start[i], 0, i);
+        events.emplace_back(end[i], 1, i);
+    }
+    std::sort(events.begin(), events.end());
+    std::vector<int32_t> nxt(m + 1), prv(m + 1), op_of(m + 1), match(m + 1, 0), call_node(n);
+    std::vector<uint8_t> is_call(m + 1, 0);
+    for (int32_t k = 0; k <= m; ++k) {
+        nxt[k] = k + 1;
+        prv[k] = k - 1;
+    }
+    nxt[m] = 0;
+    for (int32_t k = 0; k < m; ++k) {
+        int32_t node = k + 1, i = std::get<2>(events[k]);
+        op_of[node] = i;
+        if (std::get<1>(events[k]) == 0) {
+            is_call[node] = 1;
+            call_node[i] = node;
+        } else {
+            match[call_node[i]] = node;
+        }
+    }
+    // Twins: state-changing operations with the same effect; of two pending twins,
+    // one called and returning no later than the other goes first (info returns tie).
+    std::vector<int32_t> sig(n, -1), ret_key(n);
+    int32_t groups = 0;
+    {
+        std::map<std::tuple<int8_t, int32_t, int32_t>, int32_t> group;
+        for (int32_t i = 0; i < n; ++i) {
+            ret_key[i] = end[i] == INT64_MAX ? m + 1 : match[call_node[i]];
+            if (kind[i] != WRITE && kind[i] != CAS) continue;
+            auto key = std::make_tuple(kind[i], val[i], kind[i] == CAS ? exp[i] : 0);
+            auto it = group.emplace(key, groups);
+            if (it.second) ++groups;
+            sig[i] = it.first->second;
+        }
+    }
+    std::vector<int64_t> seen_scan(groups, -1);
+    std::vector<int32_t> seen_min(groups, 0);
+    int64_t scan = 0;
+    auto passed = [&](int32_t node) {
+        int32_t g = sig[op_of[node]];
+        if (g < 0) return;
+        int32_t k = ret_key[op_of[node]];
+        if (seen_scan[g] != scan) {
+            seen_scan[g] = scan;
+            seen_min[g] = k;
+        } else if (k < seen_min[g]) {
+            seen_min[g] = k;
+        }
+    };
+    std::vector<uint64_t> z1(n), z2(n);
+    uint64_t seed = 0x5EED1EA5E11E0000ULL;
+    for (int32_t i = 0; i < n; ++i) {
+        z1[i] = splitmix(seed);
+        z2[i] = splitmix(seed);
+    }
+    auto lift = [&](int32_t node) {
+        nxt[prv[node]] = nxt[node];
+        if (nxt[node]) prv[nxt[node]] = prv[node];
+        int32_t r = match[node];
+        nxt[prv[r]] = nxt[r];
+        if (nxt[r]) prv[nxt[r]] = prv[r];
+    };
+    auto unlift = [&](int32_t node) {
+        int32_t r = match[node];
+        nxt[prv[r]] = r;
+        if (nxt[r]) prv[nxt[r]] = r;
+        nxt[prv[node]] = node;
+        if (nxt[node]) prv[nxt[node]] = node;
+    };
+    struct Frame {
+        int32_t node;
+        int32_t state;
+        bool committed;
+    };
+    std::vector<Frame> stack;
+    stack.reserve(n);
+    int32_t longest_valid = 0;  // stack[0:longest_valid] == longest[0:longest_valid]
+    FingerprintSet cache;
+    int32_t state = init;
+    bool after_info = false;  // is the last linearized operation an info one?
+    uint64_t h1 = 0, h2 = 0;
+    int32_t entry = nxt[0];
+    uint64_t iterations = 0;
+    auto state_mix = [](int32_t s, uint64_t salt) {
+        uint64_t x = (uint64_t)(uint32_t)s ^ salt;
+        return splitmix(x);
+    };
+    auto legal = [&](int32_t s, int32_t i) {  // may op i (read / failed cas) run in s?
+        return kind[i] == READ ? s == val[i] : s != exp[i];
+    };
+    auto emit = [&](int rc) {
+        if (rc == OK) {
+            for (size_t k = 0; k < stack.size(); ++k) order[k] = op_of[stack[k].node];
+            *order_len = (int32_t)stack.size();
+        }
+        return rc;
+    };
+    while (entry) {
+        if ((++iterations & 0x3FFF) == 0 && std::chrono::steady_clock::now() > deadline)
+            return OUT_OF_TIME;
+        if (is_call[entry]) {
+            int32_t i = op_of[entry];
+            int32_t g = sig[i];
+            int8_t f = kind[i];
+            bool dead = false, skip = false;
+            if (g >= 0 && seen_scan[g] == scan && seen_min[g] <= ret_key[i])
+                skip = true;  // a twin passed in this scan goes first
+            else if (after_info && f == WRITE)
+                skip = true;  // an info operation right before a write is overwritten unseen
+            else if (after_info && (f == READ || f == CAS_FAILED) &&
+                     legal(stack.back().state, i))
+                skip = true;  // legal before the info operation too: it goes there
+            if (skip) {
+                passed(entry);
+                entry = nxt[entry];
+                continue;
+            }
+            bool ok;
+            int32_t new_state = state;
+            if (f == READ) {
+                ok = state == val[i];
+            } else if (f == WRITE) {
+                ok = true;
+                new_state = val[i];
+            } else if (f == CAS) {
+                ok = state == exp[i];
+                if (ok) new_state = val[i];
+            } else {
+                ok = state != exp[i];
+            }
+            bool passive = f == READ || f == CAS_FAILED;
+            if (ok) {
+                uint64_t n1 = h1 ^ z1[i], n2 = h2 ^ z2[i];
+                bool info_i = end[i] == UNKNOWN;
+                // after an info operation the next step depends on the state before it
+                uint64_t salt = info_i ? state_mix(state, 0x9E3779B97F4A7C15ULL) : 0;
+                if (cache.insert(n1 ^ state_mix(new_state, 0x1234567ULL ^ salt),
+                                 n2 ^ state_mix(new_state, 0xABCDEF01ULL ^ salt))) {
+                    if (++*states > max_states) return OUT_OF_STATES;
+                    stack.push_back(Frame{entry, state, passive});
+                    state = new_state;
+                    h1 = n1;
+                    h2 = n2;
+                    after_info = info_i;
+                    lift(entry);
+                    if ((int32_t)stack.size() > *longest_len) {
+                        for (size_t k = longest_valid; k < stack.size(); ++k)
+                            longest[k] = op_of[stack[k].node];
+                        *longest_len = (int32_t)stack.size();
+                        longest_valid = *longest_len;
+                    }
+                    entry = nxt[0];
+                    ++scan;
+                    continue;
+                }
+                dead = passive;
+            }
+            if (!dead) {
+                passed(entry);
+                entry = nxt[entry];
+                continue;
+            }
+        } else if (end[op_of[entry]] == UNKNOWN) {
+            return emit(OK);  // only info operations remain pending: leave them out
+        }
+        // a return event whose call is pending (or a dead end): backtrack
+        int32_t node;
+        while (true) {
+            if (stack.empty()) return FAIL;
+            Frame fr = stack.back();
+            stack.pop_back();
+            if ((int32_t)stack.size() < longest_valid) longest_valid = (int32_t)stack.size();
+            node = fr.node;
+            state = fr.state;
+            int32_t i = op_of[node];
+            h1 ^= z1[i];
+            h2 ^= z2[i];
+            unlift(node);
+            if (!fr.committed) break;
+        }
+        after_info = !stack.empty() && end[op_of[stack.back().node]] == UNKNOWN;
+        // resume the scan that chose `node`, past it: record what it had passed
+        ++scan;
+        for (int32_t e = nxt[0];; e = nxt[e]) {
+            passed(e);
+            if (e == node) break;
+        }
+        entry = nxt[node];
+    }
+    return emit(OK);
+}
+
+}  // namespace llwgl
