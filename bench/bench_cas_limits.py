@@ -10,7 +10,8 @@ mix (40 % reads), unique proposals with compares mostly expecting the newest one
 so its history has about N / 0.6 operations, at most what the run gives one key slot
 (1500 in 60 s). Latency: 2 ms (a healthy cluster) and 50 ms (slow, faults: more in flight). Each
 key is checked linearizable and with one planted stale read (a violation: the minimal Δ
-and the counterexample cost the most), in strict mode (lease 0). Target: < 10 s per key.
+and the counterexample cost the most), in strict mode (lease 0). Target: every key
+decided (not unknown) in < 10 s of compute.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.process_time()
                 res = check_key(g.history, 0)
                 spent = time.process_time() - t0
-                worst = max(worst, spent)
+                worst = max(worst, spent if res.status != "unknown" else float("inf"))
                 statuses.append(f"{latency:g}ms/{'stale' if stale else 'ok'}: {res.status} "
                                 f"{spent:.3f}s")
         worst_all = max(worst_all, worst)
