@@ -14,6 +14,10 @@ from typing import Any
 import click
 
 from harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, LeaselineError
+from harness.run_args import RATE_PER_CLIENT, RunConfig
+
+# `run` and campaign cases share one set of defaults: RunConfig's.
+_RUN = RunConfig()
 
 
 def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
@@ -81,8 +85,8 @@ def images_build() -> int:
 
 
 @main.command("run")
-@click.option("--sut", default="leasekv", show_default=True, help="System under test.")
-@click.option("--workload", default="register", show_default=True)
+@click.option("--sut", default=_RUN.sut, show_default=True, help="System under test.")
+@click.option("--workload", default=_RUN.workload, show_default=True)
 @click.option("--nemesis", default="", help=(
     "Comma list of faults, each NAME[:TARGET][:d=SECONDS][:KEY=VALUE]: kill-leader, kill, "
     "pause-leader, pause, partition-leader, partition-one, partition-halves, "
@@ -90,29 +94,32 @@ def images_build() -> int:
     "dir=in|out|both; NFQUEUE, no netem needed), "
     "transfer-leader. TARGET: leader|one|minority|majority|all; d= holds the fault that "
     "long (default: the interval). E.g. pause-leader:d=2,loss:all:p=0.3"))
-@click.option("--nemesis-interval", default=6.0, show_default=True, help="Seconds per fault/heal.")
+@click.option("--nemesis-interval", default=_RUN.nemesis_interval, show_default=True,
+              help="Seconds per fault/heal.")
 @click.option(
     "--nemesis-mode",
-    type=click.Choice(["one", "overlap"]),
-    default="one",
+    default=_RUN.nemesis_mode,
     show_default=True,
-    help="one fault at a time, or each fault on its own staggered clock.",
+    help="one (a fault at a time) or overlap (each fault on its own staggered clock).",
 )
-@click.option("--time-limit", default=60.0, show_default=True, help="Seconds of client operations.")
+@click.option("--time-limit", default=_RUN.time_limit, show_default=True,
+              help="Seconds of client operations.")
 @click.option("--phases", default=None, help=(
     "Consecutive phases, each NAME[:DURATION][:rate=OPS][:reads=P][:nemesis=on|off], e.g. "
     "warmup:10s:rate=50:nemesis=off,faults:40s,quiet:10s:nemesis=off. Durations add up to "
     "--time-limit (one phase may leave its own out and take the rest)."))
-@click.option("--rate", default=100.0, show_default=True, help="Total operations per second.")
-@click.option("--concurrency", default=4, show_default=True, help="Client worker threads.")
-@click.option("--keys", default=4, show_default=True, help="Keys in use at any moment.")
+@click.option("--rate", type=float, default=_RUN.rate, help=(
+    f"Total operations per second (default: {RATE_PER_CLIENT:g} per client)."))
+@click.option("--concurrency", default=str(_RUN.concurrency), show_default=True, help=(
+    "Client worker threads: a number, or Nn for N per data node (2n: 10 on leasekv)."))
+@click.option("--keys", default=_RUN.keys, show_default=True, help="Keys in use at any moment.")
 @click.option("--writes-per-key", type=int, default=None, help="Retire a key after N writes.")
 @click.option("--lease-ms", type=float, default=None, help="Lease window (default: the SUT's).")
-@click.option("--seed", default=0, show_default=True)
+@click.option("--seed", default=_RUN.seed, show_default=True)
 @click.option("--test-name", default=None, help="Results folder name (default: <sut>-<workload>).")
 @click.option("--results-dir", default=None, help="Default: results/ in the project.")
 @click.option("--leave-running", is_flag=True, help="Do not tear the cluster down at the end.")
-@click.option("--spark-master", default="local[*]", show_default=True)
+@click.option("--spark-master", default=_RUN.spark_master, show_default=True)
 @click.option("--sut-opt", multiple=True, help="key=value option of the SUT (repeatable).")
 @click.option("--client-routing", default=None, help="leader | pinned (default: the SUT's).")
 @click.option("--project", default=None, help="docker-compose project (default: ll-<sut>).")
@@ -121,13 +128,17 @@ def images_build() -> int:
     "system there over SSH instead of in Docker."))
 @click.option("--ssh-accept-new-keys", is_flag=True, help=(
     "Trust and record host keys not yet in known_hosts (a changed key is still refused)."))
+@click.option("--json", "as_json", is_flag=True, help=(
+    'Print only {"run_dir", "valid", "exit_code"} on stdout (everything else goes to stderr).'))
 @_guard
-def run(**kwargs: Any) -> int:
+def run(as_json: bool, **kwargs: Any) -> int:
     """Boot the cluster, run the workload under faults, record and check the history."""
     from harness.run_args import run_config
     from harness.runner import run as run_test
+    from harness.runner import run_for_scripts
 
-    return run_test(run_config(**kwargs)).exit_code
+    cfg = run_config(**kwargs)
+    return run_for_scripts(cfg) if as_json else run_test(cfg).exit_code
 
 
 @main.command("inspect")

@@ -55,7 +55,7 @@ class OneNode:
     def endpoint(self, node: str, protocol: str) -> Endpoint:
         return self._endpoint
 
-    def node_for(self, process: int) -> str:
+    def node_for(self, worker: int) -> str:
         return NODE
 
 
@@ -71,6 +71,7 @@ def run_phases(endpoint: Endpoint, writer: HistoryWriter, args: argparse.Namespa
     workload = Register(WorkloadOptions(keys=8, writes_per_key=None, seed=0))
     generator, stats, stop = workload.new_generator(), Stats(), threading.Event()
     node, dropping = OneNode(endpoint), DroppingHistory()
+    ids = ProcessIds(args.workers)
     pool = [
         Worker(
             wid,
@@ -79,7 +80,7 @@ def run_phases(endpoint: Endpoint, writer: HistoryWriter, args: argparse.Namespa
             profile=node,  # type: ignore[arg-type]
             router=node,  # type: ignore[arg-type]
             history=dropping,  # type: ignore[arg-type]
-            ids=ProcessIds(),
+            ids=ids,
             stats=stats,
             rate_per_worker=0,  # as fast as the loop goes: the worst case for recording
             seed=0,

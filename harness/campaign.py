@@ -29,8 +29,9 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, LeaselineError
+from harness.run_args import RunConfig, validate
 from harness.run_dir import JUNIT, RunDir
-from harness.runner import RunConfig, run, validate
+from harness.runner import print_path, run
 
 EXPECTATIONS = ("valid", "strict-valid", "strict-flagged", "invalid")
 _RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"check", "argv", "results_dir", "seed"}
@@ -61,7 +62,9 @@ def load_campaign(path: Path) -> tuple[str, list[Case]]:
     for i, raw in enumerate(spec["cases"]):
         merged = {**defaults, **raw}
         label = str(merged.pop("label", f"case{i}"))
-        repeat = int(merged.pop("repeat", 1))
+        repeat = merged.pop("repeat", 1)
+        if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+            raise BadArguments(f"{path}: case {label}: repeat must be a whole number >= 1.")
         expect = merged.pop("expect", None)
         if expect is not None and expect not in EXPECTATIONS:
             raise BadArguments(
@@ -96,8 +99,11 @@ def run_campaign(
         for case in cases
         for seed in range(case.repeat)
     ]
-    for _, cfg in configs:
-        validate(cfg)  # every argument problem before the first cluster boots
+    for case, cfg in configs:  # every case's argument problems before the first cluster boots
+        try:
+            validate(cfg)
+        except BadArguments as e:
+            raise BadArguments(f"{path}: case {case.label}: {e}") from None
     for n, (case, cfg) in enumerate(configs, 1):
         console.rule(f"[bold]{name}[/] run {n}/{len(configs)}: {case.label} (seed {cfg.seed})")
         try:
@@ -130,7 +136,7 @@ def _check_and_summarise(
 
     write_campaign_junit([d for c in cases for d in c.run_dirs], camp_dir / JUNIT)
     _print_table(name, summary, console)
-    console.print(f"campaign folder {camp_dir}")
+    print_path(console, "campaign folder", camp_dir)
     if any(s["expectation_met"] is False for s in summary):
         return EXIT_INVALID
     if any(s["errors"] or s["unknown_runs"] for s in summary):

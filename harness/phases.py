@@ -18,12 +18,11 @@ Entering a nemesis=off phase heals whatever fault is in force.
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 from harness.errors import BadArguments
-from harness.history import MonotonicClock
+from workloads.base import Generator
 
 PHASE_F = "phase"
 SETTINGS = ("rate", "reads", "nemesis")
@@ -125,49 +124,42 @@ def parse_phases(spec: str | None, time_limit: float) -> list[Phase]:
     ]
 
 
-def check_mix(phases: list[Phase], generator: object, workload: str) -> None:
-    if any(p.reads is not None for p in phases) and not hasattr(generator, "read_ratio"):
+def check_mix(phases: list[Phase], generator: Generator, workload: str) -> None:
+    if any(p.reads is not None for p in phases) and generator.reads() is None:
         raise BadArguments(f"--phases: workload {workload} has no read/write mix to set (reads=).")
-
-
-def set_mix(generator: Any, reads: float, base: tuple[float, float]) -> None:
-    """Reads become `reads` of the operations; what is left keeps the workload's own
-    proportions between its other operations (write and cas)."""
-    base_reads, base_cas = base
-    with generator.lock:
-        generator.read_ratio = reads
-        if hasattr(generator, "cas_ratio"):
-            others = 1.0 - base_reads
-            generator.cas_ratio = (1.0 - reads) * (base_cas / others if others > 0 else 0.5)
 
 
 class NemesisSwitch(Protocol):
     def enter_phase(self, value: dict[str, Any], faults_on: bool) -> None: ...
 
 
-class PhaseDriver(threading.Thread):
-    """Moves a run through its phases on the run's clock: at each boundary the phase is
-    recorded (through the nemesis schedule, so it never splits a fault's records), the mix
-    and the nemesis are switched, and workers read the rate from `rate_per_worker`."""
+class PhaseDriver:
+    """Where a run is in its phases. The run's clock (harness/runner.py) calls `enter` at
+    each phase's start (`starts_s`); entering records the phase (through the nemesis
+    schedule, so it never splits a fault's records), switches the generator's mix and the
+    nemesis, and workers read the rate from `rate_per_worker`."""
 
     def __init__(
         self,
         phases: list[Phase],
-        clock: MonotonicClock,
         schedule: NemesisSwitch,
-        generator: Any,
+        generator: Generator,
         rate: float,
         concurrency: int,
     ) -> None:
-        super().__init__(name="phases", daemon=True)
         self.phases = phases
-        self.clock, self.schedule, self.generator = clock, schedule, generator
+        self.schedule, self.generator = schedule, generator
         self.rate, self.concurrency = rate, concurrency
-        self._base_mix = (
-            getattr(generator, "read_ratio", 0.0), getattr(generator, "cas_ratio", 0.0)
-        )
         self.index = -1
-        self._stop_event = threading.Event()
+
+    @property
+    def starts_s(self) -> list[float]:
+        """Each phase's start, in seconds of the run's clock."""
+        starts, t = [], 0.0
+        for phase in self.phases:
+            starts.append(t)
+            t += phase.duration_s
+        return starts
 
     @property
     def current(self) -> Phase | None:
@@ -187,29 +179,12 @@ class PhaseDriver(threading.Thread):
 
     def enter(self, index: int) -> None:
         phase = self.phases[index]
-        if phase.reads is not None or self.index >= 0:  # back to the workload's mix if unset
-            reads = phase.reads if phase.reads is not None else self._base_mix[0]
-            if hasattr(self.generator, "read_ratio"):
-                set_mix(self.generator, reads, self._base_mix)
+        if self.generator.reads() is not None:  # unset reads=: the workload's own mix
+            self.generator.set_reads(phase.reads)
         self.index = index
+        reads = self.generator.reads()
         value = phase.describe() | {
             "rate": phase.rate if phase.rate is not None else self.rate,
-            "reads": getattr(self.generator, "read_ratio", phase.reads),
+            "reads": reads if reads is not None else phase.reads,
         }
         self.schedule.enter_phase(value, phase.nemesis)
-
-    def begin(self) -> None:
-        """Enter the first phase now (time 0, before any fault) and time the others."""
-        self.enter(0)
-        self.start()
-
-    def run(self) -> None:
-        start = self.phases[0].duration_s
-        for i in range(1, len(self.phases)):
-            if self._stop_event.wait(max(0.0, start - self.clock.now() / 1e9)):
-                return
-            self.enter(i)
-            start += self.phases[i].duration_s
-
-    def stop(self) -> None:
-        self._stop_event.set()

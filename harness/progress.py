@@ -3,7 +3,8 @@ in force."""
 
 from __future__ import annotations
 
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from rich.console import Console
 from rich.live import Live
@@ -38,6 +39,7 @@ def _view(
     return t
 
 
+@contextmanager
 def live_progress(
     console: Console,
     time_limit: float,
@@ -46,25 +48,30 @@ def live_progress(
     schedule: NemesisSchedule,
     tracker: LeaderTracker,
     phases: PhaseDriver | None = None,
-) -> None:
-    """Blocks until the time limit, refreshing twice a second (Ctrl-C interrupts it)."""
+) -> Iterator[None]:
+    """Shows the run while the block runs, refreshed by Rich's own thread. It only watches:
+    the runner owns the clock (time limit and phases)."""
     start = clock.now() / 1e9
-    last_t, last_n = start, 0
-    rate = 0.0
-    with Live(console=console, refresh_per_second=4, transient=not console.is_terminal) as live:
-        while True:
-            now = clock.now() / 1e9
-            counts = stats.snapshot()
-            n = sum(counts.values())
-            if now - last_t >= 1.0:
-                rate = (n - last_n) / (now - last_t)
-                last_t, last_n = now, n
-            live.update(
-                _view(now - start, time_limit, counts, rate, schedule, tracker.current, phases)
-            )
-            if now - start >= time_limit:
-                break
-            time.sleep(min(0.5, max(0.01, time_limit - (now - start))))
+    meter = {"t": start, "n": 0, "rate": 0.0}
+
+    def render() -> Table:
+        now = clock.now() / 1e9
+        counts = stats.snapshot()
+        n = sum(counts.values())
+        if now - meter["t"] >= 1.0:
+            meter["rate"] = (n - meter["n"]) / (now - meter["t"])
+            meter["t"], meter["n"] = now, n
+        return _view(
+            now - start, time_limit, counts, meter["rate"], schedule, tracker.current, phases
+        )
+
+    with Live(
+        console=console,
+        get_renderable=render,
+        refresh_per_second=4,
+        transient=not console.is_terminal,
+    ):
+        yield
     counts = stats.snapshot()
     console.print(
         f"{time_limit:.0f} s done: {sum(counts.values())} ops "

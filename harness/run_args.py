@@ -1,12 +1,149 @@
-"""Turns `leaseline run` options into a RunConfig (the CLI stays declarations only)."""
+"""A run's arguments: RunConfig holds every default (the CLI and campaign cases read them
+from here), `run_config` turns `leaseline run` options into one, and `validate` refuses
+every argument problem before anything is started.
+
+Only light imports at module level: the CLI reads the defaults for its --help.
+"""
 
 from __future__ import annotations
 
+import re
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import BadArguments
-from harness.runner import RunConfig
+
+if TYPE_CHECKING:
+    from harness.profiles.base import Profile
+
+DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results"
+ROUTINGS = ("leader", "pinned")
+NEMESIS_MODES = ("one", "overlap")  # nemesis/schedule.py
+# Clients: a number, or "Nn" = N per data node (Jepsen's "2n"). Two per node keeps every
+# node served by a pinned client even while one of them is busy with a timed-out op.
+DEFAULT_CONCURRENCY = "2n"
+# The default rate follows the client count, so each client's load stays the same on a
+# 3-node and a 5-node system (an explicit --rate is the total).
+RATE_PER_CLIENT = 10.0
+_PER_NODE = re.compile(r"^\s*(\d+)\s*n\s*$")
+
+
+@dataclass
+class RunConfig:
+    sut: str = "leasekv"  # the reference cluster
+    workload: str = "register"
+    nemesis: list[str] = field(default_factory=list)
+    nemesis_interval: float = 6.0
+    nemesis_mode: str = "one"  # "overlap": each fault on its own clock
+    time_limit: float = 30.0
+    phases: str | None = None  # harness/phases.py; None: one phase over the time limit
+    rate: float | None = None  # total ops/s; None: RATE_PER_CLIENT per client
+    concurrency: int | str = DEFAULT_CONCURRENCY  # clients, or "Nn" per data node
+    keys: int = 4
+    writes_per_key: int | None = None
+    lease_ms: float | None = None  # None: the profile's lease window
+    seed: int = 0
+    test_name: str | None = None
+    results_dir: Path = DEFAULT_RESULTS
+    leave_running: bool = False
+    spark_master: str = "local[*]"
+    sut_opts: dict[str, str] = field(default_factory=dict)
+    client_routing: str | None = None  # None: the profile's default
+    project: str | None = None  # compose project; default ll-<sut>, cleaned before use
+    hosts: Path | None = None  # a hosts file: the user's own machines over SSH, not Docker
+    ssh_accept_new_keys: bool = False  # trust (and record) unknown host keys, as accept-new
+    argv: list[str] = field(default_factory=list)
+    check: bool = True  # False: stop after the history (tests of the harness alone)
+
+
+def parse_concurrency(spec: int | str, nodes: int) -> int:
+    """Client threads for `spec` (7, "7" or "2n" = 2 per node) on a system of `nodes`."""
+    if isinstance(spec, bool):
+        raise BadArguments(f"--concurrency must be a number or Nn (per node), got {spec!r}.")
+    if isinstance(spec, int):
+        clients = spec
+    else:
+        text = str(spec)
+        per_node = _PER_NODE.match(text)
+        if per_node:
+            clients = int(per_node.group(1)) * nodes
+        elif text.strip().isdigit():
+            clients = int(text)
+        else:
+            raise BadArguments(
+                f"--concurrency must be a number or Nn (clients per node, e.g. 2n), got {text!r}."
+            )
+    if clients < 1:
+        raise BadArguments(f"--concurrency must give at least 1 client, got {spec!r}.")
+    return clients
+
+
+def clients(cfg: RunConfig, profile: type[Profile]) -> int:
+    return parse_concurrency(cfg.concurrency, len(profile.nodes))
+
+
+def total_rate(cfg: RunConfig, profile: type[Profile]) -> float:
+    return cfg.rate if cfg.rate is not None else RATE_PER_CLIENT * clients(cfg, profile)
+
+
+def validate(cfg: RunConfig) -> type[Profile]:
+    """Every argument problem, before anything is started."""
+    from harness.phases import check_mix, parse_phases
+    from harness.profiles import profile_class
+    from harness.run_dir import RunDir
+    from nemesis import nemesis_classes
+    from workloads import WorkloadOptions, workload_class
+
+    profile = profile_class(cfg.sut)
+    wl = workload_class(cfg.workload)
+    if wl.protocol not in profile.protocols:
+        raise BadArguments(
+            f"workload {cfg.workload} speaks {wl.protocol}, which {cfg.sut} does not "
+            f"(it speaks: {', '.join(sorted(profile.protocols))})."
+        )
+    if not isinstance(cfg.nemesis, list) or not all(isinstance(n, str) for n in cfg.nemesis):
+        raise BadArguments(f"nemesis must be a list of fault names, got {cfg.nemesis!r}.")
+    if cfg.hosts is not None:
+        from harness.remote import check_remote
+
+        check_remote(profile, cfg.hosts, cfg.sut_opts)
+    nemesis_classes(cfg.nemesis, profile, "docker" if cfg.hosts is None else "ssh")
+    if cfg.nemesis_mode not in NEMESIS_MODES:
+        raise BadArguments(
+            f"unknown nemesis mode {cfg.nemesis_mode!r} (valid: {', '.join(NEMESIS_MODES)})."
+        )
+    if not isinstance(cfg.sut_opts, dict):
+        raise BadArguments(f"sut_opts must be an object of key: value, got {cfg.sut_opts!r}.")
+    profile.check_options({str(k): str(v) for k, v in cfg.sut_opts.items()})
+    clients(cfg, profile)
+    for name, v, lo in (
+        ("--time-limit", cfg.time_limit, 1),
+        ("--rate", cfg.rate, 0.1),
+        ("--keys", cfg.keys, 1),
+        ("--nemesis-interval", cfg.nemesis_interval, 0.5),
+    ):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise BadArguments(f"{name} must be a number, got {v!r}.")
+        if v < lo:
+            raise BadArguments(f"{name} must be at least {lo}, got {v}.")
+    phases = parse_phases(cfg.phases, cfg.time_limit)
+    if phases:
+        check_mix(phases, wl(WorkloadOptions()).new_generator(), cfg.workload)
+    if cfg.writes_per_key is not None and cfg.writes_per_key < 1:
+        raise BadArguments(f"--writes-per-key must be at least 1, got {cfg.writes_per_key}.")
+    if cfg.lease_ms is not None and cfg.lease_ms < 0:
+        raise BadArguments(f"--lease-ms must not be negative, got {cfg.lease_ms}.")
+    if cfg.client_routing is not None and cfg.client_routing not in ROUTINGS:
+        raise BadArguments(
+            f"unknown client routing {cfg.client_routing!r} (valid: {', '.join(ROUTINGS)})."
+        )
+    if cfg.test_name is not None:
+        RunDir.check_test_name(cfg.test_name)
+    return profile
 
 
 def parse_list(text: str | None) -> list[str]:
@@ -34,8 +171,8 @@ def run_config(
     nemesis_mode: str,
     time_limit: float,
     phases: str | None,
-    rate: float,
-    concurrency: int,
+    rate: float | None,
+    concurrency: str,
     keys: int,
     writes_per_key: int | None,
     lease_ms: float | None,

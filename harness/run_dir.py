@@ -135,13 +135,17 @@ class RunDir:
     path: Path
 
     # -- finding one ------------------------------------------------------------------------
-    @classmethod
-    def create(cls, results_dir: Path, test_name: str) -> RunDir:
+    @staticmethod
+    def check_test_name(test_name: str) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", test_name):
             raise BadArguments(
                 f"--test-name {test_name!r} must be letters, digits, '.', '_' or '-' "
                 "(it names a folder)."
             )
+
+    @classmethod
+    def create(cls, results_dir: Path, test_name: str) -> RunDir:
+        cls.check_test_name(test_name)
         stamp = time.strftime("%Y%m%dT%H%M%S")
         path = results_dir / test_name / stamp
         n = 1

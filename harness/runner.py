@@ -12,6 +12,8 @@ readable) and tears the cluster down; only a normal end goes on to the checker.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import signal
 import sys
 import threading
@@ -26,13 +28,13 @@ from typing import Any
 from rich.console import Console
 
 from harness import images
-from harness.cluster import ROOT, Cluster
-from harness.errors import BadArguments, EnvironmentProblem, LeaselineError
+from harness.cluster import Cluster
+from harness.errors import EnvironmentProblem, LeaselineError
 from harness.history import HistoryWriter, MonotonicClock
-from harness.phases import PhaseDriver, check_mix, parse_phases
-from harness.profiles import profile_class
+from harness.phases import PhaseDriver, parse_phases
 from harness.profiles.base import Profile
 from harness.progress import live_progress
+from harness.run_args import RunConfig, clients, total_rate, validate
 from harness.run_dir import RunDir
 from harness.workers import LeaderTracker, ProcessIds, Router, Stats, Worker
 from nemesis import NemesisContext, nemesis_classes
@@ -40,42 +42,12 @@ from nemesis.netns import NEMESIS_IMAGE, remove_helpers
 from nemesis.schedule import NemesisLog, NemesisSchedule
 from workloads import WorkloadOptions, workload_class
 
-DEFAULT_RESULTS = ROOT / "results"
 READY_TIMEOUT_S = 90.0
 HEALED_READY_TIMEOUT_S = 60.0
-ROUTINGS = ("leader", "pinned")
 
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, handled like Ctrl-C: heal, keep the history, tear down, exit."""
-
-
-@dataclass
-class RunConfig:
-    sut: str = "leasekv"  # the reference cluster (cli.py shows the same default)
-    workload: str = "register"
-    nemesis: list[str] = field(default_factory=list)
-    nemesis_interval: float = 6.0
-    nemesis_mode: str = "one"  # "overlap": each fault on its own clock
-    time_limit: float = 30.0
-    phases: str | None = None  # harness/phases.py; None: one phase over the time limit
-    rate: float = 100.0
-    concurrency: int = 4
-    keys: int = 4
-    writes_per_key: int | None = None
-    lease_ms: float | None = None  # None: the profile's lease window
-    seed: int = 0
-    test_name: str | None = None
-    results_dir: Path = DEFAULT_RESULTS
-    leave_running: bool = False
-    spark_master: str = "local[*]"
-    sut_opts: dict[str, str] = field(default_factory=dict)
-    client_routing: str | None = None  # None: the profile's default
-    project: str | None = None  # compose project; default ll-<sut>, cleaned before use
-    hosts: Path | None = None  # a hosts file: the user's own machines over SSH, not Docker
-    ssh_accept_new_keys: bool = False  # trust (and record) unknown host keys, as accept-new
-    argv: list[str] = field(default_factory=list)
-    check: bool = True  # False: stop after the history (tests of the harness alone)
 
 
 @dataclass
@@ -87,44 +59,6 @@ class RunOutcome:
     faults: int = 0
     report: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)  # go into results.json and the report
-
-
-def validate(cfg: RunConfig) -> type[Profile]:
-    """Every argument problem, before anything is started."""
-    profile = profile_class(cfg.sut)
-    wl = workload_class(cfg.workload)
-    if wl.protocol not in profile.protocols:
-        raise BadArguments(
-            f"workload {cfg.workload} speaks {wl.protocol}, which {cfg.sut} does not "
-            f"(it speaks: {', '.join(sorted(profile.protocols))})."
-        )
-    if cfg.hosts is not None:
-        from harness.remote import check_remote
-
-        check_remote(profile, cfg.hosts, cfg.sut_opts)
-    nemesis_classes(cfg.nemesis, profile, "docker" if cfg.hosts is None else "ssh")
-    profile.check_options(cfg.sut_opts)
-    for name, v, lo in (
-        ("--time-limit", cfg.time_limit, 1),
-        ("--rate", cfg.rate, 0.1),
-        ("--concurrency", cfg.concurrency, 1),
-        ("--keys", cfg.keys, 1),
-        ("--nemesis-interval", cfg.nemesis_interval, 0.5),
-    ):
-        if v < lo:
-            raise BadArguments(f"{name} must be at least {lo}, got {v}.")
-    phases = parse_phases(cfg.phases, cfg.time_limit)
-    if phases:
-        check_mix(phases, wl(WorkloadOptions()).new_generator(), cfg.workload)
-    if cfg.writes_per_key is not None and cfg.writes_per_key < 1:
-        raise BadArguments(f"--writes-per-key must be at least 1, got {cfg.writes_per_key}.")
-    if cfg.lease_ms is not None and cfg.lease_ms < 0:
-        raise BadArguments(f"--lease-ms must not be negative, got {cfg.lease_ms}.")
-    if cfg.client_routing is not None and cfg.client_routing not in ROUTINGS:
-        raise BadArguments(
-            f"unknown client routing {cfg.client_routing!r} (valid: {', '.join(ROUTINGS)})."
-        )
-    return profile
 
 
 @contextmanager
@@ -212,13 +146,28 @@ def final_reads(
         stop_event=stop,
     )
     try:
+        node = router.final_node()
         for key in generator.all_keys():
-            process = ids.next()
-            node = router.node_for(process) or profile.nodes[0]
-            reader.perform(process, node, generator.final_op(key))
+            reader.perform(ids.fresh(), node, generator.final_op(key))
     finally:
         for node in list(reader.clients):
             reader._drop_client(node)
+
+
+def sleep_until(clock: MonotonicClock, t_s: float) -> None:
+    # Short naps: Ctrl-C and SIGTERM (raised in this, the main thread) stop the run at once.
+    while (left := t_s - clock.now() / 1e9) > 0:
+        time.sleep(min(0.25, left))
+
+
+def run_clock(clock: MonotonicClock, time_limit: float, phases: PhaseDriver | None) -> None:
+    """The run's clock, owned here: enters each phase at its start (the first is entered
+    before the workers start) and returns at the time limit."""
+    if phases is not None:
+        for index, start_s in enumerate(phases.starts_s[1:], 1):
+            sleep_until(clock, start_s)
+            phases.enter(index)
+    sleep_until(clock, time_limit)
 
 
 def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
@@ -267,8 +216,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
             "time_limit": cfg.time_limit,
             "phases": [p.describe() for p in parse_phases(cfg.phases, cfg.time_limit)],
             "lease_ms": lease_ms,
-            "concurrency": cfg.concurrency,
-            "rate": cfg.rate,
+            "concurrency": clients(cfg, profile_cls),
+            "rate": total_rate(cfg, profile_cls),
             "keys": cfg.keys,
             "writes_per_key": cfg.writes_per_key,
             "client_routing": routing,
@@ -282,7 +231,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
             "spark_master": settings["spark_master"],
         },
     )
-    console.print(f"[bold]run folder[/] {run_dir.path}")
+    print_path(console, "run folder", run_dir.path)
     try:
         return _lifecycle(cfg, profile_cls, run_dir, project, routing, console)
     except BaseException:
@@ -292,6 +241,30 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
 
             write_junit(run_dir.path)
         raise
+
+
+def print_path(console: Console, label: str, path: Path) -> None:
+    """`label path` on ONE line whatever the terminal width, so it can be copied or cut
+    out of a log: no wrapping, no markup or highlighting inside the path."""
+    console.print(f"{label} {path}", soft_wrap=True, markup=False, highlight=False)
+
+
+def run_for_scripts(cfg: RunConfig) -> int:
+    """`run --json`: everything the run says goes to stderr (child processes too: fd 1
+    points at fd 2 meanwhile), then ONE JSON object on stdout: run_dir, valid, exit_code."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        outcome = run(cfg)
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+    doc = {"run_dir": str(outcome.run_dir), "valid": outcome.valid, "exit_code": outcome.exit_code}
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+    return outcome.exit_code
 
 
 def _lifecycle(
@@ -321,7 +294,8 @@ def _lifecycle(
     clock = MonotonicClock()
     history = HistoryWriter(run_dir.history, clock)
     nem_log = NemesisLog(run_dir.nemesis_log)
-    stats, ids = Stats(), ProcessIds()
+    n_clients, rate = clients(cfg, profile_cls), total_rate(cfg, profile_cls)
+    stats, ids = Stats(), ProcessIds(n_clients)
     tracker = LeaderTracker(profile)
     router = Router(routing, profile, tracker)
     stop_workers = threading.Event()
@@ -362,11 +336,9 @@ def _lifecycle(
             clock = history.clock = MonotonicClock()
             phase_list = parse_phases(cfg.phases, cfg.time_limit)
             if phase_list:
-                phases = PhaseDriver(
-                    phase_list, clock, schedule, generator, cfg.rate, cfg.concurrency
-                )
-                phases.begin()
-            for wid in range(cfg.concurrency):
+                phases = PhaseDriver(phase_list, schedule, generator, rate, n_clients)
+                phases.enter(0)  # at time 0, before any operation or fault
+            for wid in range(n_clients):
                 w = Worker(
                     wid,
                     workload=workload,
@@ -377,7 +349,7 @@ def _lifecycle(
                     ids=ids,
                     stats=stats,
                     rate_per_worker=(
-                        phases.rate_per_worker if phases else cfg.rate / cfg.concurrency
+                        phases.rate_per_worker if phases else rate / n_clients
                     ),
                     seed=cfg.seed,
                     stop_event=stop_workers,
@@ -385,13 +357,12 @@ def _lifecycle(
                 workers.append(w)
                 w.start()
             schedule.start()
-            live_progress(console, cfg.time_limit, clock, stats, schedule, tracker, phases)
+            with live_progress(console, cfg.time_limit, clock, stats, schedule, tracker, phases):
+                run_clock(clock, cfg.time_limit, phases)
             completed = True
         finally:
             shield()  # from here on Ctrl-C / SIGTERM wait until the cluster is healed
             stop_workers.set()
-            if phases is not None:
-                phases.stop()
             for w in workers:
                 w.join(10)
             if schedule is not None:

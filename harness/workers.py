@@ -1,14 +1,15 @@
 """Client worker threads: ops from the shared generator, routed to a node, recorded.
 
 Routing: "leader" sends every op to the node the system currently calls leader (as a
-Sentinel-aware client would); "pinned" sends process p to nodes[p % len(nodes)].
-Process ids: a worker starts with a fresh id and takes a new one after every "info"
-completion (Jepsen: the old process may still have an operation in flight).
+Sentinel-aware client would); "pinned" binds worker thread w to nodes[w % len(nodes)] for
+the whole run, as Jepsen binds a thread to a node.
+Process ids (Jepsen's): worker w starts as process w and, after every "info" completion,
+becomes process p + concurrency (the old process may still have an operation in flight), so
+p % concurrency names the worker, and under "pinned" a new process keeps its worker's node.
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 from collections import Counter
@@ -21,13 +22,29 @@ from workloads.base import INFO, OK, Client, Generator, Op, Workload
 
 
 class ProcessIds:
-    def __init__(self) -> None:
-        self._ids = itertools.count()
+    """Jepsen's process ids for `concurrency` workers, plus fresh ones (the final reads)
+    above every id handed out."""
+
+    def __init__(self, concurrency: int) -> None:
+        self.concurrency = concurrency
+        self._highest = concurrency - 1
         self._lock = threading.Lock()
 
-    def next(self) -> int:
+    def first(self, worker: int) -> int:
+        return worker
+
+    def successor(self, process: int) -> int:
+        """The id a worker takes after process `process` ended in an info."""
         with self._lock:
-            return next(self._ids)
+            nxt = process + self.concurrency
+            self._highest = max(self._highest, nxt)
+            return nxt
+
+    def fresh(self) -> int:
+        """An id no worker has used or will use (workers stop before the final reads)."""
+        with self._lock:
+            self._highest += 1
+            return self._highest
 
 
 class Stats:
@@ -77,10 +94,16 @@ class Router:
         self.nodes = profile.nodes
         self.tracker = tracker
 
-    def node_for(self, process: int) -> str | None:
+    def node_for(self, worker: int) -> str | None:
+        """The node worker `worker` sends its next op to (None: no leader known yet)."""
         if self.routing == "pinned":
-            return self.nodes[process % len(self.nodes)]
+            return self.nodes[worker % len(self.nodes)]
         return self.tracker.current
+
+    def final_node(self) -> str:
+        """Where the final reads go whatever the routing: the leader, which every system
+        answers (a pinned follower may only redirect), else the first node."""
+        return self.tracker.current or self.nodes[0]
 
 
 class Worker(threading.Thread):
@@ -104,6 +127,7 @@ class Worker(threading.Thread):
         self.router, self.history, self.ids, self.stats = router, history, ids, stats
         # A function when phases change the rate during the run (harness/phases.py).
         self.rate_per_worker = rate_per_worker
+        self.wid = wid
         self.rng = random.Random(seed * 1_000_003 + wid)
         self.stop_event = stop_event
         self.clients: dict[str, Client] = {}
@@ -130,19 +154,19 @@ class Worker(threading.Thread):
 
     def run(self) -> None:
         try:
-            process = self.ids.next()
+            process = self.ids.first(self.wid)
             while not self.stop_event.is_set():
                 # Uniform gaps around the mean give the target rate without lock-step workers.
                 gap_s = self.mean_gap_s()
                 if gap_s and self.stop_event.wait(self.rng.uniform(0, 2 * gap_s)):
                     break
-                node = self.router.node_for(process)
+                node = self.router.node_for(self.wid)
                 if node is None:  # no leader known yet: nothing sensible to send
                     self.stop_event.wait(0.05)
                     continue
                 op = self.generator.next_op(self.rng)
                 if self.perform(process, node, op) == INFO:
-                    process = self.ids.next()
+                    process = self.ids.successor(process)
         except BaseException as e:  # noqa: BLE001 - reported by the runner, never silently lost
             self.error = e
         finally:

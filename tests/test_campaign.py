@@ -61,6 +61,58 @@ def test_not_json_names_the_line(tmp_path: Path) -> None:
     assert str(err.value).startswith(f"{path}:3: not JSON")
 
 
+@pytest.mark.parametrize(
+    ("typo", "says"),
+    [
+        ({"nemesis_mode": "overlapp"}, "unknown nemesis mode 'overlapp' (valid: one, overlap)"),
+        ({"phases": "warmup:5s:rate=-1,rest"}, "--phases: phase 'warmup'"),
+        ({"sut_opts": {"bug": "local-raed"}}, "--sut-opt bug=local-raed is not one of"),
+        ({"concurrency": "2x"}, "--concurrency must be a number or Nn"),
+        ({"nemesis": ["partition-leader:d=oops"]}, "partition-leader"),
+        ({"time_limit": "30"}, "--time-limit must be a number"),
+        ({"repeat": 0}, "repeat must be a whole number"),
+        ({"nemesis_mod": "one"}, "unknown setting(s) nemesis_mod"),
+    ],
+)
+def test_a_typo_in_the_last_case_is_refused_before_any_run_starts(
+    tmp_path: Path, typo: dict, says: str
+) -> None:
+    """The first case is fine and would boot a cluster; the typo two cases later must stop
+    the campaign with exit 254 and one sentence before anything starts: no run folder (a run
+    makes its folder before its cluster), no container of the campaign's compose project."""
+    import shutil
+    import subprocess
+    import sys
+
+    project = f"ll-camptypo-{tmp_path.name[-12:].lower().replace('_', '-')}"
+    path = write(tmp_path, {
+        "name": "typo",
+        "defaults": {"sut": "leasekv", "client_routing": "pinned", "project": project},
+        "cases": [
+            {"label": "fine", "nemesis": ["partition-leader"]},
+            {"label": "fine-too", "nemesis": ["kill-leader"], "repeat": 2},
+            {"label": "typo", "nemesis": ["partition-leader"], **typo},
+        ],
+    })
+    results = tmp_path / "results"
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run(
+        [sys.executable, str(root / "cli.py"), "campaign", str(path), "--results-dir",
+         str(results)], capture_output=True, text=True, cwd=root, timeout=120,
+    )
+    assert r.returncode == 254, r.stderr
+    assert says in r.stderr and "case typo" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not results.exists() or not any(results.rglob("test.json"))
+    if shutil.which("docker") is None:
+        return  # no engine: nothing could have started anyway
+    ps = subprocess.run(
+        ["docker", "ps", "-a", "-q", "--filter", f"label=com.docker.compose.project={project}"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert ps.stdout.strip() == ""
+
+
 def _report(valid: object, *deltas: float | None) -> dict:
     status = {None: "violation", 0: "linearizable"}
     keys = {

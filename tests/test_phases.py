@@ -17,6 +17,7 @@ from test_nemesis_schedule import FakeFault
 from harness.errors import BadArguments
 from harness.history import HistoryWriter, MonotonicClock
 from harness.phases import Phase, PhaseDriver, parse_phases
+from harness.runner import run_clock
 from harness.workers import ProcessIds, Stats, Worker
 from nemesis.schedule import NemesisLog, NemesisSchedule
 from workloads.base import OK, Completion, Op, WorkloadOptions
@@ -83,15 +84,33 @@ def test_the_cli_refuses_a_bad_spec_with_exit_254_before_any_docker() -> None:
 
 
 def test_reads_reshape_the_mix_and_keep_write_cas_proportions() -> None:
-    from harness.phases import set_mix
-
     cas = CasGenerator(WorkloadOptions(), read_ratio=0.4, cas_ratio=0.4)
-    set_mix(cas, 0.8, (0.4, 0.4))
-    assert cas.read_ratio == 0.8 and cas.cas_ratio == pytest.approx(0.2 * 2 / 3)  # cas:write 2:1
+    cas.set_reads(0.8)
+    assert cas.reads() == 0.8 and cas.cas_ratio == pytest.approx(0.2 * 2 / 3)  # cas:write 2:1
+    cas.set_reads(None)  # a phase without reads=: the workload's own mix again
+    assert (cas.read_ratio, cas.cas_ratio) == (0.4, 0.4)
     reg = RegisterGenerator(WorkloadOptions())
-    set_mix(reg, 1.0, (0.5, 0.0))
+    reg.set_reads(1.0)
     rng = __import__("random").Random(1)
     assert {reg.next_op(rng).f for _ in range(200)} == {"read"}
+
+
+def test_a_generator_without_a_mix_says_so_and_reads_are_refused() -> None:
+    from harness.phases import check_mix
+    from workloads.base import Generator
+
+    class Plain(Generator):
+        def next_op(self, rng: Any) -> Op:
+            return Op("read", "k")
+
+        def all_keys(self) -> list[str]:
+            return ["k"]
+
+    plain = Plain(WorkloadOptions())
+    assert plain.reads() is None
+    check_mix(parse_phases("a:1s,b", 2), plain, "plain")  # no reads=: fine
+    with pytest.raises(BadArguments, match="has no read/write mix"):
+        check_mix(parse_phases("a:1s:reads=0.9,b", 2), plain, "plain")
 
 
 class InstantClient:
@@ -109,7 +128,7 @@ class OneNode:
     def endpoint(self, node: str, protocol: str) -> Any:
         return None
 
-    def node_for(self, process: int) -> str:
+    def node_for(self, worker: int) -> str:
         return "n1"
 
 
@@ -124,13 +143,17 @@ def test_a_run_through_phases_changes_rate_mix_and_faults(tmp_path: Path) -> Non
     schedule = NemesisSchedule([fault], history, 0.2, NemesisLog(tmp_path / "nemesis.log"))
     generator = RegisterGenerator(WorkloadOptions(keys=2))
     clock = history.clock = MonotonicClock()
-    driver = PhaseDriver(phases, clock, schedule, generator, rate=100, concurrency=4)
-    driver.begin()
+    driver = PhaseDriver(phases, schedule, generator, rate=100, concurrency=4)
+    driver.enter(0)
+    # The run's clock (the runner's, not the progress display's) moves through the phases.
+    timer = threading.Thread(target=run_clock, args=(clock, 4, driver))
+    timer.start()
     stop = threading.Event()
+    ids = ProcessIds(4)
     workers = [
         Worker(wid, workload=SimpleNamespace(new_client=InstantClient, protocol="redis"),
                generator=generator, profile=OneNode(), router=OneNode(),  # type: ignore[arg-type]
-               history=history, ids=ProcessIds(), stats=Stats(),
+               history=history, ids=ids, stats=Stats(),
                rate_per_worker=driver.rate_per_worker, seed=3, stop_event=stop)
         for wid in range(4)
     ]
@@ -141,8 +164,9 @@ def test_a_run_through_phases_changes_rate_mix_and_faults(tmp_path: Path) -> Non
     while clock.now() < 4e9:
         seen.append(driver.text)
         time.sleep(0.05)
+    timer.join(5)
+    assert not timer.is_alive()  # the clock returned at the time limit
     stop.set()
-    driver.stop()
     for w in workers:
         w.join(5)
     schedule.stop()
@@ -184,9 +208,9 @@ def test_the_live_view_names_the_phase() -> None:
 
     from harness.progress import _view
 
-    driver = PhaseDriver(parse_phases("warmup:5s,faults", 20), MonotonicClock(),
-                         SimpleNamespace(enter_phase=lambda value, faults_on: None), None,
-                         rate=100, concurrency=4)
+    driver = PhaseDriver(parse_phases("warmup:5s,faults", 20),
+                         SimpleNamespace(enter_phase=lambda value, faults_on: None),
+                         RegisterGenerator(WorkloadOptions()), rate=100, concurrency=4)
     driver.enter(1)
     console = Console(record=True, width=200)
     console.print(_view(6.0, 20, {"ok": 3}, 12.0, SimpleNamespace(in_force_text="none"),  # type: ignore[arg-type]

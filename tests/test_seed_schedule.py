@@ -189,7 +189,7 @@ def op_schedule(seed: int, workload: str, workers: int = 3, per_worker: int = 40
     generator = wl.new_generator()
     profile = FakeProfile(FakeCluster(FakeProfile.nodes), {})  # type: ignore[arg-type]
     router = Router("pinned", profile, LeaderTracker(profile))
-    ids, ops = ProcessIds(), []
+    ids, ops = ProcessIds(workers), []
     for wid in range(workers):
         stop = threading.Event()
         recorder = OpRecorder(stop, per_worker)

@@ -76,6 +76,17 @@ class Generator(ABC):
     def final_op(self, key: str) -> Op:
         return Op("read", key)
 
+    def reads(self) -> float | None:
+        """The fraction of reads in the mix now; None: the workload has no read/write mix
+        (phases may then not set reads=)."""
+        return None
+
+    def set_reads(self, reads: float | None) -> None:
+        """Phases set the mix here: reads become `reads` of the operations and the other
+        operations keep the workload's proportions between them; None: the workload's own
+        mix again. Only for generators whose reads() is not None."""
+        raise NotImplementedError(f"{type(self).__name__} has no read/write mix")
+
 
 
 class IndependentKeysGenerator(Generator):

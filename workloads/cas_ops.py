@@ -32,7 +32,22 @@ class CasGenerator(IndependentKeysGenerator):
         if opts.writes_per_key is None:
             opts = dataclasses.replace(opts, writes_per_key=DEFAULT_WRITES_PER_KEY)
         super().__init__(opts, key_prefix)
+        self.own_mix = (read_ratio, cas_ratio)
         self.read_ratio, self.cas_ratio = read_ratio, cas_ratio
+
+    def reads(self) -> float:
+        return self.read_ratio
+
+    def set_reads(self, reads: float | None) -> None:
+        """Writes and cas share what reads leave in the workload's own proportion."""
+        own_reads, own_cas = self.own_mix
+        with self.lock:
+            if reads is None:
+                self.read_ratio, self.cas_ratio = self.own_mix
+                return
+            others = 1.0 - own_reads
+            self.read_ratio = reads
+            self.cas_ratio = (1.0 - reads) * (own_cas / others if others > 0 else 0.5)
 
     def _expected(self, rng: random.Random, last: int) -> int | None:
         # 0 stands for "absent": no value was ever proposed on the key (or we pretend so).

@@ -38,7 +38,14 @@ class RegisterClient(RedisClient):
 class RegisterGenerator(IndependentKeysGenerator):
     def __init__(self, opts: WorkloadOptions, read_ratio: float = 0.5) -> None:
         super().__init__(opts, key_prefix="r")
-        self.read_ratio = read_ratio
+        self.own_read_ratio = self.read_ratio = read_ratio
+
+    def reads(self) -> float:
+        return self.read_ratio
+
+    def set_reads(self, reads: float | None) -> None:
+        with self.lock:
+            self.read_ratio = self.own_read_ratio if reads is None else reads
 
     def next_op(self, rng: random.Random) -> Op:
         with self.lock:
