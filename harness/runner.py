@@ -256,7 +256,8 @@ def run_for_scripts(cfg: RunConfig) -> int:
     saved = os.dup(1)
     try:
         os.dup2(2, 1)
-        outcome = run(cfg)
+        with contextlib.redirect_stdout(sys.stderr):
+            outcome = run(cfg)
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)

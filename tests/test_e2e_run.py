@@ -152,3 +152,62 @@ def test_run_redis_sentinel_register_with_faults(tmp_path: Path, ll_project: str
     assert len(txt) == len(records) + 1
     for node in ("n1", "n2", "n3", "s1", "s2", "s3"):
         assert (run_dir / "nodes" / node / "container.log").stat().st_size > 0
+
+
+def fault_periods(records: list[dict]) -> list[tuple[int, int, str]]:
+    """(start, end, f) of each fault in nemesis mode "one", where a fault's four records
+    come in order: start invoke, start completion, stop invoke, stop completion."""
+    nem = [x for x in records if x["process"] == "nemesis" and x["f"] != "phase"]
+    assert len(nem) % 4 == 0, [x["f"] for x in nem]
+    periods = []
+    for start, started, stop, stopped in zip(*[iter(nem)] * 4, strict=True):
+        assert (start["type"], stop["type"]) == ("invoke", "invoke")
+        assert started["type"] == "ok" and stopped["f"] == stop["f"], (started, stopped)
+        periods.append((start["time"], stopped["time"], start["f"]))
+    return periods
+
+
+def test_pinned_clients_serve_every_node_through_every_fault_and_json_for_scripts(
+    tmp_path: Path, ll_project: str
+) -> None:
+    """Defaults (2 clients per node), pinned routing on leasekv under partition-leader and
+    pause-leader: in the real history every node is served by its own pinned clients during
+    every fault, clients keep their node across new process ids, the final reads after
+    healing reach every key; `--json` prints one object on stdout and nothing else, and the
+    run folder is one line on stderr although it is longer than the 80 columns Rich assumes."""
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "cli.py"), "run", "--json", "--sut", "leasekv",
+         "--client-routing", "pinned", "--nemesis", "partition-leader,pause-leader",
+         "--nemesis-interval", "3", "--time-limit", "20", "--lease-ms", "0",
+         "--test-name", "e2e-pinned-routing-with-a-long-name-to-wrap", "--project", ll_project,
+         "--results-dir", str(tmp_path / "a-results-folder-deep-enough-to-wrap")],
+        cwd=ROOT, capture_output=True, text=True, timeout=400,
+    )
+    assert "Traceback" not in r.stderr
+    out = json.loads(r.stdout)  # the whole of stdout is one JSON object
+    assert set(out) == {"run_dir", "valid", "exit_code"} and r.stdout.count("\n") == 1
+    assert r.returncode == out["exit_code"] == {True: 0, False: 1, "unknown": 2}[out["valid"]]
+    run_dir = Path(out["run_dir"])
+    assert len(f"run folder {run_dir}") > 80
+    assert f"run folder {run_dir}" in r.stderr.splitlines()
+
+    test = json.loads((run_dir / "test.json").read_text())
+    nodes = test["nodes"]
+    assert test["client_routing"] == "pinned" and test["concurrency"] == 2 * len(nodes) == 10
+    records = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
+    clients = [x for x in records if x["process"] != "nemesis"]
+    last_fault = max(x["index"] for x in records if x["process"] == "nemesis")
+    workload = [x for x in clients if x["index"] < last_fault]
+    # Jepsen's process ids: p mod concurrency is the worker, bound to nodes[worker mod n].
+    for x in workload:
+        assert x["node"] == nodes[x["process"] % 10 % len(nodes)], x
+    assert any(x["type"] == "info" for x in workload)  # some processes were replaced
+    periods = fault_periods(records)
+    assert {f for *_, f in periods} == {"start-partition", "pause"}, periods
+    for start, end, f in periods:
+        during = [x for x in workload if x["type"] == "invoke" and start <= x["time"] <= end]
+        assert {x["node"] for x in during} == set(nodes), (f, start, end)
+    keys = {x["key"] for x in clients}
+    final = {x["key"] for x in clients if x["index"] > last_fault and x["f"] == "read"
+             and x["type"] == "ok"}
+    assert keys == final, "every key read back after healing"

@@ -217,3 +217,41 @@ def test_the_live_view_names_the_phase() -> None:
                         "lk1", driver))
     assert "phase faults (2/2)" in console.export_text()
     assert driver.rate_per_worker() == 25  # the run's rate where the phase sets none
+
+
+def test_the_progress_display_only_watches_the_run() -> None:
+    """The display neither waits for the time limit nor moves phases: the block it wraps
+    (the runner's clock) decides when the run ends."""
+    import io
+
+    from rich.console import Console
+
+    from harness.progress import live_progress
+
+    out = io.StringIO()
+    driver = PhaseDriver(parse_phases("warmup:1800s,faults", 3600),
+                         SimpleNamespace(enter_phase=lambda value, faults_on: None),
+                         RegisterGenerator(WorkloadOptions()), rate=100, concurrency=4)
+    driver.enter(0)
+    started = time.monotonic()
+    with live_progress(Console(file=out, width=150), 3600, MonotonicClock(), Stats(),
+                       SimpleNamespace(in_force_text="none", faults=0),  # type: ignore[arg-type]
+                       SimpleNamespace(current="lk1"), driver):  # type: ignore[arg-type]
+        time.sleep(0.6)
+    assert time.monotonic() - started < 5  # an hour's time limit: not the display's to keep
+    assert driver.text == "warmup (1/2)"
+    assert "3600 s done: 0 ops" in out.getvalue()
+
+
+def test_the_run_clock_enters_each_phase_at_its_start_and_ends_at_the_limit() -> None:
+    entered: list[tuple[str, float]] = []
+    clock = MonotonicClock()
+    driver = PhaseDriver(parse_phases("a:0.5s,b:0.5s,c", 1.5),
+                         SimpleNamespace(enter_phase=lambda value, faults_on: entered.append(
+                             (value["name"], clock.now() / 1e9))),
+                         RegisterGenerator(WorkloadOptions()), rate=100, concurrency=4)
+    driver.enter(0)
+    run_clock(clock, 1.5, driver)
+    assert clock.now() / 1e9 == pytest.approx(1.5, abs=0.2)
+    assert [n for n, _ in entered] == ["a", "b", "c"]
+    assert [t for _, t in entered] == pytest.approx([0.0, 0.5, 1.0], abs=0.2)

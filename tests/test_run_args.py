@@ -25,6 +25,8 @@ ROOT = Path(__file__).resolve().parent.parent
         (["--sut", "redis-sentinel", "--sut-opt", "x=1"], "is not an option of redis-sentinel"),
         (["--sut-opt", "novalue"], "expects key=value"),
         (["--time-limit", "0"], "--time-limit must be at least"),
+        (["--nemesis-mode", "overlapp"], "unknown nemesis mode 'overlapp'"),
+        (["--concurrency", "2x"], "--concurrency must be a number or Nn"),
         (["--test-name", "../x"], "--test-name"),
     ],
 )
@@ -55,3 +57,72 @@ def test_validate_accepts_the_defaults() -> None:
     assert profile.name == "leasekv"  # the reference cluster is the default
     with pytest.raises(BadArguments):
         validate(RunConfig(client_routing="sideways"))
+
+
+def test_the_run_folder_is_one_line_on_a_narrow_console(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from harness.runner import print_path
+
+    out = io.StringIO()
+    console = Console(file=out, width=30, force_terminal=True, color_system="truecolor")
+    path = tmp_path / "results" / "leasekv-register-with-a-long-name" / "20261123T214335"
+    print_path(console, "run folder", path)
+    assert out.getvalue() == f"run folder {path}\n"  # no wrap, no colour codes inside
+
+
+def test_run_json_is_the_only_thing_on_stdout(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Whatever the run prints, in Python or from a child process, goes to stderr."""
+    import json
+    import os
+
+    from harness import runner
+
+    def noisy_run(cfg: RunConfig) -> runner.RunOutcome:
+        print("progress from python")
+        os.write(1, b"output of a child process\n")
+        return runner.RunOutcome(tmp_path / "run", 1, valid=False)
+
+    monkeypatch.setattr(runner, "run", noisy_run)
+    assert runner.run_for_scripts(RunConfig()) == 1
+    out, err = capfd.readouterr()
+    assert json.loads(out) == {"run_dir": str(tmp_path / "run"), "valid": False, "exit_code": 1}
+    assert out.count("\n") == 1
+    assert "progress from python" in err and "output of a child process" in err
+    print("stdout works again")
+    assert capfd.readouterr().out == "stdout works again\n"
+
+
+@pytest.mark.parametrize(
+    ("cfg", "needle"),
+    [
+        (RunConfig(nemesis_mode="overlapp"), "unknown nemesis mode 'overlapp'"),
+        (RunConfig(concurrency="3x"), "--concurrency must be a number or Nn"),
+        (RunConfig(time_limit="30"), "--time-limit must be a number"),  # type: ignore[arg-type]
+        (RunConfig(nemesis="kill-leader"), "nemesis must be a list"),  # type: ignore[arg-type]
+        (RunConfig(test_name="a b"), "--test-name 'a b'"),
+    ],
+)
+def test_validate_refuses_what_would_fail_later(cfg: RunConfig, needle: str) -> None:
+    with pytest.raises(BadArguments) as e:
+        validate(cfg)
+    assert needle in str(e.value)
+
+
+def test_the_cli_takes_its_defaults_from_runconfig() -> None:
+    from click.testing import CliRunner
+
+    import cli
+
+    params = {p.name: p.default for p in cli.run.params}
+    defaults = RunConfig()
+    for name in ("sut", "workload", "nemesis_interval", "nemesis_mode", "time_limit", "rate",
+                 "keys", "seed", "spark_master"):
+        assert params[name] == getattr(defaults, name), name
+    assert params["concurrency"] == defaults.concurrency == "2n"
+    help_text = CliRunner().invoke(cli.main, ["run", "--help"]).output
+    assert "--time-limit FLOAT" in help_text and "[default: 30.0]" in help_text
