@@ -111,7 +111,7 @@ def images_build() -> int:
 @click.option("--rate", type=float, default=_RUN.rate, help=(
     f"Total operations per second (default: {RATE_PER_CLIENT:g} per client)."))
 @click.option("--concurrency", default=str(_RUN.concurrency), show_default=True, help=(
-    "Client worker threads: a number, or Nn for N per data node (2n: 10 on leasekv)."))
+    "Client worker threads: a number, or Nn for N per data node (4n: 20 on leasekv)."))
 @click.option("--keys", default=_RUN.keys, show_default=True, help="Keys in use at any moment.")
 @click.option("--writes-per-key", type=int, default=None, help="Retire a key after N writes.")
 @click.option("--lease-ms", type=float, default=None, help="Lease window (default: the SUT's).")

@@ -13,6 +13,7 @@ import pytest
 from checkers.faults import fault_periods
 from harness.cluster import Cluster
 from harness.run_dir import anomaly_file_name
+from harness.run_args import RunConfig, parse_concurrency
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent
@@ -154,27 +155,15 @@ def test_run_redis_sentinel_register_with_faults(tmp_path: Path, ll_project: str
         assert (run_dir / "nodes" / node / "container.log").stat().st_size > 0
 
 
-def fault_periods(records: list[dict]) -> list[tuple[int, int, str]]:
-    """(start, end, f) of each fault in nemesis mode "one", where a fault's four records
-    come in order: start invoke, start completion, stop invoke, stop completion."""
-    nem = [x for x in records if x["process"] == "nemesis" and x["f"] != "phase"]
-    assert len(nem) % 4 == 0, [x["f"] for x in nem]
-    periods = []
-    for start, started, stop, stopped in zip(*[iter(nem)] * 4, strict=True):
-        assert (start["type"], stop["type"]) == ("invoke", "invoke")
-        assert started["type"] == "ok" and stopped["f"] == stop["f"], (started, stopped)
-        periods.append((start["time"], stopped["time"], start["f"]))
-    return periods
-
-
 def test_pinned_clients_serve_every_node_through_every_fault_and_json_for_scripts(
     tmp_path: Path, ll_project: str
 ) -> None:
-    """Defaults (2 clients per node), pinned routing on leasekv under partition-leader and
-    pause-leader: in the real history every node is served by its own pinned clients during
-    every fault, clients keep their node across new process ids, the final reads after
-    healing reach every key; `--json` prints one object on stdout and nothing else, and the
-    run folder is one line on stderr although it is longer than the 80 columns Rich assumes."""
+    """Default concurrency (at least 2 clients per node), pinned routing on leasekv under
+    partition-leader and pause-leader: in the real history every node is served by its own
+    pinned clients during every fault, clients keep their node across new process ids, the
+    final reads after healing reach every key; `--json` prints one object on stdout and
+    nothing else, and the run folder is one line on stderr although it is longer than the
+    80 columns Rich assumes."""
     r = subprocess.run(
         [sys.executable, str(ROOT / "cli.py"), "run", "--json", "--sut", "leasekv",
          "--client-routing", "pinned", "--nemesis", "partition-leader,pause-leader",
@@ -193,20 +182,25 @@ def test_pinned_clients_serve_every_node_through_every_fault_and_json_for_script
 
     test = json.loads((run_dir / "test.json").read_text())
     nodes = test["nodes"]
-    assert test["client_routing"] == "pinned" and test["concurrency"] == 2 * len(nodes) == 10
+    concurrency = test["concurrency"]
+    assert test["client_routing"] == "pinned"
+    assert concurrency == parse_concurrency(RunConfig().concurrency, len(nodes)) >= 2 * len(nodes)
     records = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
     clients = [x for x in records if x["process"] != "nemesis"]
     last_fault = max(x["index"] for x in records if x["process"] == "nemesis")
     workload = [x for x in clients if x["index"] < last_fault]
     # Jepsen's process ids: p mod concurrency is the worker, bound to nodes[worker mod n].
     for x in workload:
-        assert x["node"] == nodes[x["process"] % 10 % len(nodes)], x
+        assert x["node"] == nodes[x["process"] % concurrency % len(nodes)], x
     assert any(x["type"] == "info" for x in workload)  # some processes were replaced
-    periods = fault_periods(records)
-    assert {f for *_, f in periods} == {"start-partition", "pause"}, periods
-    for start, end, f in periods:
+    periods = fault_periods(x for x in records if x["process"] == "nemesis")
+    assert {p.f for p in periods} == {"start-partition", "pause"}, periods
+    end_of_run = max(x["time"] for x in workload)
+    for p in periods:
+        start = p.start_ms * 1e6
+        end = end_of_run if p.end_ms is None else p.end_ms * 1e6
         during = [x for x in workload if x["type"] == "invoke" and start <= x["time"] <= end]
-        assert {x["node"] for x in during} == set(nodes), (f, start, end)
+        assert {x["node"] for x in during} == set(nodes), p
     keys = {x["key"] for x in clients}
     final = {x["key"] for x in clients if x["index"] > last_fault and x["f"] == "read"
              and x["type"] == "ok"}

@@ -147,9 +147,9 @@ def test_bad_concurrency_is_one_sentence(spec: Any) -> None:
         parse_concurrency(spec, 5)
 
 
-def test_the_defaults_give_every_node_two_clients_and_ten_ops_per_client() -> None:
+def test_the_defaults_give_every_node_four_clients_and_ten_ops_per_client() -> None:
     leasekv = validate(RunConfig())
     sentinel = validate(RunConfig(sut="redis-sentinel"))
-    assert clients(RunConfig(), leasekv) == 10 and clients(RunConfig(), sentinel) == 6
-    assert total_rate(RunConfig(), leasekv) == 100 and total_rate(RunConfig(), sentinel) == 60
+    assert clients(RunConfig(), leasekv) == 20 and clients(RunConfig(), sentinel) == 12
+    assert total_rate(RunConfig(), leasekv) == 200 and total_rate(RunConfig(), sentinel) == 120
     assert total_rate(RunConfig(rate=40), leasekv) == 40  # an explicit --rate is the total

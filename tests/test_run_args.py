@@ -123,6 +123,6 @@ def test_the_cli_takes_its_defaults_from_runconfig() -> None:
     for name in ("sut", "workload", "nemesis_interval", "nemesis_mode", "time_limit", "rate",
                  "keys", "seed", "spark_master"):
         assert params[name] == getattr(defaults, name), name
-    assert params["concurrency"] == defaults.concurrency == "2n"
+    assert params["concurrency"] == defaults.concurrency == "4n"
     help_text = CliRunner().invoke(cli.main, ["run", "--help"]).output
     assert "--time-limit FLOAT" in help_text and "[default: 30.0]" in help_text
