@@ -12,8 +12,8 @@ import pytest
 
 from checkers.faults import fault_periods
 from harness.cluster import Cluster
-from harness.run_dir import anomaly_file_name
 from harness.run_args import RunConfig, parse_concurrency
+from harness.run_dir import anomaly_file_name
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent
