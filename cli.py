@@ -63,6 +63,11 @@ class _Group(click.Group):
             sys.exit(130)
 
 
+SPARK_MASTER_HELP = (
+    "local[N], spark://HOST:7077 (`leaseline spark up` prints one), or auto: small histories "
+    "checked in this process, larger ones on local[*].")
+
+
 @click.group(cls=_Group)
 def main() -> None:
     """Leaseline: lease-window linearizability testing for replicated stores."""
@@ -119,7 +124,8 @@ def images_build() -> int:
 @click.option("--test-name", default=None, help="Results folder name (default: <sut>-<workload>).")
 @click.option("--results-dir", default=None, help="Default: results/ in the project.")
 @click.option("--leave-running", is_flag=True, help="Do not tear the cluster down at the end.")
-@click.option("--spark-master", default=_RUN.spark_master, show_default=True)
+@click.option("--spark-master", default=_RUN.spark_master, show_default=True,
+              help=SPARK_MASTER_HELP)
 @click.option("--sut-opt", multiple=True, help="key=value option of the SUT (repeatable).")
 @click.option("--client-routing", default=None, help="leader | pinned (default: the SUT's).")
 @click.option("--project", default=None, help="docker-compose project (default: ll-<sut>).")
@@ -136,8 +142,10 @@ def run(as_json: bool, **kwargs: Any) -> int:
     from harness.run_args import run_config
     from harness.runner import run as run_test
     from harness.runner import run_for_scripts
+    from harness.spark_cluster import require_visible
 
     cfg = run_config(**kwargs)
+    require_visible(cfg.spark_master, [cfg.results_dir])
     return run_for_scripts(cfg) if as_json else run_test(cfg).exit_code
 
 
@@ -158,14 +166,16 @@ def inspect_cmd(run_dir: str, op: int | None, open_: bool) -> int:
 @main.command("campaign")
 @click.argument("campaign_file", type=click.Path())
 @click.option("--results-dir", default="results", show_default=True)
-@click.option("--spark-master", default="local[*]", show_default=True)
+@click.option("--spark-master", default="auto", show_default=True, help=SPARK_MASTER_HELP)
 @_guard
 def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
     """Run every case of a campaign file, check all histories in one Spark job, gate on `expect`."""
     from pathlib import Path
 
     from harness.campaign import run_campaign
+    from harness.spark_cluster import require_visible
 
+    require_visible(spark_master, [Path(results_dir)])
     return run_campaign(Path(campaign_file), Path(results_dir), spark_master)
 
 
@@ -177,14 +187,70 @@ def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
               help="Lease window (default: the run folder's, for a jsonl history in one; "
                    "else 0 = strict).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
-@click.option("--spark-master", default="local[*]", show_default=True)
+@click.option("--spark-master", default="auto", show_default=True, help=SPARK_MASTER_HELP)
 @_guard
 def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json: bool,
               spark_master: str) -> int:
     """Check recorded histories (one Spark job) and print the verdict; exit 0/1/2."""
-    from checkers.check_command import run_check
+    from pathlib import Path
 
+    from checkers.check_command import run_check
+    from harness.spark_cluster import require_visible
+
+    require_visible(spark_master, [Path(f) for f in files if Path(f).is_file()])
     return run_check(files, fmt, lease_ms, as_json, spark_master)
+
+
+@main.group()
+def spark() -> None:
+    """A standalone Spark cluster in Docker (one master, two workers) for the checker."""
+
+
+def _print_spark_state(state: Any) -> None:
+    if state.master_url is None:
+        click.echo(f"no Spark cluster is running (compose project {state.project})")
+        return
+    workers = "unknown" if state.workers_alive is None else state.workers_alive
+    click.echo(state.master_url)
+    click.echo(f"compose project {state.project}; alive workers: {workers}; executors see: "
+               f"{', '.join(state.mounts) or 'no host directory'}", err=True)
+
+
+@spark.command("up")
+@click.option("--project", default="ll-spark", show_default=True, help="docker-compose project.")
+@click.option("--mount", multiple=True, type=click.Path(), help=(
+    "Another host directory the executors read histories from (the results folder and the "
+    "system temp folder always are); repeatable."))
+@_guard
+def spark_up(project: str, mount: tuple[str, ...]) -> int:
+    """Start the cluster (building its image if needed) and print its master URL."""
+    from harness import spark_cluster
+
+    _print_spark_state(spark_cluster.up(project, mount))
+    return 0
+
+
+@spark.command("down")
+@click.option("--project", default="ll-spark", show_default=True, help="docker-compose project.")
+@_guard
+def spark_down(project: str) -> int:
+    """Stop and remove the cluster."""
+    from harness import spark_cluster
+
+    spark_cluster.down(project)
+    return 0
+
+
+@spark.command("status")
+@click.option("--project", default="ll-spark", show_default=True, help="docker-compose project.")
+@_guard
+def spark_status(project: str) -> int:
+    """Print the master URL (nothing running: exit 1), alive workers and mounted folders."""
+    from harness import spark_cluster
+
+    state = spark_cluster.status(project)
+    _print_spark_state(state)
+    return 0 if state.master_url else 1
 
 
 @main.command("serve")

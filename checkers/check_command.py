@@ -110,6 +110,8 @@ def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None
         except FileNotFoundError as e:
             raise BadArguments(f"{e}.") from None
         except CheckerCrashed as e:
+            if not e.details:  # the sentence says it all (Spark unavailable, ...)
+                raise LeaselineError(f"{e}.") from None
             from harness.crashlog import write_crash_log
 
             where = write_crash_log(e.details)

@@ -19,11 +19,8 @@ import functools
 import json
 import os
 import sys
-import tempfile
 import threading
 import traceback
-import warnings
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -31,105 +28,47 @@ from typing import Any
 from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION, Budget, check_key
 from checkers.errors import HistoryFormatError
 from checkers.importers.jsonl import RecordProblem, locate_problem, pair_key
-from checkers.jsonl_blocks import Bucket, bucket_count, ranges, read_range
+from checkers.jsonl_blocks import Bucket, bucket_count, ranges, read_range, unreadable_block
 from checkers.ops import KeyHistory, NemesisEvent
+from checkers.spark_session import AUTO, SparkUnavailable, get_spark, spark_log_path, warm_up
+
+__all__ = ["AUTO", "get_spark", "spark_log_path", "check_histories", "warm_up_for"]
 
 FORMATS = ("jsonl", "knossos", "etcd-log")
 STATUSES = (LINEARIZABLE, LEASE_BOUNDED, VIOLATION, UNKNOWN)
-_PANDAS_WARNING = "PySpark does not yet fully support pandas"
-
-_session_lock = threading.Lock()
-_session: Any = None
+# AUTO checks up to this much history text in this process, with the job's own two stages
+# run as plain calls: below it, starting a JVM costs more than the whole check
+IN_PROCESS_BYTES = int(os.environ.get("LEASELINE_IN_PROCESS_BYTES", 32 << 20))
+BYTES_PER_OP = 300  # an invoke and a completion line, as the harness writes them
 
 
 class CheckerCrashed(Exception):
-    """The job failed for a reason that is not the input's fault; `details` has the traceback."""
+    """The job failed for a reason that is not the input's fault; `details` has the traceback
+    ('' when the sentence says it all: Spark unavailable, a history the executors cannot read)."""
 
     def __init__(self, sentence: str, details: str) -> None:
         super().__init__(sentence)
         self.details = details
 
 
-# ---- the session --------------------------------------------------------------------------
+def uses_spark(master: str, total_bytes: int) -> bool:
+    """A master given explicitly always means Spark; AUTO only above IN_PROCESS_BYTES."""
+    return master != AUTO or total_bytes > IN_PROCESS_BYTES
 
 
-def spark_log_path() -> Path:
-    return Path(tempfile.gettempdir()) / f"leaseline-spark-{os.getpid()}.log"
-
-
-def _log4j_config() -> Path:
-    path = Path(tempfile.gettempdir()) / "leaseline-log4j2.properties"
-    path.write_text(
-        "rootLogger.level = error\n"
-        "rootLogger.appenderRef.stderr.ref = console\n"
-        "appender.console.type = Console\n"
-        "appender.console.name = console\n"
-        "appender.console.target = SYSTEM_ERR\n"
-        "appender.console.layout.type = PatternLayout\n"
-        "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
-    )
-    return path
-
-
-def _package_zip() -> Path:
-    """checkers/ as a zip for addPyFile (executors on other machines import it from there)."""
-    root = Path(__file__).resolve().parent
-    out = Path(tempfile.mkdtemp(prefix="leaseline-pyfiles-")) / "checkers.zip"
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for f in sorted(root.rglob("*.py")):
-            zf.write(f, Path("checkers") / f.relative_to(root))
-    return out
-
-
-def get_spark(master: str = "local[*]") -> Any:
-    """The process's one SparkSession (created on first use, quiet, with checkers shipped)."""
-    global _session
-    with _session_lock:
-        if _session is not None:
-            return _session
-        from pyspark.sql import SparkSession
-
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
-        # C1 only: the JVM here just moves opaque blocks between Python workers, and C2
-        # compiling Spark's own code cost ~20 CPU-s of a 10 M-op check on 2 cores
-        java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config()} -XX:TieredStopAtLevel=1"
-        builder = (
-            SparkSession.builder.master(master)
-            .appName("leaseline-check")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.ui.enabled", "false")
-            .config("spark.driver.extraJavaOptions", java_opts)
-            .config("spark.executor.extraJavaOptions", java_opts)
-            .config("spark.driver.memory", os.environ.get("LEASELINE_SPARK_MEMORY", "3g"))
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.python.worker.faulthandler.enabled", "true")
-        )
-        # The JVM prints banner lines straight to fd 2 while it starts, and Python workers it
-        # forks inherit that fd: send both to a log file, keeping our own stderr clean.
-        log = open(spark_log_path(), "ab")  # noqa: SIM115 - the JVM keeps the fd
-        saved = os.dup(2)
-        try:
-            sys.stderr.flush()
-            os.dup2(log.fileno(), 2)
-            spark = builder.getOrCreate()
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        spark.sparkContext.setLogLevel("ERROR")
-        spark.sparkContext.addPyFile(str(_package_zip()))
-        _session = spark
-        return spark
+def warm_up_for(master: str, expected_ops: float) -> None:
+    """Start the Spark session in the background if the check of a history of about
+    expected_ops operations is going to need it (`leaseline run`, while the cluster boots)."""
+    if uses_spark(master, int(expected_ops * BYTES_PER_OP)):
+        warm_up(master)
 
 
 # ---- executors ----------------------------------------------------------------------------
 
 
 def _row(file: str, key: str | None, **kw: Any) -> dict[str, Any]:
-    row = dict.fromkeys(
-        ("result", "problem_index", "problem_process", "problem_what", "problem_line", "crash")
-    )
+    row = dict.fromkeys(("result", "problem_index", "problem_process", "problem_what",
+                         "problem_line", "crash", "unreadable"))
     row.update(file=file, key=key, **kw)
     return row
 
@@ -159,6 +98,8 @@ def _jsonl_bucket(
     """Stage 2: one bucket's blocks -> one result (or problem) row per (file, key), and a
     row with each file's nemesis events (every bucket has them: the driver keeps one)."""
     bucket = Bucket(blob for _, blob in blocks)
+    for fid, why in bucket.unreadable.items():
+        yield _row(files[fid], None, unreadable=why)
     for fid in bucket.bad:  # a line that does not parse: the driver streams the file for it
         yield _row(files[fid], None, problem_what="a line is not a valid history record")
     for fid, events in bucket.nemesis.items():
@@ -193,6 +134,9 @@ def _importer_file(
     except HistoryFormatError as e:
         yield _row(path, None, problem_what=e.what, problem_line=e.line)
         return
+    except OSError as e:  # on a cluster: an executor that does not see the file
+        yield _row(path, None, unreadable=e.strerror or str(e))
+        return
     except Exception:  # noqa: BLE001
         yield _row(path, None, crash=f"reading {path}: " + traceback.format_exc())
         return
@@ -224,7 +168,8 @@ def _pop_nemesis(rows: list[dict[str, Any]]) -> dict[str, list[NemesisEvent]]:
                 NemesisEvent(e["index"], round(e["time_ms"] * 1e6), e["f"], e["value"],
                              None if "invoke_ms" not in e else round(e["invoke_ms"] * 1e6))
                 for e in json.loads(text)]
-    rows[:] = [r for r in rows if r["result"] or r["problem_what"] or r["crash"]]
+    rows[:] = [r for r in rows
+               if r["result"] or r["problem_what"] or r["crash"] or r["unreadable"]]
     return nemesis
 
 
@@ -245,7 +190,28 @@ def _jsonl_rows(
 def _read_task(task: tuple[int, int, int], *, paths: list[str], buckets: int,
                ) -> list[tuple[int, bytes]]:
     fid, start, end = task
-    return read_range(paths[fid], fid, start, end, buckets)
+    try:
+        return read_range(paths[fid], fid, start, end, buckets)
+    except OSError as e:  # on a cluster: an executor that does not see the file
+        return [(0, unreadable_block(fid, e.strerror or str(e)))]
+
+
+def _jsonl_rows_in_process(
+    paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None
+) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
+    """The same two stages as _jsonl_rows, as plain calls in this process (no shuffle: the
+    blocks are grouped by bucket in a dict), so the rows are the ones Spark would collect."""
+    sizes = [os.path.getsize(p) for p in paths]
+    buckets = bucket_count(sum(sizes), 1)
+    by_bucket: dict[int, list[tuple[int, bytes]]] = {}
+    for fid, size in enumerate(sizes):
+        for start, end in ranges(size):
+            for b, blob in _read_task((fid, start, end), paths=paths, buckets=buckets):
+                by_bucket.setdefault(b, []).append((b, blob))
+    rows = [row for _, blocks in sorted(by_bucket.items())
+            for row in _jsonl_bucket(iter(blocks), files=paths, lease_ns=lease_ns,
+                                     budget=budget, checker=checker)]
+    return rows, _pop_nemesis(rows)
 
 
 def _identity(bucket: int) -> int:
@@ -319,7 +285,8 @@ def check_histories(
     progress: bool = True,
     _checker: Checker | None = None,
 ) -> dict[str, Any]:
-    """Check every history in one Spark job.
+    """Check every history in one Spark job (spark_master AUTO: in this process when the
+    histories hold at most IN_PROCESS_BYTES, with the job's own functions, so the same rows).
 
     Returns {"valid", "lease_ms", "files": {path: file_report}}. Raises HistoryFormatError
     (`file:line: what`) for malformed input, FileNotFoundError for a missing file and
@@ -335,23 +302,22 @@ def check_histories(
     lease_ms = lease_ns / 1e6
     if not files:
         return {"valid": True, "lease_ms": lease_ms, "files": {}}
-    try:
-        spark = get_spark(spark_master)
-    except Exception as e:  # noqa: BLE001 - no Java, a bad master URL, ...
-        raise CheckerCrashed(f"Spark did not start ({e.__class__.__name__}: {e}); its log is "
-                             f"{spark_log_path()}", traceback.format_exc()) from None
-    with _progress(spark, f"checking {len(files)} histories" if progress else None):
-        try:
-            if fmt == "jsonl":
-                rows, nemesis = _jsonl_rows(spark, files, lease_ns, budget, _checker)
-            else:
-                rows, nemesis = _importer_rows(spark, files, fmt, lease_ns, budget, _checker)
-        except Exception as e:  # noqa: BLE001 - Py4J/JVM errors: one sentence, details kept
-            details = traceback.format_exc()
-            lines = [x for x in str(e).strip().splitlines() if x.strip()]
-            last = lines[-1].strip() if lines else e.__class__.__name__
-            raise CheckerCrashed(f"the Spark job failed: {last[:300]}", details) from None
     names = {os.path.realpath(p): str(p) for p in paths}  # report paths as the caller named them
+    if uses_spark(spark_master, sum(os.path.getsize(f) for f in files)):
+        rows, nemesis = _spark_rows(files, fmt, lease_ns, spark_master, budget, progress,
+                                    _checker)
+    elif fmt == "jsonl":
+        rows, nemesis = _jsonl_rows_in_process(files, lease_ns, budget, _checker)
+    else:
+        rows = [r for f in files for r in _importer_file(f, fmt=fmt, lease_ns=lease_ns,
+                                                         budget=budget, checker=_checker)]
+        nemesis = _pop_nemesis(rows)
+    unreadable = sorted((r["file"], r["unreadable"]) for r in rows if r.get("unreadable"))
+    if unreadable:
+        file, why = unreadable[0]
+        raise CheckerCrashed(f"the checker's executors cannot read {names[file]} ({why}); on a "
+                             "spark:// cluster every executor must see the histories at the "
+                             "paths the driver names", "")
     try:
         _raise_first_problem(rows, fmt)
     except HistoryFormatError as e:
@@ -365,6 +331,29 @@ def check_histories(
         "lease_ms": lease_ms,
         "files": {names[f]: reports[f] for f in files},
     }
+
+
+def _spark_rows(
+    files: list[str], fmt: str, lease_ns: int, spark_master: str, budget: Budget | None,
+    progress: bool, checker: Checker | None,
+) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
+    try:
+        spark = get_spark(spark_master)
+    except SparkUnavailable as e:
+        raise CheckerCrashed(str(e).rstrip("."), "") from None
+    except Exception as e:  # noqa: BLE001 - no Java, a bad master URL, ...
+        raise CheckerCrashed(f"Spark did not start ({e.__class__.__name__}: {e}); its log is "
+                             f"{spark_log_path()}", traceback.format_exc()) from None
+    with _progress(spark, f"checking {len(files)} histories" if progress else None):
+        try:
+            if fmt == "jsonl":
+                return _jsonl_rows(spark, files, lease_ns, budget, checker)
+            return _importer_rows(spark, files, fmt, lease_ns, budget, checker)
+        except Exception as e:  # noqa: BLE001 - Py4J/JVM errors: one sentence, details kept
+            details = traceback.format_exc()
+            lines = [x for x in str(e).strip().splitlines() if x.strip()]
+            last = lines[-1].strip() if lines else e.__class__.__name__
+            raise CheckerCrashed(f"the Spark job failed: {last[:300]}", details) from None
 
 
 class _progress:

@@ -185,18 +185,28 @@ def read_range(
     return out
 
 
+def unreadable_block(fid: int, why: str) -> bytes:
+    """What a range that cannot be opened sends (an executor on another machine that does
+    not see the file): the driver names the file and why, in one sentence."""
+    return pickle.dumps({"unreadable": fid, "why": why})
+
+
 class Bucket:
-    """Stage 2: the blocks of one bucket. `bad`: files a range found a bad line in;
+    """Stage 2: the blocks of one bucket. `unreadable`: files a range could not open, and
+    why; `bad`: files a range found a bad line in;
     `nemesis`: each file's nemesis events; `groups()`: (fid, key, frame) per (file, key),
     frames in the shape pair_key reads."""
 
     def __init__(self, blocks: Iterable[bytes]) -> None:
         self.bad: set[int] = set()
+        self.unreadable: dict[int, str] = {}
         nemesis: dict[int, list[dict[str, Any]]] = {}
         self._parts: list[dict[str, Any]] = []
         for blob in blocks:
             block = pickle.loads(blob)
-            if "bad" in block:
+            if "unreadable" in block:
+                self.unreadable[block["unreadable"]] = block["why"]
+            elif "bad" in block:
                 self.bad.add(block["bad"])
             elif "nemesis" in block:
                 nemesis.setdefault(block["fid"], []).extend(block["nemesis"])

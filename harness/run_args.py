@@ -50,7 +50,7 @@ class RunConfig:
     test_name: str | None = None
     results_dir: Path = DEFAULT_RESULTS
     leave_running: bool = False
-    spark_master: str = "local[*]"
+    spark_master: str = "auto"  # checkers.job.AUTO: small histories in-process
     sut_opts: dict[str, str] = field(default_factory=dict)
     client_routing: str | None = None  # None: the profile's default
     project: str | None = None  # compose project; default ll-<sut>, cleaned before use

@@ -1,0 +1,223 @@
+"""The process's one Spark session, for local[N] and for a standalone cluster (spark://).
+
+The JVM is launched with its stdout/stderr going to a log file (the Python workers it forks
+inherit those), so it can start in a background thread (`warm_up`) while the rest of the
+process keeps printing. The checkers package reaches the executors as a zip the driver
+ships (sc.addPyFile), built from the code that is running, never baked into an image.
+
+For spark://HOST:PORT the session checks what would otherwise hang or fail obscurely: the
+master must accept a connection, and its JSON status page (port 8080), when it answers,
+must list an alive worker; the driver advertises the address this machine uses to reach
+the master (so executors on a Docker bridge reach it on the bridge), and the session is only
+handed out once an executor has registered with it, which also proves executors can reach
+the driver. Each failure is a SparkUnavailable with one sentence.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+import warnings
+import zipfile
+from pathlib import Path
+from typing import Any
+
+AUTO = "auto"  # small inputs in-process, larger ones on local[*] (checkers/job.py)
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
+MASTER_UI_PORT = 8080
+
+_session_lock = threading.Lock()
+_session: Any = None
+
+
+class SparkUnavailable(Exception):
+    """Spark could not be used (no master, no workers, executors that cannot reach us...)."""
+
+
+def spark_log_path() -> Path:
+    return Path(tempfile.gettempdir()) / f"leaseline-spark-{os.getpid()}.log"
+
+
+def _log4j_config() -> Path:
+    path = Path(tempfile.gettempdir()) / "leaseline-log4j2.properties"
+    path.write_text(
+        "rootLogger.level = error\n"
+        "rootLogger.appenderRef.stderr.ref = console\n"
+        "appender.console.type = Console\n"
+        "appender.console.name = console\n"
+        "appender.console.target = SYSTEM_ERR\n"
+        "appender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
+    )
+    return path
+
+
+def _package_zip() -> Path:
+    """checkers/ as a zip for addPyFile (executors on other machines import it from there)."""
+    root = Path(__file__).resolve().parent
+    out = Path(tempfile.mkdtemp(prefix="leaseline-pyfiles-")) / "checkers.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
+        for f in sorted(root.rglob("*.py")):
+            zf.write(f, Path("checkers") / f.relative_to(root))
+    return out
+
+
+def master_status(host: str, timeout: float = 3.0) -> dict[str, Any] | None:
+    """A standalone master's JSON status page (workers, apps), or None if it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://{host}:{MASTER_UI_PORT}/json/",
+                                    timeout=timeout) as r:
+            return json.loads(r.read())
+    except (OSError, ValueError, urllib.error.URLError):
+        return None
+
+
+def _alive(status: dict[str, Any]) -> list[dict[str, Any]]:
+    return [w for w in status.get("workers", []) if w.get("state") == "ALIVE"]
+
+
+def _split_master(master: str) -> tuple[str, int]:
+    host, _, port = master.removeprefix("spark://").partition(",")[0].rpartition(":")
+    try:
+        return host, int(port)
+    except ValueError:
+        raise SparkUnavailable(f"{master} is not a Spark master URL (spark://HOST:PORT).") from None
+
+
+def _cluster_conf(master: str) -> tuple[dict[str, str], int]:
+    """(settings for a spark:// master, alive workers or 0 if unknown); fails fast and in one
+    sentence when the master does not answer or has no worker."""
+    host, port = _split_master(master)
+    try:
+        with socket.create_connection((host, port), timeout=5):
+            pass
+    except OSError as e:
+        raise SparkUnavailable(f"the Spark master {master} does not answer "
+                               f"({e.strerror or e.__class__.__name__}).") from None
+    status = master_status(host)
+    alive = len(_alive(status)) if status else 0
+    if status is not None and not alive:
+        raise SparkUnavailable(f"the Spark master {master} has no alive worker to run the "
+                               "check on (`leaseline spark status` shows the cluster).")
+    driver_host = os.environ.get("LEASELINE_SPARK_DRIVER_HOST") or _route_to(host, port)
+    conf = {
+        # executors connect back to the driver: it must listen where they can reach it
+        "spark.driver.host": driver_host,
+        "spark.driver.bindAddress": driver_host,
+        "spark.executor.memory": os.environ.get("LEASELINE_SPARK_EXECUTOR_MEMORY", "2g"),
+        # the UI's REST API (/api/v1/applications/<id>/executors) shows where tasks ran
+        "spark.ui.enabled": "true",
+    }
+    return conf, alive
+
+
+def _route_to(host: str, port: int) -> str:
+    """This machine's address on the way to host (on a Docker bridge: the host's bridge IP).
+    A UDP connect sends nothing; it only asks the kernel which source address it would use."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((host, port))
+        return str(s.getsockname()[0])
+
+
+def _wait_for_executors(sc: Any, master: str, expected: int, timeout_s: float) -> None:
+    """Until `expected` executors registered (or some did and 10 s more passed): tasks are
+    then spread over the cluster from the first job on. None within timeout_s: the executors
+    cannot reach this driver, or the cluster's cores are all taken."""
+    start = time.monotonic()
+    first: float | None = None
+    while True:
+        registered = sc._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
+        now = time.monotonic()
+        if registered >= max(expected, 1):
+            return
+        if registered and first is None:
+            first = now
+        if first is not None and now - first > 10:
+            return
+        if now - start > timeout_s:
+            break
+        time.sleep(0.2)
+    host = sc.getConf().get("spark.driver.host")
+    status = master_status(_split_master(master)[0])
+    free = "unknown"
+    if status:
+        free = str(sum(int(w.get("cores", 0)) - int(w.get("coresused", 0))
+                       for w in _alive(status)))
+    raise SparkUnavailable(
+        f"no executor of {master} registered with this driver within {timeout_s:.0f} s (free "
+        f"cores on the cluster: {free}): its executors must be able to connect to {host}, the "
+        "driver's address (LEASELINE_SPARK_DRIVER_HOST sets another).")
+
+
+def get_spark(master: str = "local[*]") -> Any:
+    """The process's one SparkSession (created on first use, quiet, with checkers shipped)."""
+    global _session
+    with _session_lock:
+        if _session is not None:
+            return _session
+        from pyspark import SparkConf, SparkContext
+        from pyspark.java_gateway import launch_gateway
+        from pyspark.sql import SparkSession
+
+        if master == AUTO:
+            master = "local[*]"
+        extra: dict[str, str] = {}
+        expected = 0
+        if master.startswith("spark://"):
+            extra, expected = _cluster_conf(master)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
+        # C1 only: the JVM here just moves opaque blocks between Python workers, and C2
+        # compiling Spark's own code cost ~20 CPU-s of a 10 M-op check on 2 cores
+        java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config()} -XX:TieredStopAtLevel=1"
+        settings = {
+            "spark.master": master,
+            "spark.app.name": "leaseline-check",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.ui.enabled": "false",
+            "spark.driver.extraJavaOptions": java_opts,
+            "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+            "spark.driver.memory": os.environ.get("LEASELINE_SPARK_MEMORY", "3g"),
+            "spark.sql.session.timeZone": "UTC",
+            "spark.python.worker.faulthandler.enabled": "true",
+        } | extra
+        conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+        with open(spark_log_path(), "ab") as log:
+            # the JVM's own output (banner lines, warnings) goes to the log, not our stderr
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+        sc = SparkContext(conf=conf, gateway=gateway)
+        sc.setLogLevel("ERROR")
+        if master.startswith("spark://"):
+            # the executors' Python is the image's, not this process's interpreter path
+            sc.pythonExec = os.environ.get("LEASELINE_SPARK_EXECUTOR_PYTHON", "python3")
+            try:
+                _wait_for_executors(sc, master, expected, float(
+                    os.environ.get("LEASELINE_SPARK_EXECUTOR_WAIT_S", "30")))
+            except SparkUnavailable:
+                sc.stop()
+                raise
+        sc.addPyFile(str(_package_zip()))
+        _session = SparkSession(sc)
+        return _session
+
+
+def warm_up(master: str) -> threading.Thread:
+    """Start the session in the background (the JVM takes seconds to start); a failure is
+    left for the check to meet and report when it asks for the session itself."""
+
+    def start() -> None:
+        with contextlib.suppress(Exception):  # get_spark raises it again at check time
+            get_spark(master)
+
+    thread = threading.Thread(target=start, name="spark-warm-up", daemon=True)
+    thread.start()
+    return thread
