@@ -150,8 +150,9 @@ def status(project: str = DEFAULT_PROJECT) -> SparkState:
 
 
 def visible_roots(master_url: str) -> list[Path] | None:
-    """The directories the workers of the leaseline Spark cluster at master_url see, or None
-    when the master is not one of ours (then only the executors can tell what they read)."""
+    """The directories the running workers of the leaseline Spark cluster at master_url see,
+    or None when the master is not one of ours or has no worker running (then the session
+    and the executors tell what is wrong)."""
     host = master_url.removeprefix("spark://").rsplit(":", 1)[0]
     try:
         masters = client().containers.list(filters={"label": f"{ROLE_LABEL}=spark-master"})
@@ -163,6 +164,8 @@ def visible_roots(master_url: str) -> list[Path] | None:
             project = m.labels.get(PROJECT_LABEL, "")
             workers = client().containers.list(
                 filters={"label": [f"{PROJECT_LABEL}={project}", f"{ROLE_LABEL}=spark-worker"]})
+            if not workers:  # nothing can read anything: the session says so
+                return None
             return sorted({Path(mt["Destination"]) for w in workers
                            for mt in w.attrs.get("Mounts", []) if mt.get("Type") == "bind"})
     return None
