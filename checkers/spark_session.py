@@ -210,13 +210,21 @@ def get_spark(master: str = "local[*]") -> Any:
         return _session
 
 
+def _import_checker(_: Any) -> None:
+    import checkers.job  # noqa: F401 - the Python worker keeps it (and numpy, pandas...)
+
+
 def warm_up(master: str) -> threading.Thread:
-    """Start the session in the background (the JVM takes seconds to start); a failure is
-    left for the check to meet and report when it asks for the session itself."""
+    """Start the session in the background (the JVM takes seconds to start), and its Python
+    workers, with the checker imported (Spark reuses them, so the check's first tasks do not
+    pay for forking and importing); a failure is left for the check to meet and report when
+    it asks for the session itself."""
 
     def start() -> None:
         with contextlib.suppress(Exception):  # get_spark raises it again at check time
-            get_spark(master)
+            sc = get_spark(master).sparkContext
+            cores = sc.defaultParallelism
+            sc.parallelize(range(cores), cores).foreach(_import_checker)
 
     thread = threading.Thread(target=start, name="spark-warm-up", daemon=True)
     thread.start()
