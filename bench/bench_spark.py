@@ -8,6 +8,10 @@ were found.
 
     python -m bench.bench_spark                       # 10 M ops / 1000 keys / 20 clients
     python -m bench.bench_spark --ops 1000000 --master local[2]
+    python -m bench.bench_spark --master spark://HOST:7077  # after `leaseline spark up
+                                                            #   --mount bench/out`
+
+On a spark:// master, cpu_seconds counts the driver only (executors run in containers).
 
 Target: 10 M ops in <= 60 s on local[2].
 """

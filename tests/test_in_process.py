@@ -4,6 +4,7 @@ error text as the Spark job on local[2], for every kind of history the job handl
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -11,10 +12,12 @@ from typing import Any
 import pytest
 from test_job import CORPUS, MS, H, stale
 
-from bench.gen_history import generate
 from checkers import job
 from checkers.errors import HistoryFormatError
 from checkers.job import AUTO, check_histories, uses_spark
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/: not installed
+from bench.gen_history import generate  # noqa: E402
 
 KNOSSOS = sorted(CORPUS.rglob("*.edn"))[:6] if CORPUS.is_dir() else []
 

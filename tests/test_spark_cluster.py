@@ -22,9 +22,11 @@ from typing import Any
 import pytest
 from test_job import H, stale
 
-from bench.gen_history import generate
 from harness.cluster import ROOT, Cluster
 from harness.errors import EnvironmentProblem
+
+sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
+from bench.gen_history import generate  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark, pytest.mark.slow]
 
