@@ -8,9 +8,11 @@ conversion: on 10 M operations those cost more than the checking itself. knossos
 etcd-log files are read by their importers inside the executors. Only per-key results
 come back to the driver, and a task holds one range or one bucket at a time.
 
-The session is created once per process and reused; the checkers package is shipped to
-the executors as a zip, so any master URL works, not just local[*] (the executors read the
-history files by path, so they need to see them).
+The session (checkers/spark_session.py) is created once per process and reused; the
+checkers package is shipped to the executors as a zip, so any master URL works, not just
+local[*] (the executors read the history files by path, so they need to see them; one they
+cannot open is named in one sentence). Under AUTO, small inputs run the same two stages in
+this process instead: no JVM.
 """
 
 from __future__ import annotations
