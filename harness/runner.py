@@ -279,7 +279,7 @@ def _lifecycle(
     if cfg.check:  # the JVM starts while the cluster boots and the workload runs
         from checkers.job import warm_up_for
 
-        warm_up_for(cfg.spark_master, cfg.rate * cfg.time_limit)
+        warm_up_for(cfg.spark_master, total_rate(cfg, profile_cls) * cfg.time_limit)
     remote = cfg.hosts is not None
     cluster: Any
     if remote:  # the user's own machines: no image, no container, no Docker at all
