@@ -76,7 +76,7 @@ def test_a_correct_build_is_strict_linearizable_under_the_docker_faults(
     hosts = machines.hosts_toml(key_file=key, extra='passphrase_env = "LL_TEST_PASSPHRASE"')
     r = leaseline(hosts, tmp_path, "--workload", "register", "--nemesis",
                   "kill-leader,pause,partition-leader", "--nemesis-interval", "3",
-                  "--time-limit", "24", "--lease-ms", "0")
+                  "--time-limit", "24", "--lease-ms", "0", "--keys", "4")
     assert r.returncode == 0, r.stderr[-2000:]
     run_dir = only_run(tmp_path)
     results = json.loads((run_dir / "results.json").read_text())
