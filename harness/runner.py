@@ -172,7 +172,7 @@ def run_clock(clock: MonotonicClock, time_limit: float, phases: PhaseDriver | No
 
 def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
     # Over SFTP from the user's own machines: the server's output, then its log files.
-    remote = getattr(cluster, "backend", "docker") == "ssh"
+    remote = cluster.backend == "ssh"
     for service in profile.services():
         out = run_dir.node_dir(service)
         (out / ("node.log" if remote else "container.log")).write_bytes(cluster.logs(service))
@@ -183,16 +183,16 @@ def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
                 (out / Path(path).name).write_bytes(data)
 
 
-def _host_names(path: Path) -> list[str]:
+def _machines(cfg: RunConfig, profile: type[Profile], project: str) -> dict[str, Any]:
+    """test.json's record of where the run happens: the profile's nodes and compose project,
+    or the hosts file's machines (read once; no secret is in `public()`)."""
+    if cfg.hosts is None:
+        return {"nodes": list(profile.nodes), "project": project, "hosts": None}
     from harness.hosts import load_hosts
 
-    return list(load_hosts(path).names)
-
-
-def _public_hosts(path: Path) -> list[dict[str, Any]]:
-    from harness.hosts import load_hosts
-
-    return [h.public() for h in load_hosts(path).nodes]
+    hosts = load_hosts(cfg.hosts)
+    return {"nodes": list(hosts.names), "project": None,
+            "hosts": [h.public() for h in hosts.nodes]}
 
 
 def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
@@ -224,10 +224,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
             "seed": cfg.seed,
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "argv": list(cfg.argv) or sys.argv,
-            "nodes": list(profile_cls.nodes) if cfg.hosts is None else _host_names(cfg.hosts),
             "sut_opts": {k: o.default for k, o in profile_cls.options.items()} | cfg.sut_opts,
-            "project": project if cfg.hosts is None else None,
-            "hosts": None if cfg.hosts is None else _public_hosts(cfg.hosts),
+            **_machines(cfg, profile_cls, project),
             "spark_master": settings["spark_master"],
         },
     )

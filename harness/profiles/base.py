@@ -49,7 +49,7 @@ class Profile(ABC):
     def __init__(self, cluster: Cluster, opts: dict[str, str]) -> None:
         self.cluster = cluster
         # On the user's own machines (backend "ssh") the hosts file names the nodes.
-        if getattr(cluster, "backend", "docker") == "ssh":
+        if cluster.backend == "ssh":
             self.nodes = tuple(cluster.nodes)  # type: ignore[attr-defined, misc]
         self.opts = {k: o.default for k, o in self.options.items()}
         self.opts.update(opts)
