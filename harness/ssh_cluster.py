@@ -266,22 +266,20 @@ for i in $(seq 50); do kill -0 -"$p" 2>/dev/null || exit 0; sleep 0.1; done
 
     def pause(self, name: str) -> bool:
         """SIGSTOP to the process group; False if the server was not running."""
-        out = self.run(name, f"""
-{STATUS_FN}
-st=$(ll_status)
-[ "$st" = running ] || {{ echo no; exit 0; }}
-kill -STOP -"$(cat {STATE}/pid)" && echo yes
-""", "pausing the server")
-        return out.strip() == "yes"
+        return self._signal_group(name, "running", "STOP", "pausing the server")
 
     def thaw(self, name: str) -> bool:
         """SIGCONT to the process group; False if it was not paused."""
+        return self._signal_group(name, "paused", "CONT", "thawing the server")
+
+    def _signal_group(self, name: str, status: str, signal: str, what: str) -> bool:
+        """`signal` to the server's process group if its status is `status`; whether sent."""
         out = self.run(name, f"""
 {STATUS_FN}
 st=$(ll_status)
-[ "$st" = paused ] || {{ echo no; exit 0; }}
-kill -CONT -"$(cat {STATE}/pid)" && echo yes
-""", "thawing the server")
+[ "$st" = {status} ] || {{ echo no; exit 0; }}
+kill -{signal} -"$(cat {STATE}/pid)" && echo yes
+""", what)
         return out.strip() == "yes"
 
     def logs(self, name: str) -> bytes:
