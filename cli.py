@@ -173,7 +173,8 @@ def inspect_cmd(run_dir: str, op: int | None, open_: bool) -> int:
 @main.command("campaign")
 @click.argument("campaign_file", type=click.Path())
 @click.option("--results-dir", default="results", show_default=True)
-@click.option("--spark-master", default="auto", show_default=True, help=SPARK_MASTER_HELP)
+@click.option("--spark-master", default=_RUN.spark_master, show_default=True,
+              help=SPARK_MASTER_HELP)
 @_guard
 def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
     """Run every case of a campaign file, check all histories in one Spark job, gate on `expect`."""
@@ -193,7 +194,8 @@ def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
               help="Lease window (default: the run folder's, for a jsonl history in one; "
                    "else 0 = strict).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
-@click.option("--spark-master", default="auto", show_default=True, help=SPARK_MASTER_HELP)
+@click.option("--spark-master", default=_RUN.spark_master, show_default=True,
+              help=SPARK_MASTER_HELP)
 @_guard
 def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json: bool,
               spark_master: str) -> int:
@@ -204,6 +206,11 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
 
     _require_visible(spark_master, [Path(f) for f in files if Path(f).is_file()])
     return run_check(files, fmt, lease_ms, as_json, spark_master)
+
+
+# harness.spark_cluster.DEFAULT_PROJECT, spelled here so --help needs no Docker SDK import.
+_spark_project = click.option("--project", default="ll-spark", show_default=True,
+                              help="docker-compose project.")
 
 
 @main.group()
@@ -222,7 +229,7 @@ def _print_spark_state(state: Any) -> None:
 
 
 @spark.command("up")
-@click.option("--project", default="ll-spark", show_default=True, help="docker-compose project.")
+@_spark_project
 @click.option("--mount", multiple=True, type=click.Path(), help=(
     "Another host directory the executors read histories from (the results folder and the "
     "system temp folder always are); repeatable."))
@@ -236,7 +243,7 @@ def spark_up(project: str, mount: tuple[str, ...]) -> int:
 
 
 @spark.command("down")
-@click.option("--project", default="ll-spark", show_default=True, help="docker-compose project.")
+@_spark_project
 @_guard
 def spark_down(project: str) -> int:
     """Stop and remove the cluster."""
@@ -247,7 +254,7 @@ def spark_down(project: str) -> int:
 
 
 @spark.command("status")
-@click.option("--project", default="ll-spark", show_default=True, help="docker-compose project.")
+@_spark_project
 @_guard
 def spark_status(project: str) -> int:
     """Print the master URL (nothing running: exit 1), alive workers and mounted folders."""
