@@ -291,7 +291,8 @@ def _lifecycle(
                           profile_cls.compose_env(cfg.sut_opts))
     profile = profile_cls(cluster, cfg.sut_opts)
     workload = workload_class(cfg.workload)(
-        WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed)
+        WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed,
+                        redis_protocol=profile.redis_protocol)
     )
     generator = workload.new_generator()
     clock = MonotonicClock()

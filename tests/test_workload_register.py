@@ -16,7 +16,7 @@ from workloads.register import RegisterClient, RegisterGenerator
 
 
 def client_with(conn: FakeConnection) -> RegisterClient:
-    c = RegisterClient(connect=lambda _ep: conn)
+    c = RegisterClient(connect=lambda _ep, _proto: conn)
     c.open("n1", Endpoint("127.0.0.1", 6379))
     return c
 
