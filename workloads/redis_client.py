@@ -38,8 +38,9 @@ class Connection(Protocol):
     def disconnect(self) -> None: ...
 
 
-# How a node that cannot speak RESP3 answers HELLO 3 (redis-py drops the leading "ERR ").
-_REFUSALS = ("NOPROTO", "unknown command")
+# How a node that cannot speak RESP3 answers HELLO 3 (redis-py drops the leading "ERR "
+# and says "Invalid RESP version" when HELLO's answer names another version).
+_REFUSALS = ("NOPROTO", "unknown command", "Invalid RESP version")
 
 
 class RespVersions:
@@ -59,7 +60,7 @@ class RespVersions:
         with self._lock:
             return 2 if node in self._resp2 else 3
 
-    def refused(self, node: str | None, version: int, error: redis.ResponseError) -> bool:
+    def refused(self, node: str | None, version: int, error: redis.RedisError) -> bool:
         """True (and RESP2 from now on for node) when `error`, the reply to connecting with
         `version`, says the node does not speak RESP3 and the system did not insist on it."""
         text = str(error)
@@ -118,13 +119,13 @@ class RedisClient(Client):
             return None
         try:
             self._conn.connect()
-        except redis.ResponseError as e:
+        except (redis.ResponseError, redis.ConnectionError) as e:
             self.close()
             if self.resp.refused(self.node, self.protocol, e):
                 self._new_connection()  # RESP2 now: refused() remembered it
                 return self.connect()
             return f"connect: {e}"
-        except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
+        except (redis.TimeoutError, OSError) as e:
             self.close()
             return f"connect: {e}"
         except Exception as e:  # noqa: BLE001 - e.g. HELLO answered with something else
