@@ -159,8 +159,9 @@ def final_reads(
     return reader
 
 
-def sleep_until(clock: MonotonicClock, t_s: float, abort: threading.Event) -> bool:
+def sleep_until(clock: MonotonicClock, t_s: float, abort: threading.Event | None = None) -> bool:
     """False when `abort` was set before t_s."""
+    abort = abort or threading.Event()
     # Short naps: Ctrl-C and SIGTERM (raised in this, the main thread) stop the run at once.
     while (left := t_s - clock.now() / 1e9) > 0:
         if abort.wait(min(0.25, left)):
@@ -169,7 +170,7 @@ def sleep_until(clock: MonotonicClock, t_s: float, abort: threading.Event) -> bo
 
 
 def run_clock(clock: MonotonicClock, time_limit: float, phases: PhaseDriver | None,
-              abort: threading.Event) -> bool:
+              abort: threading.Event | None = None) -> bool:
     """The run's clock, owned here: enters each phase at its start (the first is entered
     before the workers start) and returns at the time limit: True; or as soon as `abort`
     is set (a worker died): False."""
