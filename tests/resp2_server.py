@@ -1,7 +1,8 @@
 """A tiny real RESP2 server for client tests: it speaks only RESP2 and refuses what some
-Redis-compatible stores refuse (elastickv among them): HELLO, SCRIPT, CLIENT, and EVALSHA
-on a node that is not the leader. GET, SET and EVAL (the script run in a real Lua runtime)
-work. Every command it receives is kept, in order, in `commands`."""
+Redis-compatible stores refuse (elastickv among them, in its words for SCRIPT): HELLO,
+SCRIPT, CLIENT, and EVALSHA on a node that is not the leader. GET, SET and EVAL (the
+script run in a real Lua runtime) work. Every command it receives is kept, in order, in
+`commands`."""
 
 from __future__ import annotations
 
@@ -80,6 +81,8 @@ class Resp2Server(socketserver.ThreadingTCPServer):
             return HELLO_REPLIES[self.hello]
         if name == "EVALSHA":
             return b"-NOTLEADER leader is n2\r\n"
+        if name == "SCRIPT":  # elastickv's words for a command it does not have
+            return b"-ERR unsupported command 'SCRIPT'\r\n"
         with self._lock:
             if name == "GET":
                 return encode(self.data.get(args[0]))

@@ -84,8 +84,9 @@ class _NoScriptSpy:
 
 
 def no_such_command(e: redis.ResponseError) -> bool:
-    """The server has no such command (redis-py drops the leading "ERR ")."""
-    return str(e).lower().startswith("unknown command")
+    """The server has no such command: Redis says "unknown command", elastickv "unsupported
+    command" (redis-py drops the leading "ERR ")."""
+    return str(e).lower().startswith(("unknown command", "unsupported command"))
 
 
 class LuaCasClient(RedisClient):

@@ -40,7 +40,7 @@ class Connection(Protocol):
 
 # How a node that cannot speak RESP3 answers HELLO 3 (redis-py drops the leading "ERR "
 # and says "Invalid RESP version" when HELLO's answer names another version).
-_REFUSALS = ("NOPROTO", "unknown command", "Invalid RESP version")
+_REFUSALS = ("NOPROTO", "unknown command", "unsupported command", "Invalid RESP version")
 
 
 class RespVersions:
