@@ -45,6 +45,7 @@ class Profile(ABC):
     fault_kinds: ClassVar[frozenset[str]]
     default_client_routing: ClassVar[str] = "leader"  # or "pinned"
     options: ClassVar[dict[str, Option]] = {}
+    redis_protocol: ClassVar[int | None] = None
 
     def __init__(self, cluster: Cluster, opts: dict[str, str]) -> None:
         self.cluster = cluster
