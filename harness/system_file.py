@@ -60,7 +60,9 @@ class ImageSpec:
     source: str  # one of IMAGE_SOURCES
     value: str  # an image name, or a path (absolute) for build, binary, source
     exe: str  # the server's path inside the image ({exe})
-    files: tuple[str, ...] = ()  # binary/source: more files beside the binary / built
+    # More files put into the image and usable on this machine ({file.NAME}): found beside
+    # the binary (those missing are left out) or built from source; none for name/build.
+    files: tuple[str, ...] = ()
     build: tuple[Command, ...] = ()  # source: commands run in the checkout, {out} the output
 
 
@@ -202,7 +204,8 @@ def _path(label: str, where: str, text: str, base: Path, folder: bool) -> Path:
 
 
 def _image(label: str, data: dict[str, Any], opts: Mapping[str, str], base: Path) -> ImageSpec:
-    t = _table(label, data, "image", {*IMAGE_SOURCES, "exe", "files", "build_commands"})
+    t = _table(label, data, "image", {*IMAGE_SOURCES, "exe", "server", "files",
+                                      "build_commands"})
     given = {k: _opt_text(label, f"[image] {k}", t[k], opts) for k in IMAGE_SOURCES if k in t}
     chosen = [k for k, v in given.items() if v.strip()]
     if len(chosen) != 1:
@@ -229,6 +232,7 @@ def _image(label: str, data: dict[str, Any], opts: Mapping[str, str], base: Path
     elif source == "binary":
         path = _path(label, "[image] binary", value, base, folder=False)
         value, exe = str(path), f"/usr/local/bin/{path.name}"
+        files = [f for f in files if (path.parent / f).is_file()]  # the others: not here
     else:
         path = _path(label, "[image] source", value, base, folder=True)
         raw = t.get("build_commands")
@@ -237,10 +241,11 @@ def _image(label: str, data: dict[str, Any], opts: Mapping[str, str], base: Path
                                                         "the source into {out}")
         build = tuple(parse_command(label, f"[image] build_commands[{i}]", c, ("out", "opt."))
                       for i, c in enumerate(raw))
-        exe_name = t.get("exe", "")
-        if not isinstance(exe_name, str) or not exe_name or "/" in exe_name:
-            raise fail(label, "[image] exe", "must name the built server (a file in {out})")
-        value, exe = str(path), f"/usr/local/bin/{exe_name}"
+        server = t.get("server", "")
+        if not isinstance(server, str) or not server or "/" in server:
+            raise fail(label, "[image] server", "must name the built server (a file the "
+                                                "build commands put in {out})")
+        value, exe = str(path), f"/usr/local/bin/{server}"
     return ImageSpec(source, value, exe, tuple(files), build)
 
 
@@ -350,12 +355,13 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
                                          "missing")
     needed_files = {m for text in (transfer.script or "", *transfer.argv)
                     for m in re.findall(r"\{\s*file\.([^{}]+?)\s*\}", text)}
-    if needed_files - set(image.files):
-        if image.source in ("binary", "source"):
-            missing = sorted(needed_files - set(image.files))[0]
-            raise fail(label, "[transfer] command", f"uses {{file.{missing}}}, which [image] "
-                                                    "files does not list")
-        kinds = tuple(k for k in kinds if k != "transfer-leader")  # no tool beside the image
+    listed = set(_string_list(label, "[image] files", (data.get("image") or {}).get("files", [])))
+    if needed_files - listed:
+        missing = sorted(needed_files - listed)[0]
+        raise fail(label, "[transfer] command", f"uses {{file.{missing}}}, which [image] files "
+                                                "does not list")
+    if needed_files - set(image.files):  # e.g. no raftadmin beside the binary, or an image
+        kinds = tuple(k for k in kinds if k != "transfer-leader")
     redis_protocol = data.get("redis_protocol")
     if redis_protocol not in (None, 2, 3):
         raise fail(label, "redis_protocol", "must be 2 or 3")
@@ -364,11 +370,6 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
         raise fail(label, "default_client_routing", f"must be one of {', '.join(ROUTINGS)}")
     if leader.kind == "redis-info" and "redis" not in protocols:
         raise fail(label, "[leader] kind", "is redis-info, but the system has no redis port")
-    if image.source == "binary":
-        for f in image.files:
-            if not (Path(image.value).parent / f).is_file():
-                raise fail(label, "[image] files", f"names {f}, which is not beside "
-                                                   f"{image.value}")
     desc = SystemDescription(
         name=name, path=path, options=options, opts=opts, nodes=nodes,
         protocols=frozenset(protocols), ports=ports, lists=lists, image=image, command=command,
