@@ -209,11 +209,14 @@ def _image(label: str, data: dict[str, Any], opts: Mapping[str, str], base: Path
     given = {k: _opt_text(label, f"[image] {k}", t[k], opts) for k in IMAGE_SOURCES if k in t}
     chosen = [k for k, v in given.items() if v.strip()]
     if len(chosen) != 1:
-        options = [k for k in IMAGE_SOURCES if k in t]
-        opt_names = [m for k in options for m in re.findall(r"\{opt\.([^{}]+)\}", t[k])]
-        hint = (f" (here: --sut-opt {'=, '.join(opt_names)}=)" if opt_names else "")
-        raise fail(label, "[image]", f"needs exactly one of {', '.join(IMAGE_SOURCES)} to be "
-                                     f"given{hint}, got {len(chosen)}")
+        opt_names = [m for k in t if k in IMAGE_SOURCES
+                     for m in re.findall(r"\{opt\.([^{}]+)\}", t[k])]
+        got = "none" if not chosen else " and ".join(chosen)
+        if opt_names:
+            raise fail(label, "[image]", "needs exactly one of --sut-opt "
+                                         f"{', '.join(n + '=' for n in opt_names)} (got {got})")
+        raise fail(label, "[image]", f"needs exactly one of name, build, binary or source "
+                                     f"(got {got})")
     source = chosen[0]
     value = given[source].strip()
     files = t.get("files", [])
