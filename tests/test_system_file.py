@@ -193,3 +193,15 @@ def test_campaign_case_names_a_file(tmp_path: Path) -> None:
     _, cases = load_campaign(campaign)
     assert Path(cases[0].settings["sut"]) == tmp_path / "system.toml"
     validate(RunConfig(**cases[0].settings))
+
+
+def test_readme_example_loads(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text()
+    example = text.split("## A system in one file", 1)[1].split("```toml\n", 1)[1]
+    path = write(tmp_path, example.split("```", 1)[0])
+    for name in ("mykv", "kvadmin"):
+        (tmp_path / name).write_bytes(b"\x7fELF")
+    cls = described_profile(path, {"binary": str(tmp_path / "mykv"), "nodes": "5"})
+    assert cls.nodes == ("kv1", "kv2", "kv3", "kv4", "kv5")
+    assert cls.fault_kinds == frozenset({"kill", "partition", "pause", "transfer-leader"})
+    assert cls.redis_protocol == 2 and cls.lease_ms == 1700
