@@ -25,7 +25,6 @@ stays one harmless word. Every command runs in the node's folder.
 
 from __future__ import annotations
 
-import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from harness.templates import (  # noqa: F401 - TemplateProblem, render: for the
     fail,
     list_values,
     parse_command,
+    parse_env,
     parse_lists,
     parse_ports,
     render,
@@ -128,13 +128,7 @@ def parse_host_table(data: dict[str, Any], base: Path, label: str,
     command = parse_command(label, "host.command", host.get("command"), VARS)
     if command.empty:
         raise fail(label, "host.command", "is missing (the node's server, in the foreground)")
-    env_raw = host.get("env") or {}
-    if not isinstance(env_raw, dict) or not all(
-            isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
-            for k, v in env_raw.items()):
-        raise fail(label, "host.env", "must map variable names to strings")
-    for k, v in env_raw.items():
-        check_field(label, f"host.env.{k}", v, VARS)
+    env_raw = parse_env(label, "host.env", host.get("env"), VARS)
     logs = host.get("logs", ["node.log"])
     if not isinstance(logs, list) or not all(isinstance(p, str) for p in logs):
         raise fail(label, "host.logs", "must be a list of paths")

@@ -26,6 +26,7 @@ from harness.templates import (
     check_field,
     fail,
     parse_command,
+    parse_env,
     parse_lists,
     parse_ports,
     render,
@@ -318,13 +319,7 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
     if command.empty:
         raise fail(label, "[node] command", "is missing (the server of each node, in the "
                                             "foreground)")
-    env = node.get("env") or {}
-    if not isinstance(env, dict) or not all(
-            isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
-            for k, v in env.items()):
-        raise fail(label, "[node] env", "must map variable names to strings")
-    for k, v in env.items():
-        check_field(label, f"[node] env.{k}", v, NODE_VARS)
+    env = parse_env(label, "[node] env", node.get("env"), NODE_VARS)
     data_dir = node.get("data_dir")
     if data_dir is not None and (not isinstance(data_dir, str) or not data_dir.startswith("/")):
         raise fail(label, "[node] data_dir", "must be an absolute path inside the container")

@@ -102,6 +102,18 @@ def parse_command(label: str, where: str, raw: Any, allowed: tuple[str, ...]) ->
     return cmd
 
 
+def parse_env(label: str, where: str, raw: Any, allowed: tuple[str, ...]) -> dict[str, str]:
+    """An environment table: variable names to templates."""
+    env = raw or {}
+    if not isinstance(env, dict) or not all(
+            isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
+            for k, v in env.items()):
+        raise fail(label, where, "must map variable names to strings")
+    for k, v in env.items():
+        check_field(label, f"{where}.{k}", v, allowed)
+    return dict(env)
+
+
 def parse_ports(label: str, raw: Any) -> dict[str, int]:
     if raw is None:
         return {}
