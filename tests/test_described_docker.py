@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import wait_until_ready
 
 from harness.cluster import Cluster
 from harness.profiles import profile_class
@@ -20,7 +21,6 @@ from harness.profiles.described import DescribedProfile, static_ip, write_compos
 from harness.run_dir import RunDir
 from harness.runner import remove_helpers
 from harness.system_images import system_image
-from tests.conftest import wait_until_ready
 
 pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parent.parent
