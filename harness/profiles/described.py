@@ -89,8 +89,11 @@ class DescribedProfile(Profile):
 
     description: ClassVar[SystemDescription]
     subnet: ClassVar[str] = ""  # chosen when the compose file is generated
-
     host_files: ClassVar[dict[str, Path]] = {}  # {file.X}: files of the image on this machine
+
+    @classmethod
+    def check_options(cls, opts: dict[str, str]) -> None:
+        load_system(cls.description.path, opts)  # the file refuses unknown options, bad values
 
     # -- addresses and templates ------------------------------------------------------
     def node_id(self, node: str) -> int:
@@ -318,11 +321,4 @@ def described_profile(path: Path, opts: dict[str, str] | None = None,
         "redis_protocol": d.redis_protocol,
         "hosts_description": d.path,
     }
-    cls = type(f"Described_{d.name}", (DescribedProfile,), attrs)
-
-    @classmethod  # type: ignore[misc]
-    def check_options(klass: type[Profile], given: dict[str, str]) -> None:
-        load_system(path, given)  # the file itself refuses unknown options and bad values
-
-    cls.check_options = check_options  # type: ignore[method-assign, assignment]
-    return cls
+    return type(f"Described_{d.name}", (DescribedProfile,), attrs)
