@@ -61,8 +61,9 @@ def _source_state(source: Path) -> str:
     file's content."""
     h = hashlib.sha256()
     git = ["git", "-C", str(source)]
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
-    if head.returncode == 0 and shutil.which("git"):
+    head = (subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True)
+            if shutil.which("git") else None)
+    if head is not None and head.returncode == 0:
         h.update(head.stdout.encode())
         h.update(subprocess.run([*git, "diff", "HEAD", "--binary"], capture_output=True).stdout)
         others = subprocess.run([*git, "ls-files", "-z", "--others", "--exclude-standard"],

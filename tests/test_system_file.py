@@ -205,3 +205,34 @@ def test_readme_example_loads(tmp_path: Path) -> None:
     assert cls.nodes == ("kv1", "kv2", "kv3", "kv4", "kv5")
     assert cls.fault_kinds == frozenset({"kill", "partition", "pause", "transfer-leader"})
     assert cls.redis_protocol == 2 and cls.lease_ms == 1700
+
+
+def test_ssh_runs_read_the_same_file() -> None:
+    from harness.remote import host_commands
+
+    commands = host_commands(profile_class(str(LEASEKV_FILE)), {"bug": "local-read"})
+    assert commands.opts == {"bug": "local-read"}
+    assert "sut.leasekv" in commands.command.argv
+
+
+def test_source_build_runs_once_per_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                          ) -> None:
+    from harness import system_images
+
+    monkeypatch.setattr(system_images, "BUILD_CACHE", tmp_path / "cache")
+    source = tmp_path / "checkout"
+    source.mkdir()
+    (source / "main.txt").write_text("v1")
+    path = write(tmp_path, MINIMAL.replace('name = "example/kv:1"', f'''source = "{source}"
+server = "kv"
+files = ["kvadmin"]
+build_commands = ["cat main.txt > {{out}}/kv; echo built >> {{out}}/../count",
+                  ["cp", "main.txt", "{{out}}/kvadmin"]]'''))
+    spec = described_profile(path).description.image
+    out = system_images.build_source("kv", spec, {}, lambda m: None)
+    assert (out / "kv").read_text() == "v1" and (out / "kvadmin").is_file()
+    assert system_images.build_source("kv", spec, {}, lambda m: None) == out
+    (source / "main.txt").write_text("v2")  # a changed checkout is built again
+    out2 = system_images.build_source("kv", spec, {}, lambda m: None)
+    assert out2 != out and (out2 / "kv").read_text() == "v2"
+    assert (tmp_path / "cache" / "count").read_text().count("built") == 2
