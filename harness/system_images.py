@@ -84,7 +84,11 @@ def build_source(system: str, spec: ImageSpec, opts: dict[str, str],
                  log: Callable[[str], None]) -> Path:
     """Runs the build commands in the checkout (once per source state); the output folder."""
     source = Path(spec.value)
-    out = BUILD_CACHE / f"{system}-{_source_state(source)}"
+    # the commands as filled in (options may change them) are part of what is cached
+    recipe = hashlib.sha256(repr([c.args({"out": "OUT"} | {f"opt.{k}": v for k, v in
+                                                           opts.items()})
+                                  for c in spec.build]).encode()).hexdigest()[:8]
+    out = BUILD_CACHE / f"{system}-{_source_state(source)}-{recipe}"
     wanted = [Path(spec.exe).name, *spec.files]
     if all((out / f).is_file() for f in wanted):
         return out
