@@ -103,6 +103,7 @@ class SystemDescription:
     ready: ReadySpec
     lease_ms: float
     fault_kinds: frozenset[str]
+    unavailable_faults: dict[str, str]  # fault kind -> why this configuration lacks it
     transfer: Command
     redis_protocol: int | None
     default_client_routing: str
@@ -358,8 +359,15 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
         missing = sorted(needed_files - listed)[0]
         raise fail(label, "[transfer] command", f"uses {{file.{missing}}}, which [image] files "
                                                 "does not list")
-    if needed_files - set(image.files):  # e.g. no raftadmin beside the binary, or an image
+    unavailable: dict[str, str] = {}
+    if "transfer-leader" in kinds and needed_files - set(image.files):
         kinds = tuple(k for k in kinds if k != "transfer-leader")
+        missing = sorted(needed_files - set(image.files))[0]
+        unavailable["transfer-leader"] = (
+            f"its transfer command needs {missing}, which is not beside {image.value}"
+            if image.source == "binary" else
+            f"its transfer command needs {missing}, which an image given by [image] "
+            f"{image.source} does not provide (give a binary with it beside, or a source)")
     redis_protocol = data.get("redis_protocol")
     if redis_protocol not in (None, 2, 3):
         raise fail(label, "redis_protocol", "must be 2 or 3")
@@ -372,7 +380,8 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
         name=name, path=path, options=options, opts=opts, nodes=nodes,
         protocols=frozenset(protocols), ports=ports, lists=lists, image=image, command=command,
         env=dict(env), data_dir=data_dir, log_files=log_files, leader=leader, ready=ready,
-        lease_ms=lease_ms, fault_kinds=frozenset(kinds), transfer=transfer,
+        lease_ms=lease_ms, fault_kinds=frozenset(kinds), unavailable_faults=unavailable,
+        transfer=transfer,
         redis_protocol=redis_protocol, default_client_routing=routing)
     _try_render(desc)
     return desc

@@ -99,8 +99,12 @@ def test_elastickv_options(tmp_path: Path) -> None:
     assert ek.name == "elastickv" and ek.nodes == ("ek1", "ek2", "ek3")
     assert ek.lease_ms == 1700 and ek.redis_protocol == 2
     assert ek.protocols == frozenset({"redis", "dynamodb"})
-    # no raftadmin beside the binary: no leadership transfer
+    # no raftadmin beside the binary: no leadership transfer, and a run asking says why
     assert "transfer-leader" not in ek.fault_kinds
+    with pytest.raises(BadArguments, match=r"elastickv here: its transfer command needs "
+                                           r"raftadmin, which is not beside .*/elastickv\.$"):
+        validate(RunConfig(sut="elastickv", sut_opts={"binary": str(binary)},
+                           nemesis=["transfer-leader"]))
     (tmp_path / "raftadmin").write_bytes(b"\x7fELF")
     ek5 = profile_class("elastickv", {"binary": str(binary), "nodes": "5", "lease-ms": "1500"})
     assert len(ek5.nodes) == 5 and ek5.lease_ms == 1500
