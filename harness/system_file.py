@@ -221,6 +221,8 @@ def _image(label: str, data: dict[str, Any], opts: Mapping[str, str], base: Path
                                      f"(got {got})")
     source = chosen[0]
     value = given[source].strip()
+    if "{opt." in str(t[source]):  # a path given on the command line is relative to its cwd
+        base = Path.cwd()
     files = t.get("files", [])
     if not isinstance(files, list) or not all(isinstance(f, str) and "/" not in f for f in files):
         raise fail(label, "[image] files", "must be a list of file names")

@@ -110,6 +110,15 @@ def test_elastickv_options(tmp_path: Path) -> None:
     assert len(ek5.nodes) == 5 and ek5.lease_ms == 1500
     assert "transfer-leader" in ek5.fault_kinds
     assert profile_class("elastickv", {"image": "mine/ek:dev"}).description.image.exe == "/app"
+
+
+def test_option_paths_are_relative_to_the_working_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "elastickv").write_bytes(b"\x7fELF")
+    monkeypatch.chdir(tmp_path)
+    image = profile_class("elastickv", {"binary": "bin/elastickv"}).description.image
+    assert image.value == str(tmp_path / "bin" / "elastickv")
     assert set(SYSTEM_FILES) == {"elastickv"}
 
 
