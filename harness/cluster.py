@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import tarfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from docker.errors import APIError, NotFound
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
+SUBNET_ATTEMPTS = 3
 
 
 def _explain_compose_failure(output: str) -> str:
@@ -57,6 +59,8 @@ class Cluster:
         self.compose_profile = compose_profile
         self.env = dict(env or {})
         self.compose_file = compose_file
+        # A generated compose file with a subnet of its own: rewrites it for another subnet.
+        self.on_subnet_taken: Callable[[str], None] | None = None
 
     # -- compose ------------------------------------------------------------------------
     def _compose(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -85,11 +89,18 @@ class Cluster:
 
     def up(self) -> None:
         client()  # a missing engine is reported as such, not as a compose error
-        r = self._compose("up", "-d", "--no-build", "--remove-orphans")
-        if r.returncode != 0:
+        for attempt in range(SUBNET_ATTEMPTS):
+            r = self._compose("up", "-d", "--no-build", "--remove-orphans")
+            if r.returncode == 0:
+                return
             self.down()
-            why = _explain_compose_failure(r.stdout + r.stderr)
-            raise EnvironmentProblem(f"the {self.compose_profile} cluster did not start: {why}.")
+            # Another run took the same subnet in the meantime: write the file anew.
+            if "Pool overlaps" not in r.stdout + r.stderr or self.on_subnet_taken is None \
+                    or attempt == SUBNET_ATTEMPTS - 1:
+                break
+            self.on_subnet_taken(self.free_subnet())
+        why = _explain_compose_failure(r.stdout + r.stderr)
+        raise EnvironmentProblem(f"the {self.compose_profile} cluster did not start: {why}.")
 
     def down(self) -> None:
         """Removes every container and network of the project; safe to call when nothing runs."""

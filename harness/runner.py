@@ -132,7 +132,12 @@ def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir
     tag, profile.host_files = system_image(profile.description, log)
     cluster = Cluster(project, profile.compose_profile, compose_file=run_dir.compose_file)
     cluster.down()  # an earlier run's network must go before its subnet is looked at
-    write_compose(run_dir.compose_file, profile.compose_document(tag, cluster.free_subnet()))
+
+    def write(subnet: str) -> None:
+        write_compose(run_dir.compose_file, profile.compose_document(tag, subnet))
+
+    write(cluster.free_subnet())
+    cluster.on_subnet_taken = write
     return cluster
 
 

@@ -93,3 +93,36 @@ def test_killed_node_name_still_resolves(tmp_path: Path, project: str) -> None:
     cluster.start("lk1")
     assert cluster.ip("lk1") == static_ip(subnet, 1)
     wait_until_ready(profile)
+
+
+def test_a_subnet_taken_meanwhile_is_replaced(tmp_path: Path, project: str) -> None:
+    """Two runs may pick the same free subnet at once: the one that loses writes its compose
+    file anew for another subnet and starts."""
+    import docker.types
+
+    from harness.docker_client import client
+
+    cls = profile_class(str(LEASEKV_FILE))
+    tag, _ = system_image(cls.description, lambda m: None)
+    compose = tmp_path / "compose.yml"
+    cluster = Cluster(project, cls.compose_profile, compose_file=compose)
+    cluster.down()
+    taken = cluster.free_subnet()
+    blocker = client().networks.create(
+        f"{project}-blocker",
+        ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=taken)]))
+    try:
+        write_compose(compose, cls.compose_document(tag, taken))
+        subnets: list[str] = []
+
+        def rewrite(subnet: str) -> None:
+            subnets.append(subnet)
+            write_compose(compose, cls.compose_document(tag, subnet))
+
+        cluster.on_subnet_taken = rewrite
+        cluster.up()
+        assert len(subnets) == 1 and subnets[0] != taken
+        assert cluster.ip("lk1") == static_ip(subnets[0], 1)
+    finally:
+        cluster.down()
+        blocker.remove()
