@@ -249,3 +249,26 @@ build_commands = ["cat main.txt > {{out}}/kv; echo built >> {{out}}/../count",
     out2 = system_images.build_source("kv", spec, {}, lambda m: None)
     assert out2 != out and (out2 / "kv").read_text() == "v2"
     assert (tmp_path / "cache" / "count").read_text().count("built") == 2
+
+
+class _Cluster:
+    backend = "docker"
+
+    def ip(self, node: str) -> str:
+        return ""
+
+
+def test_leader_is_named_by_a_majority_and_confirms(tmp_path: Path) -> None:
+    cls = described_profile(write(tmp_path, MINIMAL))
+    cls.compose_document("img", "10.97.9.0/24")  # fixes the addresses
+    profile = cls(_Cluster(), {})  # type: ignore[arg-type]
+    assert [profile._node_named(v) for v in ("kv2", "2", "10.97.9.13", "kv1:6379",
+                                             "10.97.9.12:6379", "", None, "kv9")] == [
+        "kv2", "kv2", "kv3", "kv1", "kv2", None, None, None]
+    master = {"leader_addr": "kv2:6379", "role": "master"}
+    slave = {"leader_addr": "kv2:6379", "role": "slave"}
+    assert profile._by_majority({"kv1": slave, "kv2": master, "kv3": None}, "leader_addr") == "kv2"
+    # a majority of ALL nodes must name it, and it must say it leads
+    assert profile._by_majority({"kv1": None, "kv2": master, "kv3": None}, "leader_addr") is None
+    assert profile._by_majority({"kv1": slave, "kv2": slave, "kv3": None}, "leader_addr") is None
+    assert profile.endpoint("kv3", "redis").host == "10.97.9.13"
