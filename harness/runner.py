@@ -34,6 +34,7 @@ from harness.errors import EnvironmentProblem, LeaselineError
 from harness.history import HistoryWriter, MonotonicClock
 from harness.phases import PhaseDriver, parse_phases
 from harness.profiles.base import Profile
+from harness.profiles.described import DescribedProfile, write_compose
 from harness.progress import live_progress
 from harness.run_args import RunConfig, clients, total_rate, validate
 from harness.run_dir import RunDir
@@ -117,6 +118,28 @@ def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
         if tag not in ctxs:
             raise EnvironmentProblem(f"no docker/ folder builds {tag}.")
         images.build_image(tag, ctxs[tag], log)
+
+
+def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir: RunDir,
+                   log: Callable[[str], None]) -> Cluster:
+    """The compose project of the run: the repository's docker-compose.yml, or for a system
+    described in a file its image (made now) and a compose file generated into the run
+    folder, on a test network of its own."""
+    ensure_images(profile, log)
+    if not issubclass(profile, DescribedProfile):
+        return Cluster(project, profile.compose_profile, profile.compose_env(cfg.sut_opts))
+    from harness.system_images import system_image
+
+    tag, profile.host_files = system_image(profile.description, log)
+    cluster = Cluster(project, profile.compose_profile, compose_file=run_dir.compose_file)
+    cluster.down()  # an earlier run's network must go before its subnet is looked at
+
+    def write(subnet: str) -> None:
+        write_compose(run_dir.compose_file, profile.compose_document(tag, subnet))
+
+    write(cluster.free_subnet())
+    cluster.on_subnet_taken = write
+    return cluster
 
 
 def final_reads(
@@ -212,8 +235,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
     profile_cls = validate(cfg)
     lease_ms = profile_cls.lease_ms if cfg.lease_ms is None else cfg.lease_ms
     routing = cfg.client_routing or profile_cls.default_client_routing
-    test_name = cfg.test_name or f"{cfg.sut}-{cfg.workload}"
-    project = cfg.project or f"ll-{cfg.sut}"
+    test_name = cfg.test_name or f"{profile_cls.name}-{cfg.workload}"
+    project = cfg.project or f"ll-{profile_cls.name}"
 
     run_dir = RunDir.create(Path(cfg.results_dir), test_name)
     settings = asdict(cfg)
@@ -298,9 +321,8 @@ def _lifecycle(
         cluster = remote_cluster(profile_cls, cfg.hosts, cfg.sut_opts, cfg.ssh_accept_new_keys,
                                  lambda m: console.print(f"[dim]{m}[/]"))
     else:
-        ensure_images(profile_cls, lambda m: console.print(f"[dim]{m}[/]"))
-        cluster = Cluster(project, profile_cls.compose_profile,
-                          profile_cls.compose_env(cfg.sut_opts))
+        cluster = docker_cluster(profile_cls, cfg, project, run_dir,
+                                 lambda m: console.print(f"[dim]{m}[/]"))
     profile = profile_cls(cluster, cfg.sut_opts)
     workload = workload_class(cfg.workload)(
         WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed,

@@ -43,6 +43,8 @@ class Profile(ABC):
     # What nemeses may do to this system: "kill", "partition", "pause", "transfer-leader"
     # (the profile then implements transfer_leader), ...
     fault_kinds: ClassVar[frozenset[str]]
+    # A fault kind this configuration lacks, and why (e.g. no transfer tool beside a binary).
+    unavailable_faults: ClassVar[dict[str, str]] = {}
     default_client_routing: ClassVar[str] = "leader"  # or "pinned"
     options: ClassVar[dict[str, Option]] = {}
     # ruff: noqa: E501 - the next line is shared verbatim with the system-file work
