@@ -47,8 +47,8 @@ class Profile(ABC):
     unavailable_faults: ClassVar[dict[str, str]] = {}
     default_client_routing: ClassVar[str] = "leader"  # or "pinned"
     options: ClassVar[dict[str, Option]] = {}
-    # ruff: noqa: E501 - the next line is shared verbatim with the system-file work
-    redis_protocol: ClassVar[int | None] = None  # 2 or 3; None: RESP3, falling back to RESP2 on NOPROTO
+    # The Redis protocol version, 2 or 3; None: RESP3, falling back to RESP2 on NOPROTO.
+    redis_protocol: ClassVar[int | None] = None
 
     def __init__(self, cluster: Cluster, opts: dict[str, str]) -> None:
         self.cluster = cluster
