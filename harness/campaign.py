@@ -1,6 +1,7 @@
 """Campaigns: many runs from one file, their histories checked together in ONE Spark job.
 
-A campaign file (JSON) names defaults and cases; each case is repeated with seeds 0..n-1:
+A campaign file (JSON) names defaults and cases; each case is repeated with seeds 0..n-1
+(a "sut" that is a relative path to a .toml system file is relative to the campaign file):
 
     {"name": "leasekv-proof",
      "defaults": {"sut": "leasekv", "workload": "register", "time_limit": 20},
@@ -75,6 +76,9 @@ def load_campaign(path: Path) -> tuple[str, list[Case]]:
             raise BadArguments(
                 f"{path}: case {label}: unknown setting(s) {', '.join(sorted(unknown))}."
             )
+        sut = merged.get("sut")
+        if isinstance(sut, str) and sut.endswith(".toml") and not Path(sut).is_absolute():
+            merged["sut"] = str(path.parent / sut)  # a system file beside the campaign file
         cases.append(Case(label, merged, repeat, expect))
     return str(spec.get("name", path.stem)), cases
 

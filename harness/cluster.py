@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import ipaddress
 import os
 import re
 import shutil
 import subprocess
 import tarfile
+import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 from docker.errors import APIError, NotFound
@@ -27,6 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
+SUBNET_ATTEMPTS = 3
 
 
 def _explain_compose_failure(output: str) -> str:
@@ -44,13 +48,19 @@ class Cluster:
     backend = "docker"  # harness.ssh_cluster.SshCluster is the other one
 
     def __init__(
-        self, project: str, compose_profile: str, env: dict[str, str] | None = None
+        self, project: str, compose_profile: str, env: dict[str, str] | None = None,
+        compose_file: Path = COMPOSE_FILE,
     ) -> None:
+        """compose_file: the repository's docker-compose.yml, or one generated for the run
+        (a described system, harness/profiles/described.py)."""
         if not re.fullmatch(r"ll-[a-z0-9][a-z0-9_-]*", project):
             raise ValueError(f"compose project names must look like ll-<name>, got {project!r}")
         self.project = project
         self.compose_profile = compose_profile
         self.env = dict(env or {})
+        self.compose_file = compose_file
+        # A generated compose file with a subnet of its own: rewrites it for another subnet.
+        self.on_subnet_taken: Callable[[str], None] | None = None
 
     # -- compose ------------------------------------------------------------------------
     def _compose(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -60,7 +70,7 @@ class Cluster:
         cmd = [
             exe,
             "-f",
-            str(COMPOSE_FILE),
+            str(self.compose_file),
             "-p",
             self.project,
             "--profile",
@@ -79,11 +89,18 @@ class Cluster:
 
     def up(self) -> None:
         client()  # a missing engine is reported as such, not as a compose error
-        r = self._compose("up", "-d", "--no-build", "--remove-orphans")
-        if r.returncode != 0:
+        for attempt in range(SUBNET_ATTEMPTS):
+            r = self._compose("up", "-d", "--no-build", "--remove-orphans")
+            if r.returncode == 0:
+                return
             self.down()
-            why = _explain_compose_failure(r.stdout + r.stderr)
-            raise EnvironmentProblem(f"the {self.compose_profile} cluster did not start: {why}.")
+            # Another run took the same subnet in the meantime: write the file anew.
+            if "Pool overlaps" not in r.stdout + r.stderr or self.on_subnet_taken is None \
+                    or attempt == SUBNET_ATTEMPTS - 1:
+                break
+            self.on_subnet_taken(self.free_subnet())
+        why = _explain_compose_failure(r.stdout + r.stderr)
+        raise EnvironmentProblem(f"the {self.compose_profile} cluster did not start: {why}.")
 
     def down(self) -> None:
         """Removes every container and network of the project; safe to call when nothing runs."""
@@ -92,6 +109,27 @@ class Cluster:
         for c in self.containers(all_=True):
             with contextlib.suppress(NotFound):
                 c.remove(force=True, v=True)
+        # A network of the project compose could not remove (its file gone, e.g. a
+        # generated one of an interrupted run): its subnet must be free for the next run.
+        for net in client().networks.list(filters={"label": f"{PROJECT_LABEL}={self.project}"}):
+            with contextlib.suppress(NotFound, APIError):
+                net.remove()
+
+    def free_subnet(self) -> str:
+        """A /24 for the project's test network that no Docker network uses yet: the first
+        free one of 10.97.0.0/16, starting at a place derived from the project name (so
+        parallel runs start apart), and the project's own when it still exists."""
+        taken: set[ipaddress.IPv4Network] = set()
+        for net in client().networks.list():
+            for cfg in (net.attrs.get("IPAM") or {}).get("Config") or []:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    taken.add(ipaddress.IPv4Network(cfg["Subnet"], strict=False))
+        start = zlib.crc32(self.project.encode()) % 256
+        for k in range(256):
+            candidate = ipaddress.IPv4Network(f"10.97.{(start + k) % 256}.0/24")
+            if not any(candidate.overlaps(t) for t in taken):
+                return str(candidate)
+        raise EnvironmentProblem("no free /24 is left in 10.97.0.0/16 for the test network.")
 
     # -- containers ---------------------------------------------------------------------
     def containers(self, all_: bool = True) -> list[Container]:

@@ -25,8 +25,6 @@ stays one harmless word. Every command runs in the node's folder.
 
 from __future__ import annotations
 
-import re
-import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -34,64 +32,24 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadArguments
+from harness.templates import (  # noqa: F401 - TemplateProblem, render: for the SSH backend
+    LIST_VARS,
+    Command,
+    TemplateProblem,
+    check_field,
+    fail,
+    list_values,
+    parse_command,
+    parse_env,
+    parse_lists,
+    parse_ports,
+    render,
+)
 
 HOST_FIELDS = {"dir", "upload", "setup", "command", "env", "stop", "wipe", "logs", "timeout_s",
                "setup_timeout_s", "stop_grace_s", "lists"}
 VARS = ("name", "id", "ip", "dir", "home", "port.", "opt.", "list.")
 DIR_VARS = ("name", "id", "opt.")
-LIST_VARS = ("name", "id", "ip", "port.", "opt.")
-_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
-
-
-class TemplateProblem(ValueError):
-    pass
-
-
-def _names(text: str) -> list[str]:
-    if {"{", "}"} & set(_TOKEN.sub("", text)):
-        raise TemplateProblem(f"has an unmatched brace in {text!r} (write {{{{ or }}}})")
-    return [m.group(1).strip() for m in _TOKEN.finditer(text) if m.group(1) is not None]
-
-
-def check_template(text: str, allowed: tuple[str, ...]) -> None:
-    for name in _names(text):
-        if name in allowed or ("." in name and name.split(".", 1)[0] + "." in allowed):
-            continue
-        valid = ", ".join("{" + (a + "NAME" if a.endswith(".") else a) + "}" for a in allowed)
-        raise TemplateProblem(f"refers to {{{name}}}, which it cannot use here (valid: {valid})")
-
-
-def render(text: str, values: Mapping[str, str], quote: bool = False) -> str:
-    """Fills a template; quote=True puts each value in as one shell word."""
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(1) is None:
-            return m.group(0)[0]
-        name = m.group(1).strip()
-        if name not in values:
-            raise TemplateProblem(f"has no value for {{{name}}}")
-        return shlex.quote(str(values[name])) if quote else str(values[name])
-
-    return _TOKEN.sub(sub, text)
-
-
-@dataclass(frozen=True)
-class Command:
-    """A command of the description: a shell script, or an argv list (quoted per element)."""
-
-    script: str | None = None
-    argv: tuple[str, ...] = ()
-
-    @property
-    def empty(self) -> bool:
-        return self.script is None and not self.argv
-
-    def shell(self, values: Mapping[str, str]) -> str:
-        if self.script is not None:
-            return render(self.script, values, quote=True)
-        return " ".join(shlex.quote(render(a, values)) for a in self.argv)
-
-
 @dataclass(frozen=True)
 class Upload:
     local: Path
@@ -120,9 +78,7 @@ class HostCommands:
         """The template values of one node; peers: (name, id, ip) of every node in order."""
         base = {f"port.{k}": str(v) for k, v in self.ports.items()}
         base |= {f"opt.{k}": v for k, v in self.opts.items()}
-        lists = {f"list.{k}": sep.join(render(item, base | {"name": n, "id": str(i), "ip": a})
-                                       for n, i, a in peers)
-                 for k, (item, sep) in self.lists.items()}
+        lists = list_values(self.lists, base, peers)
         return base | lists | {"name": node, "id": str(node_id), "ip": ip, "dir": directory,
                               "home": home}
 
@@ -132,112 +88,62 @@ class HostCommands:
                       | {f"opt.{k}": v for k, v in self.opts.items()})
 
 
-def _fail(label: str, where: str, what: str) -> BadArguments:
-    return BadArguments(f"{label}: {where} {what}.")
-
-
-def _command(label: str, where: str, raw: Any, allowed: tuple[str, ...]) -> Command:
-    if raw is None:
-        return Command()
-    if isinstance(raw, str):
-        texts, cmd = [raw], Command(script=raw)
-    elif isinstance(raw, list) and all(isinstance(a, str) for a in raw):
-        texts, cmd = list(raw), Command(argv=tuple(raw))
-    else:
-        raise _fail(label, where, "must be a shell string or a list of strings (an argv)")
-    for text in texts:
-        try:
-            check_template(text, allowed)
-        except TemplateProblem as e:
-            raise _fail(label, where, str(e)) from None
-    return cmd
-
-
 def parse_host_table(data: dict[str, Any], base: Path, label: str,
                      opts: Mapping[str, str] | None = None) -> HostCommands:
     """The `[host]`, `[ports]` and `[lists]` tables of a description; BadArguments (one
     sentence naming the field) when they cannot work. base: the file's folder."""
     host = data.get("host")
     if not isinstance(host, dict):
-        raise _fail(label, "host", "is missing (the table of commands that set up, start, stop "
+        raise fail(label, "host", "is missing (the table of commands that set up, start, stop "
                                    "and wipe a node on a machine of its own)")
     unknown = sorted(set(host) - HOST_FIELDS)
     if unknown:
-        raise _fail(label, f"host.{unknown[0]}", f"is not a field of [host] "
+        raise fail(label, f"host.{unknown[0]}", f"is not a field of [host] "
                                                  f"(valid: {', '.join(sorted(HOST_FIELDS))})")
-    ports: dict[str, int] = {}
-    for key, port in (data.get("ports") or {}).items():
-        if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
-            raise _fail(label, f"ports.{key}", "must be a port number (1-65535)")
-        ports[key] = port
+    ports = parse_ports(label, data.get("ports"))
     # [host.lists.NAME] overrides [lists.NAME]: in Docker a peer list may name the nodes'
     # host names, which the user's machines need not resolve ({ip} then).
-    lists: dict[str, tuple[str, str]] = {}
-    for prefix, table in (("lists", data.get("lists")), ("host.lists", host.get("lists"))):
-        for key, spec in (table or {}).items():
-            where = f"{prefix}.{key}"
-            if not isinstance(spec, dict) or not isinstance(spec.get("item"), str):
-                raise _fail(label, where, "must be a table with item (and separator)")
-            sep = spec.get("separator", ",")
-            if not isinstance(sep, str):
-                raise _fail(label, f"{where}.separator", "must be a string")
-            try:
-                check_template(spec["item"], LIST_VARS)
-            except TemplateProblem as e:
-                raise _fail(label, f"{where}.item", str(e)) from None
-            lists[key] = (spec["item"], sep)
+    lists = parse_lists(label, [("lists", data.get("lists")), ("host.lists", host.get("lists"))])
 
     directory = host.get("dir", "~/.leaseline/{name}")
     if not isinstance(directory, str) or not directory.strip():
-        raise _fail(label, "host.dir", "must be a non-empty string")
-    try:
-        check_template(directory, DIR_VARS)
-    except TemplateProblem as e:
-        raise _fail(label, "host.dir", str(e)) from None
+        raise fail(label, "host.dir", "must be a non-empty string")
+    check_field(label, "host.dir", directory, DIR_VARS)
     if not (directory.startswith("/") or directory.startswith("~/")):
-        raise _fail(label, "host.dir", "must be absolute or start with ~/")
+        raise fail(label, "host.dir", "must be absolute or start with ~/")
 
     uploads = []
     for i, up in enumerate(host.get("upload") or []):
         where = f"host.upload[{i}]"
         if not isinstance(up, dict) or not isinstance(up.get("from"), str) \
                 or not isinstance(up.get("to"), str):
-            raise _fail(label, where, "must be a table with from (here) and to (on the node)")
+            raise fail(label, where, "must be a table with from (here) and to (on the node)")
         local = (base / up["from"]).resolve()
         if not local.exists():
-            raise _fail(label, f"{where}.from", f"names {up['from']}, which does not exist")
+            raise fail(label, f"{where}.from", f"names {up['from']}, which does not exist")
         if up["to"].startswith("/") or ".." in Path(up["to"]).parts:
-            raise _fail(label, f"{where}.to", "must be a path inside the node's folder")
+            raise fail(label, f"{where}.to", "must be a path inside the node's folder")
         uploads.append(Upload(local, up["to"]))
 
-    command = _command(label, "host.command", host.get("command"), VARS)
+    command = parse_command(label, "host.command", host.get("command"), VARS)
     if command.empty:
-        raise _fail(label, "host.command", "is missing (the node's server, in the foreground)")
-    env_raw = host.get("env") or {}
-    if not isinstance(env_raw, dict) or not all(
-            isinstance(v, str) and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k)
-            for k, v in env_raw.items()):
-        raise _fail(label, "host.env", "must map variable names to strings")
-    for k, v in env_raw.items():
-        try:
-            check_template(v, VARS)
-        except TemplateProblem as e:
-            raise _fail(label, f"host.env.{k}", str(e)) from None
+        raise fail(label, "host.command", "is missing (the node's server, in the foreground)")
+    env_raw = parse_env(label, "host.env", host.get("env"), VARS)
     logs = host.get("logs", ["node.log"])
     if not isinstance(logs, list) or not all(isinstance(p, str) for p in logs):
-        raise _fail(label, "host.logs", "must be a list of paths")
+        raise fail(label, "host.logs", "must be a list of paths")
     numbers = {}
     for key in ("timeout_s", "setup_timeout_s", "stop_grace_s"):
         if key in host:
             v = host[key]
             if isinstance(v, bool) or not isinstance(v, int | float) or v <= 0:
-                raise _fail(label, f"host.{key}", "must be a positive number of seconds")
+                raise fail(label, f"host.{key}", "must be a positive number of seconds")
             numbers[key] = float(v)
     return HostCommands(
         dir=directory, uploads=tuple(uploads),
-        setup=_command(label, "host.setup", host.get("setup"), VARS), command=command,
-        env=dict(env_raw), stop=_command(label, "host.stop", host.get("stop"), VARS),
-        wipe=_command(label, "host.wipe", host.get("wipe"), VARS), logs=tuple(logs),
+        setup=parse_command(label, "host.setup", host.get("setup"), VARS), command=command,
+        env=dict(env_raw), stop=parse_command(label, "host.stop", host.get("stop"), VARS),
+        wipe=parse_command(label, "host.wipe", host.get("wipe"), VARS), logs=tuple(logs),
         ports=ports, lists=lists, opts=dict(opts or {}), **numbers,
     )
 

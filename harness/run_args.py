@@ -98,7 +98,11 @@ def validate(cfg: RunConfig) -> type[Profile]:
     from nemesis import nemesis_classes
     from workloads import WorkloadOptions, workload_class
 
-    profile = profile_class(cfg.sut)
+    if not isinstance(cfg.sut_opts, dict):
+        raise BadArguments(f"sut_opts must be an object of key: value, got {cfg.sut_opts!r}.")
+    if not isinstance(cfg.sut, str):
+        raise BadArguments(f"sut must be a system's name or a .toml file, got {cfg.sut!r}.")
+    profile = profile_class(cfg.sut, cfg.sut_opts)
     wl = workload_class(cfg.workload)
     if wl.protocol not in profile.protocols:
         raise BadArguments(
@@ -116,8 +120,6 @@ def validate(cfg: RunConfig) -> type[Profile]:
         raise BadArguments(
             f"unknown nemesis mode {cfg.nemesis_mode!r} (valid: {', '.join(NEMESIS_MODES)})."
         )
-    if not isinstance(cfg.sut_opts, dict):
-        raise BadArguments(f"sut_opts must be an object of key: value, got {cfg.sut_opts!r}.")
     profile.check_options({str(k): str(v) for k, v in cfg.sut_opts.items()})
     clients(cfg, profile)
     for name, v, lo in (

@@ -8,6 +8,7 @@
     anomalies/      one counterexample graph per violating key, and per lease-bounded key
                     for its worst stale read (networkx node-link JSON; graph.status says which)
     report.html, junit.xml, nodes/<service>/   the report, CI's view, the node logs
+    compose.yml     a described system's compose project, generated for the run
 
 results/latest is a relative symlink to the newest run, made when the run STARTS so an
 interrupted run is as easy to find as a finished one. JSON files are written to a
@@ -38,6 +39,7 @@ REPORT = "report.html"
 JUNIT = "junit.xml"
 ANOMALIES = "anomalies"
 NODES = "nodes"
+COMPOSE = "compose.yml"  # a described system's compose project, generated for the run
 LATEST = "latest"
 # What makes a folder a run folder (any one of them), and the files people open, in order.
 MARKERS = (TEST, RESULTS, HISTORY)
@@ -203,6 +205,7 @@ class RunDir:
     junit = _File(JUNIT)
     anomalies = _File(ANOMALIES)
     nodes = _File(NODES)
+    compose_file = _File(COMPOSE)
 
     def node_dir(self, service: str) -> Path:
         out = self.nodes / service
@@ -299,11 +302,9 @@ def sut_label(test: TestJson | dict[str, Any]) -> str:
         return sut
     defaults: dict[str, str] = {}
     try:
-        from harness.profiles import PROFILES
+        from harness.profiles import option_defaults
 
-        profile = PROFILES.get(sut)
-        if profile is not None:
-            defaults = {k: o.default for k, o in profile.options.items()}
+        defaults = option_defaults(sut)
     except ImportError:  # pragma: no cover - the profiles import the Docker SDK
         pass
     shown = [f"{k}={v}" for k, v in sorted(opts.items()) if defaults.get(k) != v]

@@ -29,10 +29,12 @@ from rich.console import Console
 
 from harness import images
 from harness.cluster import Cluster
+from harness.crashlog import write_crash_log
 from harness.errors import EnvironmentProblem, LeaselineError
 from harness.history import HistoryWriter, MonotonicClock
 from harness.phases import PhaseDriver, parse_phases
 from harness.profiles.base import Profile
+from harness.profiles.described import DescribedProfile, write_compose
 from harness.progress import live_progress
 from harness.run_args import RunConfig, clients, total_rate, validate
 from harness.run_dir import RunDir
@@ -118,6 +120,28 @@ def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
         images.build_image(tag, ctxs[tag], log)
 
 
+def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir: RunDir,
+                   log: Callable[[str], None]) -> Cluster:
+    """The compose project of the run: the repository's docker-compose.yml, or for a system
+    described in a file its image (made now) and a compose file generated into the run
+    folder, on a test network of its own."""
+    ensure_images(profile, log)
+    if not issubclass(profile, DescribedProfile):
+        return Cluster(project, profile.compose_profile, profile.compose_env(cfg.sut_opts))
+    from harness.system_images import system_image
+
+    tag, profile.host_files = system_image(profile.description, log)
+    cluster = Cluster(project, profile.compose_profile, compose_file=run_dir.compose_file)
+    cluster.down()  # an earlier run's network must go before its subnet is looked at
+
+    def write(subnet: str) -> None:
+        write_compose(run_dir.compose_file, profile.compose_document(tag, subnet))
+
+    write(cluster.free_subnet())
+    cluster.on_subnet_taken = write
+    return cluster
+
+
 def final_reads(
     profile: Profile,
     cfg: RunConfig,
@@ -128,8 +152,9 @@ def final_reads(
     history: HistoryWriter,
     ids: ProcessIds,
     stats: Stats,
-) -> None:
-    """One read of every key ever used, each by a fresh process, after healing."""
+) -> Worker:
+    """One read of every key ever used, each by a fresh process, after healing. Returns the
+    reader: its `error` is set when a read raised (the reads stop there)."""
     tracker.refresh()
     stop = threading.Event()
     reader = Worker(
@@ -149,25 +174,35 @@ def final_reads(
         node = router.final_node()
         for key in generator.all_keys():
             reader.perform(ids.fresh(), node, generator.final_op(key))
+    except Exception as e:  # noqa: BLE001 - said by the runner after the cleanup
+        reader.crashed(e)
     finally:
         for node in list(reader.clients):
             reader._drop_client(node)
+    return reader
 
 
-def sleep_until(clock: MonotonicClock, t_s: float) -> None:
+def sleep_until(clock: MonotonicClock, t_s: float, abort: threading.Event | None = None) -> bool:
+    """False when `abort` was set before t_s."""
+    abort = abort or threading.Event()
     # Short naps: Ctrl-C and SIGTERM (raised in this, the main thread) stop the run at once.
     while (left := t_s - clock.now() / 1e9) > 0:
-        time.sleep(min(0.25, left))
+        if abort.wait(min(0.25, left)):
+            return False
+    return True
 
 
-def run_clock(clock: MonotonicClock, time_limit: float, phases: PhaseDriver | None) -> None:
+def run_clock(clock: MonotonicClock, time_limit: float, phases: PhaseDriver | None,
+              abort: threading.Event | None = None) -> bool:
     """The run's clock, owned here: enters each phase at its start (the first is entered
-    before the workers start) and returns at the time limit."""
+    before the workers start) and returns at the time limit: True; or as soon as `abort`
+    is set (a worker died): False."""
     if phases is not None:
         for index, start_s in enumerate(phases.starts_s[1:], 1):
-            sleep_until(clock, start_s)
+            if not sleep_until(clock, start_s, abort):
+                return False
             phases.enter(index)
-    sleep_until(clock, time_limit)
+    return sleep_until(clock, time_limit, abort)
 
 
 def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
@@ -200,8 +235,8 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
     profile_cls = validate(cfg)
     lease_ms = profile_cls.lease_ms if cfg.lease_ms is None else cfg.lease_ms
     routing = cfg.client_routing or profile_cls.default_client_routing
-    test_name = cfg.test_name or f"{cfg.sut}-{cfg.workload}"
-    project = cfg.project or f"ll-{cfg.sut}"
+    test_name = cfg.test_name or f"{profile_cls.name}-{cfg.workload}"
+    project = cfg.project or f"ll-{profile_cls.name}"
 
     run_dir = RunDir.create(Path(cfg.results_dir), test_name)
     settings = asdict(cfg)
@@ -286,12 +321,12 @@ def _lifecycle(
         cluster = remote_cluster(profile_cls, cfg.hosts, cfg.sut_opts, cfg.ssh_accept_new_keys,
                                  lambda m: console.print(f"[dim]{m}[/]"))
     else:
-        ensure_images(profile_cls, lambda m: console.print(f"[dim]{m}[/]"))
-        cluster = Cluster(project, profile_cls.compose_profile,
-                          profile_cls.compose_env(cfg.sut_opts))
+        cluster = docker_cluster(profile_cls, cfg, project, run_dir,
+                                 lambda m: console.print(f"[dim]{m}[/]"))
     profile = profile_cls(cluster, cfg.sut_opts)
     workload = workload_class(cfg.workload)(
-        WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed)
+        WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed,
+                        redis_protocol=profile.redis_protocol)
     )
     generator = workload.new_generator()
     clock = MonotonicClock()
@@ -302,7 +337,9 @@ def _lifecycle(
     tracker = LeaderTracker(profile)
     router = Router(routing, profile, tracker)
     stop_workers = threading.Event()
+    worker_died = threading.Event()
     workers: list[Worker] = []
+    final_reader: Worker | None = None
     schedule: NemesisSchedule | None = None
     phases: PhaseDriver | None = None
     completed = False
@@ -356,13 +393,14 @@ def _lifecycle(
                     ),
                     seed=cfg.seed,
                     stop_event=stop_workers,
+                    died=worker_died,
                 )
                 workers.append(w)
                 w.start()
             schedule.start()
             with live_progress(console, cfg.time_limit, clock, stats, schedule, tracker, phases):
-                run_clock(clock, cfg.time_limit, phases)
-            completed = True
+                # A dead worker ends the run now: it exits 255 once the cluster is healed.
+                completed = run_clock(clock, cfg.time_limit, phases, worker_died)
         finally:
             shield()  # from here on Ctrl-C / SIGTERM wait until the cluster is healed
             stop_workers.set()
@@ -378,7 +416,8 @@ def _lifecycle(
                                     f"after healing ({why}); the final reads ran anyway.")
                     nem_log(f"cluster not ready after healing: {why}")
                     console.print(f"[yellow]warning: {warnings[-1]}[/]")
-                final_reads(profile, cfg, workload, generator, router, tracker, history, ids, stats)
+                final_reader = final_reads(profile, cfg, workload, generator, router, tracker,
+                                           history, ids, stats)
             tracker.stop()
             try:
                 history.close()
@@ -406,15 +445,16 @@ def _lifecycle(
             if remote:
                 cluster.close()
 
-    crashed = [w.error for w in workers if w.error is not None]
+    dead = [w for w in (*workers, final_reader) if w is not None and w.error is not None]
+    crashed = [w.error for w in dead if w.error is not None]
     history_error = history_error or next((e for e in crashed if isinstance(e, OSError)), None)
     if history_error is not None:
         raise EnvironmentProblem(
             f"the history could not be written ({history_error.strerror or history_error}); "
             f"what was written before that is in {run_dir.history}."
         )
-    if crashed:
-        raise crashed[0]
+    if dead:
+        raise worker_died_problem(dead[0], run_dir)
     if cleanup_problems:
         raise EnvironmentProblem(f"healing the faults failed: {cleanup_problems[0]}")
     outcome = RunOutcome(run_dir.path, 0, history_records=history.count,
@@ -422,6 +462,20 @@ def _lifecycle(
     if cfg.check:
         check(outcome, cfg.spark_master, console)
     return outcome
+
+
+def worker_died_problem(worker: Worker, run_dir: RunDir) -> EnvironmentProblem:
+    """One sentence for a worker that died from an exception (a client must classify every
+    reply, so this is the harness's fault): which worker, which exception, where its
+    traceback and the history are."""
+    e = worker.error
+    text = " ".join(str(e).split())  # one line whatever the exception says
+    what = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    where = write_crash_log(f"{worker.describe()} died:\n{worker.trace}")
+    return EnvironmentProblem(
+        f"{worker.describe()} died from {what} (traceback in {where}); the run stopped "
+        f"and the history up to then is in {run_dir.history}."
+    )
 
 
 def check(outcome: RunOutcome, spark_master: str, console: Console) -> None:

@@ -6,12 +6,15 @@ the whole run, as Jepsen binds a thread to a node.
 Process ids (Jepsen's): worker w starts as process w and, after every "info" completion,
 becomes process p + concurrency (the old process may still have an operation in flight), so
 p % concurrency names the worker, and under "pinned" a new process keeps its worker's node.
+Clients classify every outcome; a worker that dies anyway (an exception from its client or
+the generator) keeps the exception and its traceback and sets `died`, so the run can stop.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import traceback
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -121,6 +124,7 @@ class Worker(threading.Thread):
         rate_per_worker: float | Callable[[], float],
         seed: int,
         stop_event: threading.Event,
+        died: threading.Event | None = None,
     ) -> None:
         super().__init__(name=f"worker-{wid}", daemon=True)
         self.workload, self.generator, self.profile = workload, generator, profile
@@ -132,6 +136,16 @@ class Worker(threading.Thread):
         self.stop_event = stop_event
         self.clients: dict[str, Client] = {}
         self.error: BaseException | None = None
+        self.trace = ""  # the error's traceback, for a crash log
+        self.died = died
+
+    def describe(self) -> str:
+        return f"client worker {self.wid}" if self.wid >= 0 else "the final reads"
+
+    def crashed(self, e: BaseException) -> None:
+        self.error, self.trace = e, traceback.format_exc()
+        if self.died is not None:
+            self.died.set()
 
     def mean_gap_s(self) -> float:
         rate = self.rate_per_worker
@@ -168,7 +182,7 @@ class Worker(threading.Thread):
                 if self.perform(process, node, op) == INFO:
                     process = self.ids.successor(process)
         except BaseException as e:  # noqa: BLE001 - reported by the runner, never silently lost
-            self.error = e
+            self.crashed(e)
         finally:
             for node in list(self.clients):
                 self._drop_client(node)

@@ -21,6 +21,8 @@ class NeedsTransfer(Nemesis):
 
     @classmethod
     def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
+        if why := profile.unavailable_faults.get("transfer-leader"):
+            raise BadArguments(f"nemesis {cls.name} cannot run on {profile.name} here: {why}.")
         if "transfer-leader" not in profile.fault_kinds:
             raise BadArguments(
                 f"nemesis {cls.name} needs a system that hands over leadership on request, and "

@@ -40,10 +40,10 @@ def run_env() -> dict[str, str]:
             "LL_TEST_PASSPHRASE": PASSPHRASE}
 
 
-def leaseline(hosts: Path, results: Path, *args: str, timeout: float = 400
+def leaseline(hosts: Path, results: Path, *args: str, timeout: float = 400, sut: str = "leasekv"
               ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(ROOT / "cli.py"), "run", "--sut", "leasekv", "--hosts", str(hosts),
+        [sys.executable, str(ROOT / "cli.py"), "run", "--sut", sut, "--hosts", str(hosts),
          "--results-dir", str(results), "--spark-master", "local[2]", *args],
         capture_output=True, text=True, timeout=timeout, env=run_env(), cwd=ROOT)
 
@@ -107,6 +107,20 @@ def test_the_local_read_bug_is_caught_as_in_docker(machines: Machines, tmp_path:
     assert r.returncode == 1, r.stderr[-2000:]
     results = json.loads((only_run(tmp_path) / "results.json").read_text())
     assert results["valid"] is False and results["summary"]["violation"] >= 1
+    assert all(v == "" for v in leftovers(machines).values()), leftovers(machines)
+
+
+def test_a_system_file_describes_the_ssh_run_too(machines: Machines, tmp_path: Path) -> None:
+    """harness/systems/leasekv.toml: the file that runs leasekv in Docker, whose [host]
+    table runs it on these machines; its leader, readiness and transfer probes alike."""
+    r = leaseline(machines.hosts_toml(), tmp_path, "--nemesis", "kill-leader,transfer-leader",
+                  "--nemesis-interval", "3", "--time-limit", "20", "--lease-ms", "0",
+                  sut=str(ROOT / "harness" / "systems" / "leasekv.toml"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    run_dir = only_run(tmp_path)
+    assert json.loads((run_dir / "test.json").read_text())["nodes"] == list(machines.names)
+    nemesis = (run_dir / "nemesis.log").read_text()
+    assert "leadership transferred" in nemesis and "killed" in nemesis, nemesis
     assert all(v == "" for v in leftovers(machines).values()), leftovers(machines)
 
 

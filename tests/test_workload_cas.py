@@ -21,11 +21,11 @@ from harness.profiles.base import Endpoint
 from workloads import WORKLOADS, WorkloadOptions, workload_class
 from workloads.base import FAIL, INFO, OK, Op
 from workloads.cas_ops import DEFAULT_WRITES_PER_KEY, CasGenerator
-from workloads.lua_cas import CAS_SCRIPT, CAS_SHA, READ_SHA, LuaCasClient, load_scripts
+from workloads.lua_cas import CAS_SCRIPT, CAS_SHA, READ_SHA, LuaCasClient
 
 
 def client_with(conn: FakeConnection) -> LuaCasClient:
-    c = LuaCasClient(connect=lambda _ep: conn)
+    c = LuaCasClient(connect=lambda _ep, _proto: conn)
     c.open("lk1", Endpoint("127.0.0.1", 6379))
     return c
 
@@ -128,11 +128,21 @@ def test_cas_script_semantics_in_real_lua() -> None:
 
 def test_load_scripts_checks_the_sha() -> None:
     good = FakeConnection(replies=[CAS_SHA.encode(), READ_SHA.encode()])
-    load_scripts(Endpoint("h", 1), connect=lambda _ep: good)
+    client_with(good).load_scripts()
     assert good.disconnects == 1
     bad = FakeConnection(replies=[b"0" * 40])
     with pytest.raises(EnvironmentProblem, match="SHA1"):
-        load_scripts(Endpoint("h", 1), connect=lambda _ep: bad)
+        client_with(bad).load_scripts()
+
+
+def test_a_node_without_script_gets_eval() -> None:
+    unknown = redis.ResponseError("unknown command 'SCRIPT'")
+    conn = FakeConnection(replies=[unknown, 1])
+    c = client_with(conn)
+    c.load_scripts()
+    assert c.eval_only == {"lk1"}
+    assert c.invoke(Op("cas", "c0", [1, 2])).type == OK
+    assert [s[0] for s in conn.sent] == ["SCRIPT", "EVAL"]
 
 
 def test_cas_generator_values_unique_and_retirement() -> None:

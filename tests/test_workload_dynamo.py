@@ -50,10 +50,14 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "sleep":
             time.sleep(arg)
             arg = (200, {})
-        status, payload = arg
-        data = json.dumps(payload).encode()
+        content_type = "application/x-amz-json-1.0"
+        if kind == "raw":  # a body that is not DynamoDB's JSON (a proxy's error page, ...)
+            status, data, content_type = arg
+        else:
+            status, payload = arg
+            data = json.dumps(payload).encode()
         self.send_response(status)
-        self.send_header("Content-Type", "application/x-amz-json-1.0")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -139,6 +143,26 @@ def test_500_is_one_attempt_and_unknown_for_writes(server: _Server) -> None:
     assert (read.type, read.value) == (FAIL, None)  # a read changes nothing: dropped
     assert len(server.script.requests) == 3
     assert CONFIG.retries["total_max_attempts"] == 1
+
+
+def test_500_and_503_without_a_redirect_are_classified(server: _Server) -> None:
+    """What elastickv answers when the leader is unreachable, and bodies that are not
+    DynamoDB's JSON: each a completion after one attempt, never an exception."""
+    replies = [
+        err("ServiceUnavailable", "service unavailable", 503),
+        ("reply", (500, {"message": "raft: leadership lost"})),  # no __type
+        ("raw", (503, b"<html>Service Unavailable</html>", "text/html")),
+        ("raw", (500, b"", "text/plain")),
+    ]
+    c = cas_client(server)
+    for action in replies:
+        server.script.actions = [action, action]
+        write = c.invoke(Op("write", "c0", 1))
+        assert (write.type, write.value) == (INFO, 1), (action, write)
+        assert (write.error or "").startswith("unknown outcome"), write.error
+        read = c.invoke(Op("read", "c0"))
+        assert (read.type, read.value) == (FAIL, None), (action, read)
+    assert len(server.script.requests) == 2 * len(replies)  # one attempt each
 
 
 def test_connection_closed_after_sending_is_info(server: _Server) -> None:

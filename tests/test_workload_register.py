@@ -16,7 +16,7 @@ from workloads.register import RegisterClient, RegisterGenerator
 
 
 def client_with(conn: FakeConnection) -> RegisterClient:
-    c = RegisterClient(connect=lambda _ep: conn)
+    c = RegisterClient(connect=lambda _ep, _proto: conn)
     c.open("n1", Endpoint("127.0.0.1", 6379))
     return c
 
@@ -94,3 +94,37 @@ def test_registry() -> None:
     assert workload_class("register") is WORKLOADS["register"]
     with pytest.raises(BadArguments, match="valid: .*register"):
         workload_class("nope")
+
+
+@pytest.mark.parametrize("refusal", [
+    redis.ResponseError("NOPROTO unsupported protocol version"),
+    redis.ResponseError("unknown command 'HELLO', with args beginning with: '3'"),
+    redis.ConnectionError("Invalid RESP version"),  # HELLO answered for another version
+])
+def test_a_refused_resp3_reconnects_in_resp2(refusal: Exception) -> None:
+    resp3 = FakeConnection(connect_error=refusal)
+    resp2 = FakeConnection(replies=[b"OK"])
+    made: list[int] = []
+
+    def connect(_ep: Endpoint, protocol: int) -> FakeConnection:
+        made.append(protocol)
+        return resp3 if protocol == 3 else resp2
+
+    c = RegisterClient(connect=connect)
+    c.open("n1", Endpoint("127.0.0.1", 6379))
+    assert c.invoke(Op("write", "r0", 1)).type == OK
+    assert made == [3, 2] and resp3.disconnects == 1 and resp2.sent == [("SET", "r0", "1")]
+
+
+def test_other_connect_errors_do_not_change_the_protocol() -> None:
+    made: list[int] = []
+
+    def connect(_ep: Endpoint, protocol: int) -> FakeConnection:
+        made.append(protocol)
+        return FakeConnection(connect_error=redis.ResponseError("WRONGPASS invalid password"))
+
+    c = RegisterClient(connect=connect)
+    c.open("n1", Endpoint("127.0.0.1", 6379))
+    done = c.invoke(Op("write", "r0", 1))
+    assert (done.type, done.error) == (FAIL, "connect: WRONGPASS invalid password")
+    assert made == [3]

@@ -21,7 +21,7 @@ from harness.profiles.base import Endpoint
 from workloads.base import FAIL, OK, Op
 from workloads.dynamo_cas import DynamoCasClient
 from workloads.dynamo_client import create_table
-from workloads.lua_cas import LuaCasClient, load_scripts
+from workloads.lua_cas import LuaCasClient
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -87,9 +87,9 @@ class OneNode:
 
 def test_lua_cas_scripts_and_noscript_fallback(node: Node) -> None:
     ep = Endpoint("127.0.0.1", node.redis)
-    load_scripts(ep)
     c = LuaCasClient()
     c.open("lk1", ep)
+    c.load_scripts()
     assert c.invoke(Op("cas", "lc0", [1, 2])).type == FAIL  # absent is not 1
     assert c.invoke(Op("cas", "lc0", [None, 1])).type == OK
     assert c.invoke(Op("cas", "lc0", [None, 9])).type == FAIL  # no longer absent

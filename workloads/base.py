@@ -41,6 +41,9 @@ class WorkloadOptions:
     writes_per_key: int | None = None  # retire a key after this many writes (None: never)
     seed: int = 0
     extra: dict[str, str] = field(default_factory=dict)
+    # The RESP version Redis clients speak: the system's Profile.redis_protocol (None: RESP3,
+    # falling back to RESP2 for a node that refuses it).
+    redis_protocol: int | None = None
 
 
 class Client(ABC):

@@ -3,7 +3,8 @@
 The scripts are SCRIPT LOADed on every node in setup and invoked by SHA. A node that lost
 them (restarted after a kill) answers NOSCRIPT, which certainly did not run anything: the
 client then falls back to EVAL with the script text (the op's real outcome) and loads the
-script again for the next ops. History:
+script again for the next ops. A node without a SCRIPT command (its SCRIPT LOAD answered
+"unknown command", in setup or on such a reload) gets EVAL from then on. History:
 - cas [expected, new]: ok when swapped; fail when the compare did not match (a definite
   outcome: nothing changed); expected null means "the key is absent";
 - read: the value, null when absent; write: SET.
@@ -13,18 +14,24 @@ for cas and write, fail for read).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from collections.abc import Callable
 from typing import Any
 
 import redis
 
-from harness.errors import EnvironmentProblem
+from harness.errors import EnvironmentProblem, LeaselineError
 from harness.profiles.base import Endpoint, Profile
-from workloads.base import FAIL, Completion, Op, Workload
+from workloads.base import FAIL, Completion, Op, Workload, WorkloadOptions
 from workloads.cas_ops import CasGenerator
-from workloads.redis_client import Connection, RedisClient, decode_value, ok, real_connection
+from workloads.redis_client import (
+    Connection,
+    RedisClient,
+    RespVersions,
+    decode_value,
+    ok,
+    real_connection,
+)
 
 # ARGV[1] = expected ('' = absent: the workloads' values are integers, never empty),
 # ARGV[2] = new. 1 = swapped, 0 = the compare did not match. GET of an absent key is
@@ -76,20 +83,36 @@ class _NoScriptSpy:
         self.conn.disconnect()
 
 
+def no_such_command(e: redis.ResponseError) -> bool:
+    """The server has no such command: Redis says "unknown command", elastickv "unsupported
+    command" (redis-py drops the leading "ERR ")."""
+    return str(e).lower().startswith(("unknown command", "unsupported command"))
+
+
 class LuaCasClient(RedisClient):
-    def __init__(self, connect: Callable[[Endpoint], Connection] = real_connection) -> None:
+    def __init__(
+        self,
+        connect: Callable[[Endpoint, int], Connection] = real_connection,
+        resp: RespVersions | None = None,
+        eval_only: set[str] | None = None,
+    ) -> None:
         self.spy: _NoScriptSpy | None = None
 
-        def spied(endpoint: Endpoint) -> Connection:
-            self.spy = _NoScriptSpy(connect(endpoint))
+        def spied(endpoint: Endpoint, protocol: int) -> Connection:
+            self.spy = _NoScriptSpy(connect(endpoint, protocol))
             return self.spy
 
-        super().__init__(spied)
+        super().__init__(spied, resp)
+        # Nodes without a SCRIPT command, shared by the workload's clients (set.add is
+        # atomic): EVALSHA could never find a script there.
+        self.eval_only = eval_only if eval_only is not None else set()
         self.evals = 0  # NOSCRIPT fallbacks taken (for tests and curiosity)
 
     def _script(
         self, op: Op, sha: str, args: list[str], writes: bool
     ) -> tuple[Any, Completion | None]:
+        if self.node in self.eval_only:
+            return self.call(op, "EVAL", SCRIPTS[sha], 1, op.key, *args, writes=writes)
         reply, failed = self.call(op, "EVALSHA", sha, 1, op.key, *args, writes=writes)
         if failed is None or self.spy is None or not self.spy.noscript:
             return reply, failed
@@ -100,9 +123,37 @@ class LuaCasClient(RedisClient):
             try:
                 self._conn.send_command("SCRIPT", "LOAD", SCRIPTS[sha])
                 self._conn.read_response()
+            except redis.ResponseError as e:  # the op is decided; the link is fine
+                if no_such_command(e):
+                    self.eval_only.add(self.node or "")
             except Exception:  # noqa: BLE001 - the op is decided; a broken link reconnects
                 self.close()
         return reply, failed
+
+    def load_scripts(self) -> None:
+        """Setup: SCRIPT LOAD both scripts on this client's node. A node that cannot be
+        reached or refuses is served by the NOSCRIPT -> EVAL fallback later; one without a
+        SCRIPT command gets EVAL from now on. A server that hashes differently from SHA1
+        is an EnvironmentProblem: EVALSHA could never find its scripts."""
+        if self.connect() is not None or self._conn is None:
+            return
+        try:
+            for sha, script in SCRIPTS.items():
+                self._conn.send_command("SCRIPT", "LOAD", script)
+                got = self._conn.read_response()
+                got = got.decode() if isinstance(got, bytes) else str(got)
+                if got != sha:
+                    raise EnvironmentProblem(
+                        f"SCRIPT LOAD on {self.node} returned {got}, not the SHA1 of the "
+                        f"script ({sha}): EVALSHA could never find it."
+                    )
+        except redis.ResponseError as e:
+            if no_such_command(e):
+                self.eval_only.add(self.node or "")
+        except (redis.RedisError, OSError):
+            pass  # not reachable now: the NOSCRIPT fallback covers it
+        finally:
+            self.close()
 
     def invoke(self, op: Op) -> Completion:
         if op.f == "read":
@@ -129,33 +180,18 @@ class LuaCasClient(RedisClient):
         return Completion(FAIL, op.value, f"lua-cas has no operation {op.f!r}")
 
 
-def load_scripts(
-    endpoint: Endpoint, connect: Callable[[Endpoint], Connection] = real_connection
-) -> None:
-    conn = connect(endpoint)
-    try:
-        conn.connect()
-        for sha, script in SCRIPTS.items():
-            conn.send_command("SCRIPT", "LOAD", script)
-            got = conn.read_response()
-            got = got.decode() if isinstance(got, bytes) else str(got)
-            if got != sha:  # the server hashes differently: EVALSHA would never match
-                raise EnvironmentProblem(
-                    f"SCRIPT LOAD on {endpoint.host}:{endpoint.port} returned {got}, not the "
-                    f"SHA1 of the script ({sha}): EVALSHA could never find it."
-                )
-    finally:
-        with contextlib.suppress(Exception):
-            conn.disconnect()
-
-
 class LuaCas(Workload):
     name = "lua-cas"
     protocol = "redis"
     model = "cas-register"
 
+    def __init__(self, opts: WorkloadOptions) -> None:
+        super().__init__(opts)
+        self.resp = RespVersions(opts.redis_protocol)  # what its clients learn, they share
+        self.eval_only: set[str] = set()
+
     def new_client(self) -> LuaCasClient:
-        return LuaCasClient()
+        return LuaCasClient(resp=self.resp, eval_only=self.eval_only)
 
     def new_generator(self) -> CasGenerator:
         return CasGenerator(self.opts)
@@ -164,5 +200,10 @@ class LuaCas(Workload):
         # Scripts live in each node's memory: load them everywhere. A node that cannot be
         # reached now is served by the NOSCRIPT -> EVAL fallback later.
         for node in profile.nodes:
-            with contextlib.suppress(redis.RedisError, OSError):
-                load_scripts(profile.endpoint(node, self.protocol))
+            try:
+                endpoint = profile.endpoint(node, self.protocol)
+            except (LeaselineError, OSError):
+                continue  # not reachable now: the NOSCRIPT fallback again
+            client = self.new_client()
+            client.open(node, endpoint)
+            client.load_scripts()

@@ -17,7 +17,7 @@ from workloads.base import (
     Workload,
     WorkloadOptions,
 )
-from workloads.redis_client import RedisClient, decode_value, ok
+from workloads.redis_client import RedisClient, RespVersions, decode_value, ok
 
 
 class RegisterClient(RedisClient):
@@ -61,8 +61,12 @@ class Register(Workload):
     protocol = "redis"
     model = "register"
 
+    def __init__(self, opts: WorkloadOptions) -> None:
+        super().__init__(opts)
+        self.resp = RespVersions(opts.redis_protocol)  # shared by its clients
+
     def new_client(self) -> RegisterClient:
-        return RegisterClient()
+        return RegisterClient(resp=self.resp)
 
     def new_generator(self) -> RegisterGenerator:
         return RegisterGenerator(self.opts)

@@ -1,27 +1,61 @@
-"""Registry of systems under test: a new profile is one module plus one entry here."""
+"""Registry of systems under test: a new profile is one module plus one entry here, or one
+TOML description (harness/systems/, README "A system in one file") plus one entry in
+SYSTEM_FILES. `--sut path/to/system.toml` names a description of the user's own."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 from harness.errors import BadArguments
 from harness.profiles.base import Endpoint, Option, Profile
 from harness.profiles.leasekv import LeaseKV
 from harness.profiles.redis_sentinel import RedisSentinel
 
+SYSTEMS_DIR = Path(__file__).resolve().parent.parent / "systems"
+
 PROFILES: dict[str, type[Profile]] = {
     RedisSentinel.name: RedisSentinel,
     LeaseKV.name: LeaseKV,
+}
+# Built-in systems described in one file, run through the same code as a user's file.
+SYSTEM_FILES: dict[str, Path] = {
+    "elastickv": SYSTEMS_DIR / "elastickv.toml",
 }
 
 DEFAULT_PROFILE = "redis-sentinel"
 
 
-def profile_class(name: str) -> type[Profile]:
-    try:
+def is_system_file(name: str) -> bool:
+    return name.endswith(".toml")
+
+
+def profile_class(name: str, opts: dict[str, str] | None = None) -> type[Profile]:
+    """The profile of `name`: a built-in system, or the system a TOML file describes (its
+    options filled in from `opts`, since they may decide e.g. the number of nodes)."""
+    if name in PROFILES:
         return PROFILES[name]
-    except KeyError:
-        raise BadArguments(
-            f"unknown system under test {name!r} (valid: {', '.join(sorted(PROFILES))})."
-        ) from None
+    if name in SYSTEM_FILES or is_system_file(name):
+        from harness.profiles.described import described_profile
+
+        path = SYSTEM_FILES.get(name) or Path(name).expanduser()
+        return described_profile(path, {str(k): str(v) for k, v in (opts or {}).items()},
+                                 name=name if name in SYSTEM_FILES else None)
+    valid = ", ".join(sorted([*PROFILES, *SYSTEM_FILES]))
+    raise BadArguments(
+        f"unknown system under test {name!r} (valid: {valid}, or a system file NAME.toml)."
+    )
 
 
-__all__ = ["PROFILES", "DEFAULT_PROFILE", "Endpoint", "Option", "Profile", "profile_class"]
+def option_defaults(name: str) -> dict[str, str]:
+    """The defaults of a system's options ({} when it cannot be told, e.g. a file gone)."""
+    if name in PROFILES:
+        return {k: o.default for k, o in PROFILES[name].options.items()}
+    if name in SYSTEM_FILES or is_system_file(name):
+        from harness.system_file import load_option_defaults
+
+        return load_option_defaults(SYSTEM_FILES.get(name) or Path(name).expanduser())
+    return {}
+
+
+__all__ = ["PROFILES", "SYSTEM_FILES", "DEFAULT_PROFILE", "Endpoint", "Option", "Profile",
+           "option_defaults", "profile_class"]

@@ -43,8 +43,12 @@ class Profile(ABC):
     # What nemeses may do to this system: "kill", "partition", "pause", "transfer-leader"
     # (the profile then implements transfer_leader), ...
     fault_kinds: ClassVar[frozenset[str]]
+    # A fault kind this configuration lacks, and why (e.g. no transfer tool beside a binary).
+    unavailable_faults: ClassVar[dict[str, str]] = {}
     default_client_routing: ClassVar[str] = "leader"  # or "pinned"
     options: ClassVar[dict[str, Option]] = {}
+    # The Redis protocol version, 2 or 3; None: RESP3, falling back to RESP2 on NOPROTO.
+    redis_protocol: ClassVar[int | None] = None
 
     def __init__(self, cluster: Cluster, opts: dict[str, str]) -> None:
         self.cluster = cluster
