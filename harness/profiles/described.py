@@ -23,6 +23,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
 from harness.errors import EnvironmentProblem
 from harness.profiles.base import Endpoint, Option, Profile
 from harness.system_file import SystemDescription, load_system
@@ -35,33 +39,22 @@ TRANSFER_SETTLE_S = 5.0
 
 
 def resp2(host: str, port: int, *args: str, timeout: float = PROBE_TIMEOUT_S) -> str:
-    """One command in RESP2 on a fresh connection (servers without RESP3 answer it too);
-    the reply as text. An error reply or a closed connection raises OSError."""
-    payload = f"*{len(args)}\r\n" + "".join(f"${len(a.encode())}\r\n{a}\r\n" for a in args)
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.settimeout(timeout)
-        s.sendall(payload.encode())
-        buf = b""
-        while b"\r\n" not in buf:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise OSError("connection closed")
-            buf += chunk
-        head, _, rest = buf.partition(b"\r\n")
-        kind, body = head[:1], head[1:].decode(errors="replace")
-        if kind == b"-":
-            raise OSError(body)
-        if kind != b"$":
-            return body
-        n = int(body)
-        if n < 0:
-            return ""
-        while len(rest) < n + 2:
-            chunk = s.recv(65536)
-            if not chunk:
-                raise OSError("connection closed")
-            rest += chunk
-        return rest[:n].decode(errors="replace")
+    """One command in RESP2 on a fresh redis-py connection (no HELLO, so servers without
+    RESP3 answer it too); the reply as text. An error reply or a lost connection raises
+    OSError."""
+    conn = redis.Connection(host=host, port=port, protocol=2, socket_timeout=timeout,
+                            socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
+    try:
+        conn.connect()
+        conn.send_command(*args)
+        reply = conn.read_response()
+    except redis.RedisError as e:
+        raise OSError(str(e)) from None
+    finally:
+        conn.disconnect()
+    if reply is None:
+        return ""
+    return reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
 
 
 def http_get(url: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[int, bytes]:
