@@ -87,8 +87,15 @@ class Cluster:
                 f"within {timeout:.0f} s."
             ) from None
 
+    def use_subnet(self, subnet: str) -> None:
+        """The shipped compose file takes its project's test network from LL_NET."""
+        self.env["LL_NET"] = subnet.rsplit(".", 1)[0]
+
     def up(self) -> None:
         client()  # a missing engine is reported as such, not as a compose error
+        if self.compose_file == COMPOSE_FILE:
+            self.use_subnet(self.free_subnet())
+            self.on_subnet_taken = self.use_subnet
         for attempt in range(SUBNET_ATTEMPTS):
             r = self._compose("up", "-d", "--no-build", "--remove-orphans")
             if r.returncode == 0:

@@ -98,12 +98,13 @@ def up(project: str = DEFAULT_PROJECT, mounts: tuple[str, ...] = ()) -> SparkSta
         raise EnvironmentProblem("docker-compose is not installed; run scripts/setup.sh first.")
     cluster = Cluster(project, PROFILE)
     cluster.down()
+    cluster.use_subnet(cluster.free_subnet())
     override = _override(roots)
     try:
         r = subprocess.run(
             [exe, "-f", str(COMPOSE_FILE), "-f", str(override), "-p", project, "--profile",
              PROFILE, "up", "-d", "--no-build", "--remove-orphans"],
-            capture_output=True, text=True, timeout=180)
+            capture_output=True, text=True, timeout=180, env={**os.environ, **cluster.env})
     except subprocess.TimeoutExpired:
         cluster.down()
         raise EnvironmentProblem(f"docker-compose up for {project} took over 180 s.") from None
