@@ -65,6 +65,9 @@ class ImageSpec:
     # the binary (those missing are left out) or built from source; none for name/build.
     files: tuple[str, ...] = ()
     build: tuple[Command, ...] = ()  # source: commands run in the checkout, {out} the output
+    # A folder on this machine where files not beside the binary are found (`tools`), e.g.
+    # raftadmin for an image given by name, which has none of them on this machine.
+    tools: str = ""
 
 
 @dataclass(frozen=True)
@@ -207,7 +210,7 @@ def _path(label: str, where: str, text: str, base: Path, folder: bool) -> Path:
 
 def _image(label: str, data: dict[str, Any], opts: Mapping[str, str], base: Path) -> ImageSpec:
     t = _table(label, data, "image", {*IMAGE_SOURCES, "exe", "server", "files",
-                                      "build_commands"})
+                                      "build_commands", "tools"})
     given = {k: _opt_text(label, f"[image] {k}", t[k], opts) for k in IMAGE_SOURCES if k in t}
     chosen = [k for k, v in given.items() if v.strip()]
     if len(chosen) != 1:
@@ -221,25 +224,32 @@ def _image(label: str, data: dict[str, Any], opts: Mapping[str, str], base: Path
                                      f"(got {got})")
     source = chosen[0]
     value = given[source].strip()
+    tools_text = _opt_text(label, "[image] tools", t.get("tools", ""), opts).strip()
+    tools = ""
+    if tools_text:
+        tools_base = Path.cwd() if "{opt." in str(t["tools"]) else base
+        tools = str(_path(label, "[image] tools", tools_text, tools_base, folder=True))
     if "{opt." in str(t[source]):  # a path given on the command line is relative to its cwd
         base = Path.cwd()
     files = t.get("files", [])
     if not isinstance(files, list) or not all(isinstance(f, str) and "/" not in f for f in files):
         raise fail(label, "[image] files", "must be a list of file names")
     build: tuple[Command, ...] = ()
+    in_tools = [f for f in files if tools and (Path(tools) / f).is_file()]
     if source == "name":
         exe = _opt_text(label, "[image] exe", t.get("exe", ""), opts)
-        files = []
+        files = in_tools
     elif source == "build":
         value = str(_path(label, "[image] build", value, base, folder=True))
         if not (Path(value) / "Dockerfile").is_file():
             raise fail(label, "[image] build", f"names {value}, which has no Dockerfile")
         exe = _opt_text(label, "[image] exe", t.get("exe", ""), opts)
-        files = []
+        files = in_tools
     elif source == "binary":
         path = _path(label, "[image] binary", value, base, folder=False)
         value, exe = str(path), f"/usr/local/bin/{path.name}"
-        files = [f for f in files if (path.parent / f).is_file()]  # the others: not here
+        # beside the binary, else in tools; the others: not here
+        files = [f for f in files if (path.parent / f).is_file() or f in in_tools]
     else:
         path = _path(label, "[image] source", value, base, folder=True)
         raw = t.get("build_commands")
@@ -253,7 +263,7 @@ def _image(label: str, data: dict[str, Any], opts: Mapping[str, str], base: Path
             raise fail(label, "[image] server", "must name the built server (a file the "
                                                 "build commands put in {out})")
         value, exe = str(path), f"/usr/local/bin/{server}"
-    return ImageSpec(source, value, exe, tuple(files), build)
+    return ImageSpec(source, value, exe, tuple(files), build, tools)
 
 
 def _leader(label: str, data: dict[str, Any]) -> LeaderSpec:
@@ -366,10 +376,11 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
         kinds = tuple(k for k in kinds if k != "transfer-leader")
         missing = sorted(needed_files - set(image.files))[0]
         unavailable["transfer-leader"] = (
-            f"its transfer command needs {missing}, which is not beside {image.value}"
-            if image.source == "binary" else
+            f"its transfer command needs {missing}, which is neither beside {image.value} nor "
+            "in [image] tools" if image.source == "binary" else
             f"its transfer command needs {missing}, which an image given by [image] "
-            f"{image.source} does not provide (give a binary with it beside, or a source)")
+            f"{image.source} does not provide on this machine (name a folder holding it in "
+            "[image] tools)")
     redis_protocol = data.get("redis_protocol")
     if redis_protocol not in (None, 2, 3):
         raise fail(label, "redis_protocol", "must be 2 or 3")

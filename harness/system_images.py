@@ -123,20 +123,23 @@ def system_image(desc: SystemDescription, log: Callable[[str], None]
                  ) -> tuple[str, dict[str, Path]]:
     """The image's tag, and the image's files as found on this machine ({file.NAME})."""
     spec = desc.image
+    tools = {f: Path(spec.tools) / f for f in spec.files}
     if spec.source == "name":
         if not images.image_exists(spec.value):
             raise EnvironmentProblem(f"the image {spec.value} is not in this machine's Docker "
                                      "(Leaseline never pulls: build or load it first).")
-        return spec.value, {}
+        return spec.value, tools
     if spec.source == "build":
         ctx = Path(spec.value)
         images.build_base(log)
         tag = f"leaseline/sys-{desc.name}:{images.context_hash(ctx)}"
         images.build_image(tag, ctx, log)
-        return tag, {}
+        return tag, tools
     if spec.source == "binary":
         binary = Path(spec.value)
-        files = {binary.name: binary} | {f: binary.parent / f for f in spec.files}
+        beside = {f: binary.parent / f for f in spec.files}
+        files = {binary.name: binary} | {f: p if p.is_file() else tools[f]
+                                         for f, p in beside.items()}
     else:
         out = build_source(desc.name, spec, desc.opts, log)
         files = {Path(spec.exe).name: out / Path(spec.exe).name} | {f: out / f for f in spec.files}

@@ -102,7 +102,8 @@ def test_elastickv_options(tmp_path: Path) -> None:
     # no raftadmin beside the binary: no leadership transfer, and a run asking says why
     assert "transfer-leader" not in ek.fault_kinds
     with pytest.raises(BadArguments, match=r"elastickv here: its transfer command needs "
-                                           r"raftadmin, which is not beside .*/elastickv\.$"):
+                                           r"raftadmin, which is neither beside .*/elastickv "
+                                           r"nor in \[image\] tools\.$"):
         validate(RunConfig(sut="elastickv", sut_opts={"binary": str(binary)},
                            nemesis=["transfer-leader"]))
     (tmp_path / "raftadmin").write_bytes(b"\x7fELF")
@@ -110,6 +111,15 @@ def test_elastickv_options(tmp_path: Path) -> None:
     assert len(ek5.nodes) == 5 and ek5.lease_ms == 1500
     assert "transfer-leader" in ek5.fault_kinds
     assert profile_class("elastickv", {"image": "mine/ek:dev"}).description.image.exe == "/app"
+    # an image of the user's own lends this machine no raftadmin: tools= names a folder with one
+    by_name = profile_class("elastickv", {"image": "mine/ek:dev"})
+    assert "transfer-leader" not in by_name.fault_kinds
+    tools = tmp_path / "tools"
+    tools.mkdir()
+    (tools / "raftadmin").write_bytes(b"\x7fELF")
+    with_tools = profile_class("elastickv", {"image": "mine/ek:dev", "tools": str(tools)})
+    assert "transfer-leader" in with_tools.fault_kinds
+    assert with_tools.description.image.tools == str(tools)
 
 
 def test_option_paths_are_relative_to_the_working_directory(
