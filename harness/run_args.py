@@ -94,6 +94,7 @@ def validate(cfg: RunConfig) -> type[Profile]:
     """Every argument problem, before anything is started."""
     from harness.phases import check_mix, parse_phases
     from harness.profiles import profile_class
+    from harness.profiles.described import DescribedProfile
     from harness.run_dir import RunDir
     from nemesis import nemesis_classes
     from workloads import WorkloadOptions, workload_class
@@ -116,6 +117,10 @@ def validate(cfg: RunConfig) -> type[Profile]:
 
         check_remote(profile, cfg.hosts, cfg.sut_opts)
     nemesis_classes(cfg.nemesis, profile, "docker" if cfg.hosts is None else "ssh")
+    if cfg.hosts is None and issubclass(profile, DescribedProfile):
+        from harness.system_images import check_named_image
+
+        check_named_image(profile.description)
     if cfg.nemesis_mode not in NEMESIS_MODES:
         raise BadArguments(
             f"unknown nemesis mode {cfg.nemesis_mode!r} (valid: {', '.join(NEMESIS_MODES)})."

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness import images
-from harness.errors import EnvironmentProblem
+from harness.errors import BadArguments, EnvironmentProblem
 from harness.system_file import ImageSpec, SystemDescription
 from harness.templates import TemplateProblem
 
@@ -119,15 +119,22 @@ def build_source(system: str, spec: ImageSpec, opts: dict[str, str],
     return out
 
 
+def check_named_image(desc: SystemDescription) -> None:
+    """An image given by name must be in this machine's Docker already: a wrong name is an
+    argument problem (254), which `validate` finds before anything starts."""
+    spec = desc.image
+    if spec.source == "name" and not images.image_exists(spec.value):
+        raise BadArguments(f"the image {spec.value} is not in this machine's Docker "
+                           "(Leaseline never pulls: build or load it first).")
+
+
 def system_image(desc: SystemDescription, log: Callable[[str], None]
                  ) -> tuple[str, dict[str, Path]]:
     """The image's tag, and the image's files as found on this machine ({file.NAME})."""
     spec = desc.image
     tools = {f: Path(spec.tools) / f for f in spec.files}
     if spec.source == "name":
-        if not images.image_exists(spec.value):
-            raise EnvironmentProblem(f"the image {spec.value} is not in this machine's Docker "
-                                     "(Leaseline never pulls: build or load it first).")
+        check_named_image(desc)
         return spec.value, tools
     if spec.source == "build":
         ctx = Path(spec.value)

@@ -17,6 +17,15 @@ from harness.profiles import SYSTEM_FILES, option_defaults, profile_class
 from harness.profiles.described import _escaped, described_profile, static_ip
 from harness.run_args import RunConfig, validate
 
+
+@pytest.fixture(autouse=True)
+def named_images_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The images these files name by name (example/kv:1) stand in for the user's own:
+    validate asks Docker for them, which is faked here (one test fakes their absence)."""
+    from harness import images
+
+    monkeypatch.setattr(images, "image_exists", lambda tag: True)
+
 ROOT = Path(__file__).resolve().parent.parent
 LEASEKV_FILE = ROOT / "harness" / "systems" / "leasekv.toml"
 
@@ -282,3 +291,18 @@ def test_leader_is_named_by_a_majority_and_confirms(tmp_path: Path) -> None:
     assert profile._by_majority({"kv1": None, "kv2": master, "kv3": None}, "leader_addr") is None
     assert profile._by_majority({"kv1": slave, "kv2": slave, "kv3": None}, "leader_addr") is None
     assert profile.endpoint("kv3", "redis").host == "10.97.9.13"
+
+
+def test_an_image_name_not_in_docker_is_refused_by_validate(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrong image= is an argument problem (254) found before anything starts."""
+    from harness import images
+
+    asked: list[str] = []
+    monkeypatch.setattr(images, "image_exists", lambda tag: asked.append(tag) or False)
+    with pytest.raises(BadArguments, match=r"^the image mine/ek:typo is not in this machine's "
+                                           r"Docker \(Leaseline never pulls"):
+        validate(RunConfig(sut="elastickv", sut_opts={"image": "mine/ek:typo"}))
+    assert asked == ["mine/ek:typo"]
+    monkeypatch.setattr(images, "image_exists", lambda tag: True)
+    validate(RunConfig(sut="elastickv", sut_opts={"image": "mine/ek:dev"}))
