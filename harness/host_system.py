@@ -32,10 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadArguments
-from harness.templates import (  # noqa: F401 - TemplateProblem, render: for the SSH backend
-    LIST_VARS,
+from harness.templates import (
     Command,
-    TemplateProblem,
     check_field,
     fail,
     list_values,

@@ -19,9 +19,10 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from harness.errors import EnvironmentProblem
-from harness.host_system import HostCommands, TemplateProblem
+from harness.host_system import HostCommands
 from harness.hosts import HostsFile
 from harness.ssh import CommandFailed, SshFailure, SshNode, in_parallel, last_line, q
+from harness.templates import TemplateProblem, render
 
 STATE = ".leaseline"  # inside each node's folder: pid files, the delay handler
 HANDLER_SOURCE = Path(__file__).resolve().parent.parent / "nemesis" / "nfqueue.py"
@@ -186,7 +187,6 @@ kill -0 $! 2>/dev/null || {{
 
     @staticmethod
     def _render_env(text: str, values: dict[str, str], name: str) -> str:
-        from harness.host_system import render
 
         try:
             return render(text, values)

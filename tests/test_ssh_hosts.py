@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadArguments
-from harness.host_system import Command, load_host_commands, parse_host_table
+from harness.host_system import load_host_commands, parse_host_table
 from harness.hosts import load_hosts
 from harness.ssh import SshNode
+from harness.templates import Command
 
 ROOT = Path(__file__).resolve().parent.parent
 LEASEKV_HOSTS = ROOT / "harness/profiles/leasekv.hosts.toml"
