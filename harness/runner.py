@@ -446,7 +446,7 @@ def _lifecycle(
                 cluster.close()
 
     dead = [w for w in (*workers, final_reader) if w is not None and w.error is not None]
-    crashed = [w.error for w in dead if w.error is not None]
+    crashed = [w.error for w in dead]
     history_error = history_error or next((e for e in crashed if isinstance(e, OSError)), None)
     if history_error is not None:
         raise EnvironmentProblem(

@@ -25,8 +25,11 @@ SYSTEM_FILES: dict[str, Path] = {
 DEFAULT_PROFILE = "redis-sentinel"
 
 
-def is_system_file(name: str) -> bool:
-    return name.endswith(".toml")
+def system_file_path(name: str) -> Path | None:
+    """The description behind `name`: a built-in's file, the user's file, or None."""
+    if name in SYSTEM_FILES:
+        return SYSTEM_FILES[name]
+    return Path(name).expanduser() if name.endswith(".toml") else None
 
 
 def profile_class(name: str, opts: dict[str, str] | None = None) -> type[Profile]:
@@ -34,10 +37,9 @@ def profile_class(name: str, opts: dict[str, str] | None = None) -> type[Profile
     options filled in from `opts`, since they may decide e.g. the number of nodes)."""
     if name in PROFILES:
         return PROFILES[name]
-    if name in SYSTEM_FILES or is_system_file(name):
+    if (path := system_file_path(name)) is not None:
         from harness.profiles.described import described_profile
 
-        path = SYSTEM_FILES.get(name) or Path(name).expanduser()
         return described_profile(path, {str(k): str(v) for k, v in (opts or {}).items()},
                                  name=name if name in SYSTEM_FILES else None)
     valid = ", ".join(sorted([*PROFILES, *SYSTEM_FILES]))
@@ -50,10 +52,10 @@ def option_defaults(name: str) -> dict[str, str]:
     """The defaults of a system's options ({} when it cannot be told, e.g. a file gone)."""
     if name in PROFILES:
         return {k: o.default for k, o in PROFILES[name].options.items()}
-    if name in SYSTEM_FILES or is_system_file(name):
+    if (path := system_file_path(name)) is not None:
         from harness.system_file import load_option_defaults
 
-        return load_option_defaults(SYSTEM_FILES.get(name) or Path(name).expanduser())
+        return load_option_defaults(path)
     return {}
 
 
