@@ -407,6 +407,11 @@ def _try_render(desc: SystemDescription) -> None:
 
     label = desc.path.name
     base = desc.base_values()
+    for key, (item, _sep) in desc.lists.items():  # first: list_values below fills them in
+        try:
+            render(item, base | {"name": "n", "id": "1", "ip": "192.0.2.1"})
+        except TemplateProblem as e:
+            raise fail(label, f"lists.{key}.item", str(e)) from None
     peers = [(n, i, f"192.0.2.{i}") for i, n in enumerate(desc.nodes, 1)]
     lists = list_values(desc.lists, base, peers) if desc.lists else {}
     values = base | lists | {"name": desc.nodes[0], "id": "1", "ip": "192.0.2.1",
@@ -420,11 +425,6 @@ def _try_render(desc: SystemDescription) -> None:
             render(text, values)
         except TemplateProblem as e:
             raise fail(label, where, str(e)) from None
-    for key, (item, _sep) in desc.lists.items():
-        try:
-            render(item, base | {"name": "n", "id": "1", "ip": "192.0.2.1"})
-        except TemplateProblem as e:
-            raise fail(label, f"lists.{key}.item", str(e)) from None
     if "{exe}" in " ".join(desc.command.argv) + (desc.command.script or "") \
             and not desc.image.exe:
         raise fail(label, "[image] exe", "is missing ([node] command uses {exe}: the server's "

@@ -166,6 +166,7 @@ def test_elastickv_refusals(opts: dict[str, str], words: str) -> None:
     (("\"--id\", \"{id}\"", "\"--id\", \"{idx}\""), "[node] command refers to {idx}"),
     (("{list.peers}", "{list.members}"), "[node] command has no value for {list.members}"),
     (("redis = 6379", "redis = 70000"), "ports.redis must be a port number"),
+    (("{port.peer}", "{port.nope}"), "system.toml: lists.peers.item has no value for {port.nope}"),
     (("name = \"example/kv:1\"", ""), "[image] needs exactly one of"),
     (("field = \"leader_addr\"", ""), "[leader] field is missing"),
     (("confirm = \"role:master\"", "confirm = \"master\""), "[leader] confirm must be FIELD:VALUE"),
