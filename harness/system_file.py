@@ -25,6 +25,7 @@ from harness.templates import (
     TemplateProblem,
     check_field,
     fail,
+    list_values,
     parse_command,
     parse_env,
     parse_lists,
@@ -403,8 +404,6 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
 def _try_render(desc: SystemDescription) -> None:
     """Fills every node's templates once with stand-in addresses: a template naming a port or
     list the file does not define is refused now, not when the cluster starts."""
-    from harness.templates import list_values
-
     label = desc.path.name
     base = desc.base_values()
     for key, (item, _sep) in desc.lists.items():  # first: list_values below fills them in
