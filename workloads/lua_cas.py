@@ -160,12 +160,7 @@ class LuaCasClient(RedisClient):
             reply, failed = self._script(op, READ_SHA, [], writes=False)
             return failed or ok(decode_value(reply))
         if op.f == "write":
-            reply, failed = self.call(op, "SET", op.key, str(op.value), writes=True)
-            if failed:
-                return failed
-            if reply not in (b"OK", "OK", True):
-                return Completion(FAIL, op.value, f"unexpected reply {reply!r}")
-            return ok(op.value)
+            return self.set_value(op)
         if op.f == "cas":
             expected, new = op.value
             args = ["" if expected is None else str(expected), str(new)]

@@ -141,6 +141,15 @@ class RedisClient(Client):
                 self._conn.disconnect()
         self._connected = False
 
+    def set_value(self, op: Op) -> Completion:
+        """A write as SET (the register workloads'): ok on OK, any other reply a fail."""
+        reply, failed = self.call(op, "SET", op.key, str(op.value), writes=True)
+        if failed:
+            return failed
+        if reply not in (b"OK", "OK", True):
+            return Completion(FAIL, op.value, f"unexpected reply {reply!r}")
+        return ok(op.value)
+
     def call(self, op: Op, *command: Any, writes: bool) -> tuple[Any, Completion | None]:
         """(reply, None) on success, or (None, the completion that classifies the failure)."""
         assert self._conn is not None, "open() first"

@@ -26,12 +26,7 @@ class RegisterClient(RedisClient):
             reply, failed = self.call(op, "GET", op.key, writes=False)
             return failed or ok(decode_value(reply))
         if op.f == "write":
-            reply, failed = self.call(op, "SET", op.key, str(op.value), writes=True)
-            if failed:
-                return failed
-            if reply not in (b"OK", "OK", True):
-                return Completion(FAIL, op.value, f"unexpected reply {reply!r}")
-            return ok(op.value)
+            return self.set_value(op)
         return Completion(FAIL, op.value, f"register has no operation {op.f!r}")
 
 
