@@ -14,14 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from harness.history import (
     FLUSH_INTERVAL_S,
+    PAGE_BYTES,
     HistoryWriter,
     Line,
     MonotonicClock,
     encode_lines,
     json_line,
+    page_aligned,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -280,3 +284,79 @@ finally:
     recorded = int(child.stderr.split("recorded ")[1].split()[0])
     recs = [json.loads(line) for line in path.read_text().splitlines()]
     assert recorded >= 50000 and [r["index"] for r in recs] == list(range(recorded))
+
+
+def _page_ends(text: bytes, offset: int) -> list[int]:
+    """The file offsets of the page boundaries inside text written at offset."""
+    first = (offset // PAGE_BYTES + 1) * PAGE_BYTES
+    return list(range(first, offset + len(text) + 1, PAGE_BYTES))
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    lengths=st.lists(st.integers(min_value=1, max_value=5000), min_size=1, max_size=60),
+    offset=st.integers(min_value=1, max_value=3 * PAGE_BYTES),
+)
+def test_page_aligned_ends_a_line_at_every_page_boundary(lengths: list[int], offset: int) -> None:
+    """A SIGKILL cuts a write at a page boundary: each must end a line (save inside a line
+    longer than a page), and the lines must be the same but for trailing spaces. As the
+    writer does, data begins with the newline already in the file at offset."""
+    data = b"\n" + b"".join(b"%d%s\n" % (n, b"x" * n) for n in lengths)
+    out = page_aligned(data, offset)
+    assert [line.rstrip(b" ") for line in out.split(b"\n")] == data.split(b"\n")
+    long_spans = []
+    at = offset
+    for line in out.split(b"\n")[:-1]:
+        if len(line) >= PAGE_BYTES:
+            long_spans.append((at, at + len(line) + 1))
+        at += len(line) + 1
+    for end in _page_ends(out, offset):
+        if not any(a < end < b for a, b in long_spans):
+            assert out[end - offset - 1:end - offset] == b"\n", end
+
+
+def test_the_writer_pads_across_batches_so_no_page_boundary_splits_a_line(tmp_path: Path) -> None:
+    """Batch by batch, the writer moves its last newline to the page's end when the next
+    batch's first line would cross a boundary: the file's every page ends a line."""
+    path = tmp_path / "history.jsonl"
+    w = HistoryWriter(path, MonotonicClock())
+    for i in range(3000):
+        w.record(i % 5, "invoke", "write", "k", "v" * (i * 37 % 900), "n1")
+        if i % 7 == 0:
+            w._flush()  # small batches, each starting wherever the last one ended
+    w.close()
+    data = path.read_bytes()
+    assert all(data[end - 1:end] == b"\n" for end in _page_ends(data, 0)[:-1] if end < len(data))
+    recs = [json.loads(line) for line in data.decode().splitlines()]
+    assert [r["index"] for r in recs] == list(range(3000))
+    assert [len(r["value"]) for r in recs] == [i * 37 % 900 for i in range(3000)]
+
+
+def test_killing_a_writer_mid_write_never_leaves_half_a_line(tmp_path: Path) -> None:
+    """Large batches, each many pages, killed at random moments: the kernel stops a killed
+    write at a page boundary, and that must be a line's end every time."""
+    script = """
+import sys
+from pathlib import Path
+from harness.history import HistoryWriter, MonotonicClock
+w = HistoryWriter(Path(sys.argv[1]), MonotonicClock())
+i = 0
+while True:
+    for _ in range(20000):  # a burst, then one large batch
+        w.record(i % 7, "invoke", "write", "k", "v" * (i % 300), "n1")
+        i += 1
+    w._flush()
+"""
+    for attempt in range(8):
+        path = tmp_path / f"h{attempt}.jsonl"
+        child = subprocess.Popen([sys.executable, "-c", script, str(path)], cwd=ROOT)
+        deadline = time.monotonic() + 30
+        while (not path.exists() or path.stat().st_size < 4 << 20) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(attempt * 0.013)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+        text = path.read_text()
+        assert text.endswith("\n"), f"kill {attempt} cut a line at byte {len(text)}"
+        recs = [json.loads(line) for line in text.splitlines()]
+        assert [r["index"] for r in recs] == list(range(len(recs)))
