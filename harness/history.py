@@ -131,20 +131,24 @@ def page_aligned(data: bytes, offset: int) -> bytes:
     than a page still spans pages and can still be cut."""
     if offset // PAGE_BYTES == (offset + len(data) - 1) // PAGE_BYTES:
         return data  # within one page: no boundary to align
-    parts: list[bytes] = []
+    parts: list[bytes] = []  # each non-empty one ends with a newline, save the last
     start = 0  # the next byte of data to place, at file offset `at`
     at = offset
     while len(data) - start > PAGE_BYTES - at % PAGE_BYTES:  # the rest crosses a boundary
         room = PAGE_BYTES - at % PAGE_BYTES
         last = data.rfind(b"\n", start, start + room)
-        if last < 0:  # a line longer than the page's rest begins here: write it whole
-            last = data.index(b"\n", start + room)
-            parts.append(data[start:last + 1])
-            at += last + 1 - start
-        else:
+        if last >= 0:  # the page's last whole line: pad it to the page's end
             parts += (data[start:last], b" " * (start + room - last - 1), b"\n")
+            at, start = at + room, last + 1
+            continue
+        end = data.index(b"\n", start) + 1  # the line at start does not fit the page's rest
+        if end - start <= PAGE_BYTES and parts:  # it fits a page: pad the line before it
+            parts[-1] = parts[-1][:-1]
+            parts.append(b" " * room + b"\n")
             at += room
-        start = last + 1
+        else:  # longer than a page (or nothing before it to pad): write it whole
+            parts.append(data[start:end])
+            at, start = at + end - start, end
     parts.append(data[start:])
     return b"".join(parts)
 
