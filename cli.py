@@ -202,9 +202,14 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
     """Check recorded histories (one Spark job) and print the verdict; exit 0/1/2."""
     from pathlib import Path
 
-    from checkers.check_command import run_check
+    from checkers.spark_session import AUTO, warm_up
 
     _require_visible(spark_master, [Path(f) for f in files if Path(f).is_file()])
+    if spark_master != AUTO and files and all(Path(f).is_file() for f in files):
+        warm_up(spark_master)  # the JVM starts while the checker's modules are imported
+
+    from checkers.check_command import run_check
+
     return run_check(files, fmt, lease_ms, as_json, spark_master)
 
 

@@ -89,8 +89,10 @@ def main() -> int:
         generate(history, ops=10_000, keys=8, clients=8, stale_reads=[20.0, 400.0], seed=5)
     cases = [] if a.runs_only else [("this checkout, default master (auto)", ROOT, []),
              ("this checkout, --spark-master local[*]", ROOT, ["--spark-master", "local[*]"])]
-    if a.baseline:
-        cases.append((f"baseline {a.baseline}, its default master", a.baseline, []))
+    if a.baseline and cases:
+        cases += [(f"baseline {a.baseline}, its default master", a.baseline, []),
+                  (f"baseline {a.baseline}, --spark-master local[*]", a.baseline,
+                   ["--spark-master", "local[*]"])]
     if cases:
         print(f"leaseline check of {history.name} (10,000 ops), wall seconds over {a.repeat} runs, "
               f"load average before: {os.getloadavg()[0]:.1f}")

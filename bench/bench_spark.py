@@ -77,10 +77,10 @@ def main() -> int:
               f"{path.stat().st_size / 1e9:.2f} GB in {time.perf_counter() - t:.1f} s")
     stale, _lost = eval(meta.read_text())  # noqa: S307 - our own repr of tuples
 
-    from checkers.job import check_histories, get_spark
+    from checkers.job import check_histories, spark_context
 
     t = time.perf_counter()
-    get_spark(a.master)
+    spark_context(a.master)
     t_session = time.perf_counter() - t
     t, cpu = time.perf_counter(), tree_cpu_seconds()
     report = check_histories([path], "jsonl", int(a.lease_ms * 1e6), a.master)

@@ -32,9 +32,15 @@ from checkers.errors import HistoryFormatError
 from checkers.importers.jsonl import RecordProblem, locate_problem, pair_key
 from checkers.jsonl_blocks import Bucket, bucket_count, ranges, read_range, unreadable_block
 from checkers.ops import KeyHistory, NemesisEvent
-from checkers.spark_session import AUTO, SparkUnavailable, get_spark, spark_log_path, warm_up
+from checkers.spark_session import (
+    AUTO,
+    SparkUnavailable,
+    spark_context,
+    spark_log_path,
+    warm_up,
+)
 
-__all__ = ["AUTO", "get_spark", "spark_log_path", "check_histories", "warm_up_for"]
+__all__ = ["AUTO", "spark_context", "spark_log_path", "check_histories", "warm_up_for"]
 
 FORMATS = ("jsonl", "knossos", "etcd-log")
 STATUSES = (LINEARIZABLE, LEASE_BOUNDED, VIOLATION, UNKNOWN)
@@ -176,15 +182,20 @@ def _pop_nemesis(rows: list[dict[str, Any]]) -> dict[str, list[NemesisEvent]]:
 
 
 def _jsonl_rows(
-    spark: Any, paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None
+    sc: Any, paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None
 ) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
     sizes = [os.path.getsize(p) for p in paths]
-    buckets = bucket_count(sum(sizes), spark.sparkContext.defaultParallelism)
     tasks = [(fid, start, end) for fid, size in enumerate(sizes) for start, end in ranges(size)]
-    read = functools.partial(_read_task, paths=paths, buckets=buckets)
     check = functools.partial(_jsonl_bucket, files=paths, lease_ns=lease_ns, budget=budget,
                               checker=checker)
-    rows = (spark.sparkContext.parallelize(tasks, len(tasks)).flatMap(read)
+    if len(tasks) == 1 and sum(sizes) <= IN_PROCESS_BYTES:
+        # what AUTO would check in-process: one task reads and checks it, no shuffle stage
+        read = functools.partial(_read_task, paths=paths, buckets=1)
+        rows = sc.parallelize(tasks, 1).flatMap(read).mapPartitions(check).collect()
+        return rows, _pop_nemesis(rows)
+    buckets = bucket_count(sum(sizes), sc.defaultParallelism)
+    read = functools.partial(_read_task, paths=paths, buckets=buckets)
+    rows = (sc.parallelize(tasks, len(tasks)).flatMap(read)
             .partitionBy(buckets, _identity).mapPartitions(check).collect())
     return rows, _pop_nemesis(rows)
 
@@ -221,12 +232,12 @@ def _identity(bucket: int) -> int:
 
 
 def _importer_rows(
-    spark: Any, paths: list[str], fmt: str, lease_ns: int, budget: Budget | None,
+    sc: Any, paths: list[str], fmt: str, lease_ns: int, budget: Budget | None,
     checker: Checker | None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
     fn = functools.partial(_importer_file, fmt=fmt, lease_ns=lease_ns, budget=budget,
                            checker=checker)
-    rows = spark.sparkContext.parallelize(paths, max(1, len(paths))).flatMap(fn).collect()
+    rows = sc.parallelize(paths, max(1, len(paths))).flatMap(fn).collect()
     return rows, _pop_nemesis(rows)
 
 
@@ -340,17 +351,17 @@ def _spark_rows(
     progress: bool, checker: Checker | None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
     try:
-        spark = get_spark(spark_master)
+        sc = spark_context(spark_master)
     except SparkUnavailable as e:
         raise CheckerCrashed(str(e).rstrip("."), "") from None
     except Exception as e:  # noqa: BLE001 - no Java, a bad master URL, ...
         raise CheckerCrashed(f"Spark did not start ({e.__class__.__name__}: {e}); its log is "
                              f"{spark_log_path()}", traceback.format_exc()) from None
-    with _progress(spark, f"checking {len(files)} histories" if progress else None):
+    with _progress(sc, f"checking {len(files)} histories" if progress else None):
         try:
             if fmt == "jsonl":
-                return _jsonl_rows(spark, files, lease_ns, budget, checker)
-            return _importer_rows(spark, files, fmt, lease_ns, budget, checker)
+                return _jsonl_rows(sc, files, lease_ns, budget, checker)
+            return _importer_rows(sc, files, fmt, lease_ns, budget, checker)
         except Exception as e:  # noqa: BLE001 - Py4J/JVM errors: one sentence, details kept
             details = traceback.format_exc()
             lines = [x for x in str(e).strip().splitlines() if x.strip()]
@@ -361,8 +372,8 @@ def _spark_rows(
 class _progress:
     """A rich progress bar on stderr fed by Spark's status tracker (only on a terminal)."""
 
-    def __init__(self, spark: Any, title: str | None) -> None:
-        self.spark, self.title = spark, title
+    def __init__(self, sc: Any, title: str | None) -> None:
+        self.sc, self.title = sc, title
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -381,7 +392,7 @@ class _progress:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-        tracker = self.spark.sparkContext.statusTracker()
+        tracker = self.sc.statusTracker()
         columns = ("[progress.description]{task.description}", BarColumn(),
                    MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, console=Console(stderr=True), transient=True) as bar:

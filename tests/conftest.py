@@ -31,10 +31,10 @@ def ll_project(request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def spark() -> object:
-    """The one SparkSession of the test process (checkers.job reuses it for every job)."""
-    from checkers.job import get_spark
+    """The one SparkContext of the test process (checkers.job reuses it for every job)."""
+    from checkers.job import spark_context
 
-    return get_spark("local[2]")
+    return spark_context("local[2]")
 
 
 def wait_until_ready(profile: object, timeout: float = 90) -> None:

@@ -50,6 +50,28 @@ def test_generated_histories_with_anomalies_match_spark(tmp_path: Path, spark: A
 
 
 @pytest.mark.spark
+def test_one_small_file_in_one_task_matches_the_two_stage_job(
+        tmp_path: Path, spark: Any, monkeypatch: Any) -> None:
+    """A single small history is read and checked by one Spark task (no shuffle stage): the
+    report is the one the read-shuffle-check job gives for it."""
+    path = tmp_path / "one.jsonl"
+    generate(path, ops=3000, keys=12, clients=6, info_rate=0.05, stale_reads=[20.0, 400.0],
+             lost_writes=1, seed=9)
+    lines = path.read_text().splitlines()
+    last = json.loads(lines[-1])
+    for n, f in enumerate(("pause", "resume")):  # nemesis records reach the report once
+        lines.append(json.dumps({"index": last["index"] + 1 + n, "time": last["time"] + 1 + n,
+                                 "process": "nemesis", "type": "info", "f": f, "key": None,
+                                 "value": "n1", "node": None}))
+    path.write_text("\n".join(lines) + "\n")
+    one_task = check_histories([path], "jsonl", 100 * MS, "local[2]", progress=False)
+    monkeypatch.setattr(job, "IN_PROCESS_BYTES", 0)  # too big for one task: two stages
+    two_stages = check_histories([path], "jsonl", 100 * MS, "local[2]", progress=False)
+    assert one_task["valid"] is False and len(one_task["files"][str(path)]["nemesis"]) == 2
+    assert json.dumps(one_task, sort_keys=True) == json.dumps(two_stages, sort_keys=True)
+
+
+@pytest.mark.spark
 def test_malformed_history_same_error_text(tmp_path: Path, spark: Any) -> None:
     good = stale(tmp_path)
     bad = tmp_path / "bad.jsonl"
@@ -75,7 +97,7 @@ def test_auto_starts_no_jvm_for_small_input(tmp_path: Path, monkeypatch: Any) ->
     def no_spark(master: str) -> None:
         raise AssertionError("a small history under auto must not start Spark")
 
-    monkeypatch.setattr(job, "get_spark", no_spark)
+    monkeypatch.setattr(job, "spark_context", no_spark)
     t = time.perf_counter()
     report = check_histories([stale(tmp_path)], "jsonl", 100 * MS, AUTO, progress=False)
     assert report["valid"] is True and time.perf_counter() - t < 30

@@ -35,10 +35,10 @@ LEASELINE = [sys.executable, "-m", "cli"]
 # ran how many tasks (the UI is up for spark:// masters)
 DRIVER = """
 import json, sys, urllib.request
-from checkers.job import check_histories, get_spark
+from checkers.job import check_histories, spark_context
 master, lease_ns, paths = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 report = check_histories(paths, "jsonl", lease_ns, master, progress=False)
-sc = get_spark(master).sparkContext
+sc = spark_context(master)
 url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors"
 executors = json.loads(urllib.request.urlopen(url, timeout=120).read())
 print(json.dumps({"report": report, "app": sc.applicationId, "executors": executors}))
