@@ -36,6 +36,7 @@ MASTER_UI_PORT = 8080
 
 _context_lock = threading.Lock()
 _context: Any = None
+_unusable: dict[str, SparkUnavailable] = {}  # master -> why it could not be used
 
 
 class SparkUnavailable(Exception):
@@ -159,54 +160,65 @@ def _wait_for_executors(sc: Any, master: str, expected: int, timeout_s: float) -
 
 def spark_context(master: str = "local[*]") -> Any:
     """The process's one SparkContext (created on first use, quiet, with checkers shipped).
-    No SparkSession: the job uses RDDs only, and creating one cost 2.3 of an 8 s check."""
+    No SparkSession: the job uses RDDs only, and creating one cost 2.3 of an 8 s check.
+    A master found unusable stays so for the process: the check that follows a failed
+    warm-up reports the warm-up's sentence instead of waiting as long again."""
     global _context
     with _context_lock:
-        if _context is not None:
-            return _context
-        from pyspark import SparkConf, SparkContext
-        from pyspark.java_gateway import launch_gateway
-
-        if master == AUTO:
-            master = "local[*]"
-        extra: dict[str, str] = {}
-        expected = 0
-        if master.startswith("spark://"):
-            extra, expected = _cluster_conf(master)
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-        warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
-        # C1 only: the JVM here just moves opaque blocks between Python workers, and C2
-        # compiling Spark's own code cost ~20 CPU-s of a 10 M-op check on 2 cores
-        java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config()} -XX:TieredStopAtLevel=1"
-        settings = {
-            "spark.master": master,
-            "spark.app.name": "leaseline-check",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.ui.enabled": "false",
-            "spark.driver.extraJavaOptions": java_opts,
-            "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
-            "spark.driver.memory": os.environ.get("LEASELINE_SPARK_MEMORY", "3g"),
-            "spark.python.worker.faulthandler.enabled": "true",
-        } | extra
-        conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-        with open(spark_log_path(), "ab") as log:
-            # the JVM's own output (banner lines, warnings) goes to the log, not our stderr
-            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
-        sc = SparkContext(conf=conf, gateway=gateway)
-        sc.setLogLevel("ERROR")
-        if master.startswith("spark://"):
-            # the executors' Python is the image's, not this process's interpreter path
-            sc.pythonExec = os.environ.get("LEASELINE_SPARK_EXECUTOR_PYTHON", "python3")
+        if _context is None:
+            if master in _unusable:
+                raise _unusable[master]
             try:
-                _wait_for_executors(sc, master, expected, float(
-                    os.environ.get("LEASELINE_SPARK_EXECUTOR_WAIT_S", "30")))
-            except SparkUnavailable:
-                sc.stop()
+                _context = _start(master)
+            except SparkUnavailable as e:
+                _unusable[master] = e
                 raise
-        sc.addPyFile(str(_package_zip()))
-        _context = sc
-        return sc
+        return _context
+
+
+def _start(master: str) -> Any:
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if master == AUTO:
+        master = "local[*]"
+    extra: dict[str, str] = {}
+    expected = 0
+    if master.startswith("spark://"):
+        extra, expected = _cluster_conf(master)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    warnings.filterwarnings("ignore", message=_PANDAS_WARNING)
+    # C1 only: the JVM here just moves opaque blocks between Python workers, and C2
+    # compiling Spark's own code cost ~20 CPU-s of a 10 M-op check on 2 cores
+    java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_config()} -XX:TieredStopAtLevel=1"
+    settings = {
+        "spark.master": master,
+        "spark.app.name": "leaseline-check",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.ui.enabled": "false",
+        "spark.driver.extraJavaOptions": java_opts,
+        "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1",
+        "spark.driver.memory": os.environ.get("LEASELINE_SPARK_MEMORY", "3g"),
+        "spark.python.worker.faulthandler.enabled": "true",
+    } | extra
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    with open(spark_log_path(), "ab") as log:
+        # the JVM's own output (banner lines, warnings) goes to the log, not our stderr
+        gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+    sc = SparkContext(conf=conf, gateway=gateway)
+    sc.setLogLevel("ERROR")
+    if master.startswith("spark://"):
+        # the executors' Python is the image's, not this process's interpreter path
+        sc.pythonExec = os.environ.get("LEASELINE_SPARK_EXECUTOR_PYTHON", "python3")
+        try:
+            _wait_for_executors(sc, master, expected, float(
+                os.environ.get("LEASELINE_SPARK_EXECUTOR_WAIT_S", "30")))
+        except SparkUnavailable:
+            sc.stop()
+            raise
+    sc.addPyFile(str(_package_zip()))
+    return sc
 
 
 def _import_checker(_: Any) -> None:

@@ -7,7 +7,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
 from test_job import stale
 
 from harness.cluster import ROOT
@@ -32,3 +34,22 @@ def test_master_url_without_port(tmp_path: Path) -> None:
     assert res.returncode == 255
     assert res.stderr == ("leaseline: spark://nowhere is not a Spark master URL "
                           "(spark://HOST:PORT).\n")
+
+
+def test_a_master_found_unusable_is_not_tried_again(monkeypatch: Any) -> None:
+    """The check after a failed warm-up gives the warm-up's sentence at once: the executor
+    wait (30 s) is not paid twice, which would break the 60 s bound."""
+    from checkers import spark_session
+
+    calls = []
+
+    def unusable(master: str) -> None:
+        calls.append(master)
+        raise spark_session.SparkUnavailable(f"no executor of {master} registered")
+
+    monkeypatch.setattr(spark_session, "_start", unusable)
+    monkeypatch.setattr(spark_session, "_unusable", {})
+    for _ in range(2):
+        with pytest.raises(spark_session.SparkUnavailable, match="no executor"):
+            spark_session.spark_context("spark://192.0.2.1:7077")
+    assert calls == ["spark://192.0.2.1:7077"]
