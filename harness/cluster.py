@@ -17,7 +17,7 @@ import shutil
 import subprocess
 import tarfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from docker.errors import APIError, NotFound
@@ -49,16 +49,18 @@ class Cluster:
 
     def __init__(
         self, project: str, compose_profile: str, env: dict[str, str] | None = None,
-        compose_file: Path = COMPOSE_FILE,
+        compose_file: Path = COMPOSE_FILE, overrides: Sequence[Path] = (),
     ) -> None:
         """compose_file: the repository's docker-compose.yml, or one generated for the run
-        (a described system, harness/profiles/described.py)."""
+        (a described system, harness/profiles/described.py); overrides: compose files
+        merged over it (the Spark cluster's mounts, harness/spark_cluster.py)."""
         if not re.fullmatch(r"ll-[a-z0-9][a-z0-9_-]*", project):
             raise ValueError(f"compose project names must look like ll-<name>, got {project!r}")
         self.project = project
         self.compose_profile = compose_profile
         self.env = dict(env or {})
         self.compose_file = compose_file
+        self.overrides = list(overrides)
         # A generated compose file with a subnet of its own: rewrites it for another subnet.
         self.on_subnet_taken: Callable[[str], None] | None = None
 
@@ -67,16 +69,8 @@ class Cluster:
         exe = shutil.which("docker-compose")
         if exe is None:
             raise EnvironmentProblem("docker-compose is not installed; run scripts/setup.sh first.")
-        cmd = [
-            exe,
-            "-f",
-            str(self.compose_file),
-            "-p",
-            self.project,
-            "--profile",
-            self.compose_profile,
-            *args,
-        ]
+        files = [arg for f in (self.compose_file, *self.overrides) for arg in ("-f", str(f))]
+        cmd = [exe, *files, "-p", self.project, "--profile", self.compose_profile, *args]
         try:
             return subprocess.run(
                 cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env}

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import tempfile
 import time
 import urllib.error
@@ -22,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cluster import COMPOSE_FILE, PROJECT_LABEL, ROOT, Cluster, _explain_compose_failure
+from harness.cluster import PROJECT_LABEL, ROOT, Cluster
 from harness.docker_client import client
 from harness.errors import BadArguments, EnvironmentProblem
 
@@ -93,27 +91,12 @@ def up(project: str = DEFAULT_PROJECT, mounts: tuple[str, ...] = ()) -> SparkSta
     roots = _roots(list(mounts))
     build_base()
     build_image(IMAGE, image_contexts()[IMAGE])
-    exe = shutil.which("docker-compose")
-    if exe is None:
-        raise EnvironmentProblem("docker-compose is not installed; run scripts/setup.sh first.")
-    cluster = Cluster(project, PROFILE)
-    cluster.down()
-    cluster.use_subnet(cluster.free_subnet())
+    Cluster(project, PROFILE).down()
     override = _override(roots)
     try:
-        r = subprocess.run(
-            [exe, "-f", str(COMPOSE_FILE), "-f", str(override), "-p", project, "--profile",
-             PROFILE, "up", "-d", "--no-build", "--remove-orphans"],
-            capture_output=True, text=True, timeout=180, env={**os.environ, **cluster.env})
-    except subprocess.TimeoutExpired:
-        cluster.down()
-        raise EnvironmentProblem(f"docker-compose up for {project} took over 180 s.") from None
+        Cluster(project, PROFILE, overrides=[override]).up()
     finally:
         override.unlink()
-    if r.returncode != 0:
-        cluster.down()
-        why = _explain_compose_failure(r.stdout + r.stderr)
-        raise EnvironmentProblem(f"the Spark cluster did not start: {why}.")
     state = wait_ready(project, len(WORKERS), READY_TIMEOUT_S)
     return state
 
