@@ -3,10 +3,12 @@
 Two mechanisms, the same fault. On the user's own machines (harness.ssh_cluster) each
 host is probed once, when a delay first needs it, for tc netem (nemesis.netem); a link
 whose sender has it is delayed by netem at the sender's egress: an HTB class per spec with
-a netem leaf, fed by iptables CLASSIFY rules in the spec's mangle chain. Every other link,
-and every link in Docker, which keeps this one path, goes through NFQUEUE: iptables sends
-the chosen links' packets to an nfnetlink queue (`-j NFQUEUE --queue-bypass`) and a small
-stdlib-only handler (nemesis/nfqueue.py) holds each one and then accepts it. In Docker,
+a netem leaf, fed by iptables CLASSIFY rules in the spec's mangle chain. Every other link
+goes through NFQUEUE, and so does every link of a Docker run (Docker keeps NFQUEUE only:
+its nodes share the control machine's kernel, and the reference machine's has no netem to
+test a second path on): iptables sends the chosen links' packets to an nfnetlink queue
+(`-j NFQUEUE --queue-bypass`) and a small stdlib-only handler (nemesis/nfqueue.py) holds
+each one and then accepts it. In Docker,
 rules and handler live in one helper container per target, in the target's network
 namespace, which stays up while the fault is in force; if it dies, --queue-bypass lets
 traffic flow again. On a host, rules and handler run on the host itself. The start's
@@ -26,6 +28,7 @@ Each spec gets its own chains, queue number, handler label and HTB class (from a
 its text), so two delays overlapping on one node (--nemesis-mode overlap) neither clobber
 nor heal each other.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -109,13 +112,13 @@ def split_links(plan: dict[str, dict[str, list[str]]], netem_on: set[str]
     queue: dict[str, dict[str, list[str]]] = {}
     for node, own in plan.items():
         rest: dict[str, list[str]] = {"in": [], "out": []}
-        for sender, receiver, side, other in (
-                *((p, node, "in", p) for p in own["in"]),
-                *((node, p, "out", p) for p in own["out"])):
+        for side, sender, receiver, peer in (
+                *(("in", p, node, p) for p in own["in"]),
+                *(("out", node, p, p) for p in own["out"])):
             if sender in netem_on:
                 egress.setdefault(sender, []).append(receiver)
             else:
-                rest[side].append(other)
+                rest[side].append(peer)
         if rest["in"] or rest["out"]:
             queue[node] = rest
     return egress, queue
