@@ -8,10 +8,10 @@ goes through NFQUEUE, and so does every link of a Docker run (Docker keeps NFQUE
 its nodes share the control machine's kernel, and the reference machine's has no netem to
 test a second path on): iptables sends the chosen links' packets to an nfnetlink queue
 (`-j NFQUEUE --queue-bypass`) and a small stdlib-only handler (nemesis/nfqueue.py) holds
-each one and then accepts it. In Docker,
-rules and handler live in one helper container per target, in the target's network
-namespace, which stays up while the fault is in force; if it dies, --queue-bypass lets
-traffic flow again. On a host, rules and handler run on the host itself. The start's
+each one and then accepts it. In Docker, rules and handler live in one helper container
+per target, in the target's network namespace, which stays up while the fault is in force;
+if it dies, --queue-bypass lets traffic flow again. On a host, rules and handler run on
+the host itself. The start's
 record says which: `"via": "netem"`, `"nfqueue"` or `"netem+nfqueue"` (hosts differ), and
 `"egress"` lists the links netem delays (sender -> receivers).
 
