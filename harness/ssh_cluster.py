@@ -7,7 +7,9 @@ session of its own (`setsid`), so its process group is the node: kill is SIGKILL
 group, pause and thaw are SIGSTOP/SIGCONT (what `docker pause` does with the freezer),
 start runs the command again on the same data. Network faults run the same iptables
 scripts as in Docker (nemesis.netns), on the host itself, in chains named LEASELINE*, so
-healing removes exactly those chains and nothing of the machine's own firewall.
+healing removes exactly those chains and nothing of the machine's own firewall; `delay`
+uses tc netem at each sender's egress where a host has it (nemesis.netem: probed once per
+host, `netem_missing`), else the NFQUEUE handler as a host process.
 Nothing here uses Docker.
 """
 
@@ -23,6 +25,7 @@ from harness.host_system import HostCommands
 from harness.hosts import HostsFile
 from harness.ssh import CommandFailed, SshFailure, SshNode, in_parallel, last_line, q
 from harness.templates import TemplateProblem, render
+from nemesis import netem
 
 STATE = ".leaseline"  # inside each node's folder: pid files, the delay handler
 HANDLER_SOURCE = Path(__file__).resolve().parent.parent / "nemesis" / "nfqueue.py"
@@ -43,15 +46,18 @@ ll_status() {{
 """
 STATUS_SCRIPT = STATUS_FN + "ll_status\n"
 
-# Every LEASELINE* chain unhooked and removed; only ours, whoever created it (a killed run).
+# Every LEASELINE* chain unhooked and removed (filter table; netem's in mangle and its HTB
+# roots too); only ours, whoever created it (a killed run).
 HEAL_ALL_CHAINS = f"""
-command -v iptables >/dev/null 2>&1 || exit 0
-for c in $(iptables -w -S 2>/dev/null | sed -n 's/^-N \\({CHAIN_PREFIX}[^ ]*\\).*/\\1/p'); do
-  while iptables -w -D INPUT -j "$c" 2>/dev/null; do :; done
-  while iptables -w -D OUTPUT -j "$c" 2>/dev/null; do :; done
-  iptables -w -F "$c" 2>/dev/null || true
-  iptables -w -X "$c" 2>/dev/null || true
-done
+if command -v iptables >/dev/null 2>&1; then
+  for c in $(iptables -w -S 2>/dev/null | sed -n 's/^-N \\({CHAIN_PREFIX}[^ ]*\\).*/\\1/p'); do
+    while iptables -w -D INPUT -j "$c" 2>/dev/null; do :; done
+    while iptables -w -D OUTPUT -j "$c" 2>/dev/null; do :; done
+    iptables -w -F "$c" 2>/dev/null || true
+    iptables -w -X "$c" 2>/dev/null || true
+  done
+fi
+{netem.HEAL_ALL}
 """
 
 
@@ -84,6 +90,7 @@ class SshCluster:
         self._ips = {h.name: _resolve(h.address) for h in hosts.nodes}
         self._dirs: dict[str, str] = {}
         self._homes: dict[str, str] = {}
+        self._netem: dict[tuple[str, str], str | None] = {}  # (node, leaf) -> why not
 
     # -- plumbing ------------------------------------------------------------------------
     def node(self, name: str) -> SshNode:
@@ -320,6 +327,17 @@ kill -{signal} -"$(cat {STATE}/pid)" && echo yes
         names = list(names)
         in_parallel(lambda n: self.run_in_netns(n, heal_script(chain)), names)
         return names
+
+    def netem_missing(self, name: str, leaf: str) -> str | None:
+        """Why `delay` cannot use tc netem (with this leaf) on the node, or None if it can:
+        nemesis.netem's probe, run once per node (SshFailure, not cached, if unreachable)."""
+        key = (name, leaf)
+        if key not in self._netem:
+            others = [self._ips[n] for n in self.nodes if n != name]
+            out = self.node(name).run(netem.probe_script(others, leaf), "probing for tc netem",
+                                      self.commands.timeout_s, check=False, privileged=True)
+            self._netem[key] = netem.probe_answer(out.stdout or out.stderr)
+        return self._netem[key]
 
     def start_queue_handler(self, name: str, rules: str, args: str, tag: str,
                             timeout_s: float = 20.0) -> None:

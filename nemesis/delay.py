@@ -1,11 +1,19 @@
 """delay: hold the packets of the target nodes' peer links for ms +- jitter milliseconds.
 
-No netem (many kernels, Leaseline's CI's among them, lack sch_netem): iptables sends the
-chosen links' packets to an nfnetlink queue (`-j NFQUEUE --queue-bypass`) and a small
-stdlib-only handler (nemesis/nfqueue.py) holds each one and then accepts it. Rules and
-handler live in one helper container per target, in the target's network namespace, which
-stays up while the fault is in force; if it dies, --queue-bypass lets traffic flow again.
-On the user's own machines (harness.ssh_cluster) rules and handler run on the host itself.
+Two mechanisms, the same fault. On the user's own machines (harness.ssh_cluster) each
+host is probed once, when a delay first needs it, for tc netem (nemesis.netem); a link
+whose sender has it is delayed by netem at the sender's egress: an HTB class per spec with
+a netem leaf, fed by iptables CLASSIFY rules in the spec's mangle chain. Every other link
+goes through NFQUEUE, and so does every link of a Docker run (Docker keeps NFQUEUE only:
+its nodes share the control machine's kernel, and the reference machine's has no netem to
+test a second path on): iptables sends the chosen links' packets to an nfnetlink queue
+(`-j NFQUEUE --queue-bypass`) and a small stdlib-only handler (nemesis/nfqueue.py) holds
+each one and then accepts it. In Docker, rules and handler live in one helper container
+per target, in the target's network namespace, which stays up while the fault is in force;
+if it dies, --queue-bypass lets traffic flow again. On a host, rules and handler run on
+the host itself. The start's
+record says which: `"via": "netem"`, `"nfqueue"` or `"netem+nfqueue"` (hosts differ), and
+`"egress"` lists the links netem delays (sender -> receivers).
 
     delay:leader:ms=300:jitter=50:dir=in   the leader's peers' packets reach it 250-350 ms late
     delay:all:ms=100                       (the defaults: target all, ms=100, jitter=0, dir=both)
@@ -13,9 +21,12 @@ On the user's own machines (harness.ssh_cluster) rules and handler run on the ho
 dir=in delays what the targets receive from their peers (a leader's quorum acks come back
 late), dir=out what they send, dir=both every direction of every link that touches a
 target, once. Only links between nodes (and aux services) are delayed, never clients.
-Asking for `delay` on a kernel without nfnetlink_queue fails before the run, in one sentence.
-Each spec gets its own chain, queue number and handler label (from a hash of its text), so
-two delays overlapping on one node (--nemesis-mode overlap) neither clobber nor heal each other.
+netem acts only on egress, so dir=in on a target is netem on each of its peers (hosts that
+are not targets themselves); healing covers them too. Asking for `delay` in Docker on a
+kernel without nfnetlink_queue fails before the run, in one sentence.
+Each spec gets its own chains, queue number, handler label and HTB class (from a hash of
+its text), so two delays overlapping on one node (--nemesis-mode overlap) neither clobber
+nor heal each other.
 """
 
 from __future__ import annotations
@@ -27,13 +38,16 @@ from typing import Any
 
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.profiles.base import Profile
+from nemesis import netem
 from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
 from nemesis.netns import (
     Helper,
     heal_chain,
+    heal_script,
     helpers,
     in_parallel,
     queue_script,
+    run_in_netns,
     run_offline,
     start_in_netns,
 )
@@ -88,6 +102,32 @@ def links(node: str, peers: list[str], targets: list[str], direction: str) -> di
     return {"in": list(peers), "out": [p for p in peers if p not in targets]}
 
 
+def split_links(plan: dict[str, dict[str, list[str]]], netem_on: set[str]
+                ) -> tuple[dict[str, list[str]], dict[str, dict[str, list[str]]]]:
+    """Each link of the plan (target -> links) delayed once: at its sender's egress where the
+    sender is in netem_on, else by the target's NFQUEUE rules. Returns (egress: sender ->
+    receivers for netem, queue: target -> {"in", "out"} left to NFQUEUE, targets with none
+    left out)."""
+    egress: dict[str, list[str]] = {}
+    queue: dict[str, dict[str, list[str]]] = {}
+    for node, own in plan.items():
+        rest: dict[str, list[str]] = {"in": [], "out": []}
+        for side, sender, receiver, peer in (
+                *(("in", p, node, p) for p in own["in"]),
+                *(("out", node, p, p) for p in own["out"])):
+            if sender in netem_on:
+                egress.setdefault(sender, []).append(receiver)
+            else:
+                rest[side].append(peer)
+        if rest["in"] or rest["out"]:
+            queue[node] = rest
+    return egress, queue
+
+
+def via(egress: dict[str, list[str]], queue: dict[str, dict[str, list[str]]]) -> str:
+    return "+".join(name for name, used in (("netem", egress), ("nfqueue", queue)) if used)
+
+
 class Delay(Nemesis):
     name = "delay"
     start_f = "start-delay"
@@ -96,6 +136,7 @@ class Delay(Nemesis):
     targets = TARGETS
     default_target = "all"
     params = ("ms", "jitter", "dir")
+    leaf_kind: str = "netem"  # the one seam: tests put a qdisc the kernel has (e.g. pfifo)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -132,10 +173,17 @@ class Delay(Nemesis):
         plan = {n: links(n, [p for p in profile.peers(n) if ips.get(p)], targets, direction)
                 for n in targets}
         seed = self.rng.randrange(2**32)
+        egress, queue = split_links(plan, self._netem_hosts(plan))
+        leaf = netem.leaf(ms, jitter, self.leaf_kind)
 
         def apply(node: str) -> Helper | None:
-            rules = queue_script([ips[p] for p in plan[node]["in"]],
-                                 [ips[p] for p in plan[node]["out"]], self.queue, self.chain)
+            if node in egress:
+                run_in_netns(cluster, node, netem.apply_script(
+                    [ips[r] for r in egress[node]], self.id, leaf))
+            if node not in queue:
+                return None
+            rules = queue_script([ips[p] for p in queue[node]["in"]],
+                                 [ips[p] for p in queue[node]["out"]], self.queue, self.chain)
             if cluster.backend != "docker":  # the handler runs on the host itself
                 cluster.start_queue_handler(  # type: ignore[attr-defined]
                     node, rules, f"{self.queue} {ms:g} {jitter:g} {seed}", str(self.id),
@@ -148,22 +196,46 @@ class Delay(Nemesis):
             wait_bound(helper, node)
             return helper
 
+        touched = [*targets, *(n for n in egress if n not in targets)]
         try:
-            in_parallel(apply, targets)
+            in_parallel(apply, touched)
         except (FaultNotApplied, EnvironmentProblem) as e:
-            self._heal(targets)  # the nodes where it did start must not keep half a fault
+            self._heal(touched)  # the nodes where it did start must not keep half a fault
             raise FaultNotApplied(str(e)) from None
         self.active = {"nodes": targets, "delay_ms": ms, "jitter_ms": jitter, "dir": direction,
-                       "links": plan}
+                       "links": plan, "via": via(egress, queue)}
+        if egress:
+            self.active["egress"] = egress
         self.ctx.log(f"delay {ms:g}+-{jitter:g} ms (dir={direction}) on the peer links of "
-                     f"{', '.join(targets)}")
+                     f"{', '.join(targets)} via {self.active['via']}"
+                     + (f" (netem on the egress of {', '.join(egress)})" if egress else ""))
         return self.active
+
+    def _netem_hosts(self, plan: dict[str, dict[str, list[str]]]) -> set[str]:
+        """The would-be senders that can delay with netem (probed once per host); none in
+        Docker, where delay keeps the NFQUEUE path."""
+        cluster = self.ctx.cluster
+        if cluster.backend == "docker":
+            return set()
+        hosts = set(getattr(cluster, "nodes", ()))
+        senders = {p for own in plan.values() for p in own["in"]}
+        senders |= {n for n, own in plan.items() if own["out"]}
+        probe_leaf = netem.leaf(1, 0, self.leaf_kind)
+        why = in_parallel(lambda n: cluster.netem_missing(n, probe_leaf),  # type: ignore[attr-defined]
+                          sorted(senders & hosts))
+        missing = {n: w for n, w in why.items() if w is not None}
+        if missing:
+            reasons = sorted(set(missing.values()))
+            self.ctx.log(f"delay: no tc netem on {', '.join(sorted(missing))} "
+                         f"({'; '.join(reasons)}): NFQUEUE there")
+        return {n for n, w in why.items() if w is None}
 
     def stop(self) -> Any:
         nodes = list(self.active["nodes"]) if self.active else []
         if self.active:
-            self._heal(nodes)
-            self.ctx.log(f"delay healed on {', '.join(nodes)}")
+            senders = [n for n in self.active.get("egress", {}) if n not in nodes]
+            self._heal([*nodes, *senders])
+            self.ctx.log(f"delay healed on {', '.join(nodes + senders)}")
         self.active = None
         return {"nodes": nodes}
 
@@ -173,12 +245,15 @@ class Delay(Nemesis):
 
     def _heal(self, nodes: list[str]) -> None:
         """Rules first (no packet is queued any more), then the handlers, which accept every
-        packet they still hold when stopped."""
-        heal_chain(self.ctx.cluster, nodes, self.chain)
-        if self.ctx.cluster.backend != "docker":
-            self.ctx.cluster.stop_queue_handlers(nodes, str(self.id))  # type: ignore[attr-defined]
+        packet they still hold when stopped; on a host netem's chain and class with them."""
+        cluster = self.ctx.cluster
+        if cluster.backend != "docker":
+            script = f"{heal_script(self.chain)}\n{netem.heal_script(self.id)}"
+            in_parallel(lambda n: run_in_netns(cluster, n, script), nodes)
+            cluster.stop_queue_handlers(nodes, str(self.id))  # type: ignore[attr-defined]
             return
-        handlers = helpers(self.ctx.cluster.project, HANDLER_LABEL)
+        heal_chain(cluster, nodes, self.chain)
+        handlers = helpers(cluster.project, HANDLER_LABEL)
         mine = [f"{self.id}:{n}" for n in nodes if f"{self.id}:{n}" in handlers]
         # Stopped with SIGTERM, a handler accepts what it holds; gone already is fine.
         in_parallel(lambda label: handlers[label].remove(stop_timeout=2), mine)

@@ -49,10 +49,14 @@ def leaseline(hosts: Path, results: Path, *args: str, timeout: float = 400, sut:
 
 
 def leftovers(machines: Machines) -> dict[str, str]:
-    """Leaseline chains and leasekv processes still on each machine ('' if none)."""
+    """Leaseline chains (netem's too), netem's HTB roots, delay handlers and leasekv
+    processes still on each machine ('' if none)."""
     out = {}
     for n in machines.names:
         _, text = machines.exec(n, "iptables -w -S | grep LEASELINE; "
+                                   "iptables -w -t mangle -S | grep LEASELINE; "
+                                   "tc qdisc show | grep 'htb 11ee:'; "
+                                   "ps -eo pid,stat,args | grep '[n]fqueue.py'; "
                                    "ps -eo pid,stat,args | grep '[s]ut.leasekv'")
         out[n] = text.strip()
     return out
@@ -112,15 +116,25 @@ def test_the_local_read_bug_is_caught_as_in_docker(machines: Machines, tmp_path:
 
 def test_a_system_file_describes_the_ssh_run_too(machines: Machines, tmp_path: Path) -> None:
     """harness/systems/leasekv.toml: the file that runs leasekv in Docker, whose [host]
-    table runs it on these machines; its leader, readiness and transfer probes alike."""
-    r = leaseline(machines.hosts_toml(), tmp_path, "--nemesis", "kill-leader,transfer-leader",
-                  "--nemesis-interval", "3", "--time-limit", "20", "--lease-ms", "0",
+    table runs it on these machines; its leader, readiness and transfer probes alike. Its
+    delay takes the NFQUEUE path on a kernel without netem and its record says so."""
+    r = leaseline(machines.hosts_toml(), tmp_path, "--nemesis",
+                  "kill-leader,transfer-leader,delay:one:ms=50:dir=in",
+                  "--nemesis-interval", "3", "--time-limit", "21", "--lease-ms", "0",
                   sut=str(ROOT / "harness" / "systems" / "leasekv.toml"))
     assert r.returncode == 0, r.stderr[-2000:]
     run_dir = only_run(tmp_path)
     assert json.loads((run_dir / "test.json").read_text())["nodes"] == list(machines.names)
     nemesis = (run_dir / "nemesis.log").read_text()
     assert "leadership transferred" in nemesis and "killed" in nemesis, nemesis
+    records = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()
+               if '"start-delay"' in line]
+    (started,) = [rec["value"] for rec in records if rec["type"] == "ok"]
+    code, _ = machines.exec("m1", "ip link add llt0 type veth peer name llt1 && "
+                                  "tc qdisc add dev llt0 root netem delay 1ms; r=$?; "
+                                  "ip link del llt0; exit $r")
+    assert started["via"] == ("netem" if code == 0 else "nfqueue"), started
+    assert "via nfqueue" in nemesis or code == 0, nemesis
     assert all(v == "" for v in leftovers(machines).values()), leftovers(machines)
 
 

@@ -1,6 +1,9 @@
 """The nemeses, unchanged, acting on leasekv on three sshd machines through SshCluster: what
 each fault does to the machine (rules, signals, timing) and that healing removes exactly
-Leaseline's chains, never the machine's own firewall."""
+Leaseline's chains, never the machine's own firewall. `delay` takes the NFQUEUE path where
+the kernel has no netem (the reference machine's), and its netem path is shown with a
+pfifo leaf in netem's place (Delay.leaf_kind, the one seam): the same probe, per-sender
+classes and heals on the machines, only without the holding."""
 
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ from ssh_machines import Machines, ssh_machines
 from harness.profiles.leasekv import LeaseKV
 from harness.remote import remote_cluster
 from harness.ssh_cluster import SshCluster
-from nemesis import NemesisContext, nemesis_classes
+from nemesis import NemesisContext, nemesis_classes, netem
 from nemesis.base import Nemesis
+from nemesis.delay import Delay
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 USER_RULE = "-A INPUT -p tcp -m tcp --dport 9999 -j ACCEPT"
@@ -48,6 +52,22 @@ def rules(m: Machines, node: str) -> str:
     return m.exec(node, "iptables -w -S")[1]
 
 
+def netem_left(m: Machines, node: str) -> str:
+    """netem's mangle rules and HTB roots on the machine ('' if none)."""
+    return m.exec(node, "iptables -w -t mangle -S | grep LEASELINE; "
+                        "tc qdisc show | grep 'htb 11ee:'")[1].strip()
+
+
+def kernel_has_netem(m: Machines) -> bool:
+    """Asked of the machines' kernel directly (a veth pair made and removed), not through
+    Leaseline's probe."""
+    code, out = m.exec("m1", "ip link add llt0 type veth peer name llt1 || exit 90; "
+                              "tc qdisc add dev llt0 root netem delay 1ms; r=$?; "
+                              "ip link del llt0; exit $r")
+    assert code != 90, out
+    return code == 0
+
+
 def test_partition_rules_live_in_our_chain_and_healing_removes_only_it(
         cluster: tuple[Machines, SshCluster, LeaseKV]) -> None:
     m, c, profile = cluster
@@ -78,6 +98,12 @@ def test_loss_and_delay_act_on_peer_links_only(
     delay = make("delay:one:ms=400:dir=in", c, profile)
     done = delay.start()
     (target,) = done["nodes"]
+    # This kernel has no netem (the reference machine's): every host's probe says so, and
+    # the target's NFQUEUE handler holds its peers' packets, as the record says.
+    assert done["via"] == ("netem" if kernel_has_netem(m) else "nfqueue"), done
+    if done["via"] == "nfqueue":
+        why = c.netem_missing(target, netem.leaf(1, 0))
+        assert why and "qdisc kind is unknown" in why, why
     other = next(n for n in m.names if n != target)
     probe = (f"python3 -c \"import socket, time; t = time.monotonic(); "
              f"socket.create_connection(('{c.ip(target)}', 22), 5).close(); "
@@ -89,6 +115,58 @@ def test_loss_and_delay_act_on_peer_links_only(
     assert fast < 0.2, fast
     assert m.exec(target, "ps -eo args | grep -c '[n]fqueue.py'")[1].strip() == "0"
     wait_until_ready(profile, 60)
+
+
+def test_delay_via_netem_classifies_each_senders_packets_and_heals_on_every_host(
+        cluster: tuple[Machines, SshCluster, LeaseKV], monkeypatch: pytest.MonkeyPatch) -> None:
+    m, c, profile = cluster
+    monkeypatch.setattr(Delay, "leaf_kind", "pfifo limit 1000")
+    wait_until_ready(profile, 60)
+    delay = make("delay:one:dir=in", c, profile)
+    done = delay.start()
+    (target,) = done["nodes"]
+    senders = [n for n in m.names if n != target]
+    assert done["via"] == "netem" and done["egress"] == {s: [target] for s in senders}
+    cid, ip = netem.classid(delay.id), c.ip(target)
+    for s in senders:
+        assert f"-A {netem.chain(delay.id)} -d {ip}/32 -j CLASSIFY" in netem_left(m, s)
+        before = counters(m, s, cid)
+        m.exec(s, udp(ip, 25))
+        chosen = counters(m, s, cid)
+        # The chosen link's 25 (and the nodes' own traffic on it) go through the class...
+        assert chosen[0] >= before[0] + 25, (before, chosen)
+        m.exec(s, udp(c.ip(next(n for n in senders if n != s)), 500))
+        after = counters(m, s, cid)
+        # ...another link's 500 through HTB's direct queue, untouched.
+        assert after[1] >= chosen[1] + 500 and after[0] - chosen[0] < 500, (chosen, after)
+    # The target sends nothing through a class and runs no handler.
+    assert netem_left(m, target) == "" and "LEASELINE" not in rules(m, target)
+    assert m.exec(target, "ps -eo args | grep -c '[n]fqueue.py'")[1].strip() == "0"
+    delay.stop()
+    assert all(netem_left(m, n) == "" for n in m.names)
+    # A crashed run's delay goes with the blind heal, and with the end-of-run heal.
+    make("delay:all:dir=both", c, profile).start()
+    assert all("htb 11ee:" in netem_left(m, n) for n in m.names)
+    make("delay:all:dir=both", c, profile).heal()
+    assert all(netem_left(m, n) == "" for n in m.names)
+    make("delay:one:dir=out", c, profile).start()
+    c.heal_everything()
+    assert all(netem_left(m, n) == "" and "LEASELINE" not in rules(m, n) for n in m.names)
+    wait_until_ready(profile, 60)
+
+
+def udp(ip: str, count: int) -> str:
+    """A command sending count UDP datagrams to ip (port 9: nothing needs to answer)."""
+    return ("python3 -c \"import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+            f"[s.sendto(b'x', ('{ip}', 9)) for _ in range({count})]\"")
+
+
+def counters(m: Machines, node: str, classid: str) -> tuple[int, int]:
+    """(packets through the class, packets through HTB's direct queue) on eth0."""
+    out = m.exec(node, f"tc -s class show dev eth0 classid {classid}")[1]
+    root = m.exec(node, "tc qdisc show dev eth0 root")[1]
+    return (int(out.split(" bytes ", 1)[1].split(" pkt", 1)[0]),
+            int(root.split("direct_packets_stat ", 1)[1].split()[0]))
 
 
 def test_kill_pause_and_transfer_act_on_the_server(
