@@ -66,9 +66,10 @@ from checkers.models import CasRegister, Model, Register
 from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
 
 try:  # the compiled search (native/); optional
+    from leaseline_wgl import encode as _compiled_encode
     from leaseline_wgl import linearizable as _compiled_search
 except ImportError:  # pragma: no cover - depends on the installation
-    _compiled_search = None
+    _compiled_encode = _compiled_search = None
 
 # Shift of each read (an int: the same Δ for every read), or of each operation.
 Shifts = int | Sequence[int] | np.ndarray
@@ -144,18 +145,23 @@ class HistoryOperations(Sequence[Operation]):
 
 
 def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
+    """The compiled search's columns (only called where it is installed). Every value no
+    operation observes is one state, UNOBSERVED_CODE (see _abstract)."""
     if isinstance(ops, HistoryOperations):
         h = ops.history
-        return _encoded(h.f.astype(np.int8), h.value.tolist(), h.expected.tolist(),
-                        h.invoke.astype(np.int64), h.complete.astype(np.int64), initial,
-                        h.index.astype(np.int64))
-    return _encoded(
-        np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops)),
-        [o.value for o in ops], [o.expected for o in ops],
-        np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops)),
-        np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops)), initial,
-        np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops)),
-    )
+        kind = np.ascontiguousarray(h.f, dtype=np.int8)
+        values, expected = h.value.tolist(), h.expected.tolist()
+        invoke = np.ascontiguousarray(h.invoke, dtype=np.int64)
+        complete = np.ascontiguousarray(h.complete, dtype=np.int64)
+        index = np.ascontiguousarray(h.index, dtype=np.int64)
+    else:
+        kind = np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops))
+        values, expected = [o.value for o in ops], [o.expected for o in ops]
+        invoke = np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops))
+        complete = np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops))
+        index = np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops))
+    val, exp, init = _compiled_encode(kind, values, expected, initial)
+    return Encoded(kind, val, exp, invoke, complete, kind == READ, init, index)
 
 
 def _observed(kinds: Sequence[int], values: Sequence[str | None],
@@ -164,20 +170,6 @@ def _observed(kinds: Sequence[int], values: Sequence[str | None],
     seen = {v for f, v in zip(kinds, values, strict=True) if f == READ}
     seen.update(e for f, e in zip(kinds, expected, strict=True) if f in (CAS, CAS_FAILED))
     return seen
-
-
-def _encoded(kind: np.ndarray, values: list[str | None], expected: list[str | None],
-             invoke: np.ndarray, complete: np.ndarray, initial: str | None,
-             index: np.ndarray) -> Encoded:
-    # every value no operation observes is one state, UNOBSERVED_CODE (see _abstract)
-    observed = _observed(kind.tolist(), values, expected)
-    codes = {v: k for k, v in enumerate(observed)}
-    val = np.fromiter((codes.get(v, UNOBSERVED_CODE) for v in values), dtype=np.int32,
-                      count=len(values))
-    exp = np.fromiter((codes.get(v, UNOBSERVED_CODE) for v in expected), dtype=np.int32,
-                      count=len(values))
-    return Encoded(kind, val, exp, invoke, complete, kind == READ,
-                   codes.get(initial, UNOBSERVED_CODE), index)
 
 
 UNOBSERVED_CODE = -1
@@ -239,7 +231,9 @@ def linearizable(
     if not _compiled_fits(ops, model):
         return linearizable_reference(ops, model, initial, delta, limits, read_shift)
     e = encoded if encoded is not None else encode(ops, initial)
-    if isinstance(delta, int | np.integer):
+    if isinstance(delta, int | np.integer) and delta == 0 and not read_shift:
+        start = e.invoke
+    elif isinstance(delta, int | np.integer):
         shift = np.where(e.is_read, np.int64(delta), np.int64(0))
         for index, s in (read_shift or {}).items():
             shift[(e.index == index) & e.is_read] = s
@@ -257,7 +251,7 @@ def linearizable(
     if rc == 3:
         limits.states = limits.max_states + 1
         raise BudgetExceeded("states")
-    return Outcome(rc == 0, order.tolist(), longest.tolist())
+    return Outcome(rc == 0, order, longest)
 
 
 def linearizable_reference(
