@@ -419,20 +419,43 @@ def _shift(op: Operation, delta: int, read_shift: Mapping[int, int] | None) -> i
     return delta if read_shift is None else read_shift.get(op.index, delta)
 
 
+def _columns(ops: Sequence[Operation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(f, invoke, complete) of every operation, as arrays."""
+    if isinstance(ops, HistoryOperations):
+        h = ops.history
+        return h.f, h.invoke, h.complete
+    return (np.array([o.f for o in ops], dtype=np.int8),
+            np.array([o.invoke for o in ops], dtype=np.int64),
+            np.array([o.complete for o in ops], dtype=np.int64))
+
+
 class _Candidates:
     """The values read.invoke - completion (> 0) at which the shifted real-time order
     changes, queried without listing them all (reads x completions of them)."""
 
     def __init__(self, ops: Sequence[Operation]) -> None:
-        self.reads = np.array([o.invoke for o in ops if o.f == READ], dtype=np.int64)
-        comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
-        self.comps = np.sort(np.array(comps, dtype=np.int64))
+        f, invoke, complete = _columns(ops)
+        self.reads = np.ascontiguousarray(invoke[f == READ], dtype=np.int64)
+        self.comps = np.sort(complete[complete != UNKNOWN_END]).astype(np.int64)
 
     def top(self) -> int:
         """The largest candidate (0: there is none, no shift changes anything)."""
         if len(self.reads) == 0 or len(self.comps) == 0:
             return 0
         return max(0, int(self.reads.max() - self.comps[0]))
+
+    def between(self, lo: int, hi: int, most: int) -> np.ndarray:
+        """Candidates in (lo, hi), sorted: all of them (repeats kept), or, where there
+        are more than `most`, every k-th of them (k = ceil(count / most))."""
+        a = np.searchsorted(self.comps, self.reads - hi, side="right")
+        b = np.searchsorted(self.comps, self.reads - lo, side="left")
+        count = np.maximum(b - a, 0)
+        ends = np.cumsum(count)  # the candidates of read r are ranks ends[r-1]..ends[r]-1
+        total = int(ends[-1]) if len(ends) else 0
+        rank = np.arange(0, total, -(-total // most), dtype=np.int64)
+        read = np.searchsorted(ends, rank, side="right")
+        comp = a[read] + rank - (ends[read] - count[read])
+        return np.sort(self.reads[read] - self.comps[comp])
 
     def below(self, d: int) -> int:
         """The largest candidate < d (0 if none): per read, the earliest completion
@@ -446,6 +469,29 @@ class _Candidates:
         return max(0, int((self.reads[ok] - self.comps[k[ok]]).max()))
 
 
+class _Needs:
+    """The largest shift any read needs in a linearization (read_shifts' largest),
+    from the columns."""
+
+    def __init__(self, ops: Sequence[Operation]) -> None:
+        f, invoke, complete = _columns(ops)
+        self.is_read = f == READ
+        self.invoke = np.asarray(invoke, dtype=np.int64)
+        self.complete = np.asarray(complete, dtype=np.int64)
+
+    def __call__(self, order: list[int]) -> int:
+        if not order:
+            return 0
+        o = np.asarray(order, dtype=np.intp)
+        comp = self.complete[o]
+        later = np.empty_like(comp)  # the earliest completion linearized after each
+        later[-1] = UNKNOWN_END
+        later[:-1] = np.minimum.accumulate(comp[::-1])[::-1][1:]
+        invoke = self.invoke[o]
+        moved = self.is_read[o] & (later < invoke)
+        return int((invoke[moved] - later[moved]).max()) if moved.any() else 0
+
+
 @dataclass
 class DeltaSearch:
     min_delta_ns: int | None  # None: no Δ helps
@@ -454,6 +500,13 @@ class DeltaSearch:
     failed_at: int | None  # a Δ at which the history is not linearizable (for explain)
     longest: list[int] = field(default_factory=list)
     verdict_states: int = 0  # memoised entries the searches took until the verdict was known
+
+
+# min_delta gallops and bisects while a failing pass memoises at most this many times
+# what a linearizable one does on average, else walks down (see there).
+CHEAP_FAILURE = 16
+# It bisects by the ranks of at most this many of the candidates at a time.
+LIST_CANDIDATES = 1024
 
 
 def min_delta(
@@ -466,12 +519,19 @@ def min_delta(
     reference: bool = False,
 ) -> DeltaSearch:
     """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then the largest Δ that
-    changes anything), then walks down: a linearization found at Δ needs only the
-    largest shift its reads need (read_shifts), which is a candidate value hi <= Δ;
-    the history is then tried at the candidate just below hi, until that fails, which
-    makes hi exact. Linearizable passes are cheap and failing ones costly, so this
-    costs the verdict plus about one failing pass. BudgetExceeded escapes only if the
-    verdict itself is undecided. reference=True: by the pure-Python search only."""
+    changes anything), then narrows (lo, hi], not linearizable at lo, linearizable at
+    hi: a linearization found at Δ needs only the largest shift its reads need
+    (read_shifts), which is a candidate value hi <= Δ, and the real-time order is the
+    same from one candidate up to the next, so a failure at the largest candidate
+    <= x means failure up to x. hi is exact once no candidate lies in (lo, hi).
+
+    Where failing passes are costly (they memoise many more states than linearizable
+    ones), it walks down: tries the candidate just below hi until that fails, so it
+    costs the verdict plus about one failing pass. Where they are not (small keys whose
+    linearizations need seconds of shift: a walk of hundreds of cheap passes), it
+    bisects (lo, hi) by the candidates' ranks: about log2(candidates) passes. Either
+    way the same Δ. BudgetExceeded escapes only if the verdict itself is undecided.
+    reference=True: by the pure-Python search only."""
     if reference or not _compiled_fits(ops, model):
         def test(d: int) -> Outcome:
             return linearizable_reference(ops, model, initial, d, limits)
@@ -483,6 +543,7 @@ def min_delta(
 
     states_before = limits.states
     first = test(0)
+    fail_states = limits.states - states_before  # the most a failing pass memoised
     if first.ok:
         return DeltaSearch(0, True, first.order, None,
                            verdict_states=limits.states - states_before)
@@ -494,37 +555,61 @@ def min_delta(
     lo = 0  # not linearizable at lo
     failed_longest = first.longest
     hi_out = None
+    ok_states: list[int] = []  # what each linearizable pass memoised
+
+    def counted(d: int) -> Outcome:
+        nonlocal fail_states
+        before = limits.states
+        out = test(d)
+        if out.ok:
+            ok_states.append(limits.states - before)
+        else:
+            fail_states = max(fail_states, limits.states - before)
+        return out
+
     if 0 < lease_ns < top:
-        out = test(lease_ns)
+        out = counted(lease_ns)
         if out.ok:
             hi_out = out
         else:
             lo, failed_longest = lease_ns, out.longest
     if hi_out is None:
-        hi_out = test(top)
+        hi_out = counted(top)
         if not hi_out.ok:
             return DeltaSearch(None, True, [], top, hi_out.longest,
                                limits.states - states_before)
     verdict_states = limits.states - states_before
-    hi, hi_order = _needed(ops, hi_out.order), hi_out.order
+    needed = _Needs(ops)
+    hi, hi_order = needed(hi_out.order), hi_out.order
+    listed: np.ndarray | None = None  # (a sample of) the candidates in (lo, hi)
     try:
         while True:
             d = cands.below(hi)
             if d <= lo:
-                break  # lo = 0 or a failed Δ >= d: nothing in between left to try
-            out = test(d)
+                break  # no candidate in (lo, hi): hi is exact
+            cheap = fail_states <= CHEAP_FAILURE * (sum(ok_states) / len(ok_states))
+            if not cheap:  # walk: the candidate just below hi
+                x = d
+            else:  # bisect (lo, hi) by the ranks of (a sample of) its candidates
+                a = b = 0
+                if listed is not None:
+                    a = int(np.searchsorted(listed, lo, side="right"))
+                    b = int(np.searchsorted(listed, hi, side="left"))
+                if a >= b:  # d above lies in (lo, hi), so the new list is not empty
+                    listed = cands.between(lo, hi, LIST_CANDIDATES)
+                    a, b = 0, len(listed)
+                d = x = int(listed[(a + b) // 2])
+            out = counted(d)
             if not out.ok:
-                lo, failed_longest = d, out.longest
-                break
-            hi, hi_order = _needed(ops, out.order), out.order
+                # no candidate in (d, x]: not linearizable up to x
+                lo, failed_longest = x, out.longest
+                if not cheap:
+                    break  # the walk: d was the candidate just below hi
+                continue
+            hi, hi_order = needed(out.order), out.order
     except BudgetExceeded:
         return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
     return DeltaSearch(hi, True, hi_order, lo, failed_longest, verdict_states)
-
-
-def _needed(ops: Sequence[Operation], order: list[int]) -> int:
-    """The largest shift any read needs in this linearization."""
-    return max((s for _, s in read_shifts(ops, order, UNKNOWN_END)), default=0)
 
 
 def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[tuple[int, int]]:
