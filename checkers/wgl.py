@@ -444,18 +444,19 @@ class _Candidates:
             return 0
         return max(0, int(self.reads.max() - self.comps[0]))
 
-    def between(self, lo: int, hi: int, most: int) -> np.ndarray:
+    def between(self, lo: int, hi: int, most: int) -> tuple[np.ndarray, bool]:
         """Candidates in (lo, hi), sorted: all of them (repeats kept), or, where there
-        are more than `most`, every k-th of them (k = ceil(count / most))."""
+        are more than `most`, every k-th of them (k = ceil(count / most)); and whether
+        that is all of them."""
         a = np.searchsorted(self.comps, self.reads - hi, side="right")
         b = np.searchsorted(self.comps, self.reads - lo, side="left")
         count = np.maximum(b - a, 0)
         ends = np.cumsum(count)  # the candidates of read r are ranks ends[r-1]..ends[r]-1
         total = int(ends[-1]) if len(ends) else 0
-        rank = np.arange(0, total, -(-total // most), dtype=np.int64)
+        rank = np.arange(0, total, max(1, -(-total // most)), dtype=np.int64)
         read = np.searchsorted(ends, rank, side="right")
         comp = a[read] + rank - (ends[read] - count[read])
-        return np.sort(self.reads[read] - self.comps[comp])
+        return np.sort(self.reads[read] - self.comps[comp]), total <= most
 
     def below(self, d: int) -> int:
         """The largest candidate < d (0 if none): per read, the earliest completion
@@ -581,24 +582,26 @@ def min_delta(
     verdict_states = limits.states - states_before
     needed = _Needs(ops)
     hi, hi_order = needed(hi_out.order), hi_out.order
-    listed: np.ndarray | None = None  # (a sample of) the candidates in (lo, hi)
+    listed = np.zeros(0, dtype=np.int64)  # (a sample of) the candidates in (lo, hi)
+    complete = False  # listed has every candidate in (lo, hi) (repeats kept)
     try:
         while True:
-            d = cands.below(hi)
-            if d <= lo:
-                break  # no candidate in (lo, hi): hi is exact
             cheap = fail_states <= CHEAP_FAILURE * (sum(ok_states) / len(ok_states))
-            if not cheap:  # walk: the candidate just below hi
-                x = d
-            else:  # bisect (lo, hi) by the ranks of (a sample of) its candidates
-                a = b = 0
-                if listed is not None:
-                    a = int(np.searchsorted(listed, lo, side="right"))
-                    b = int(np.searchsorted(listed, hi, side="left"))
-                if a >= b:  # d above lies in (lo, hi), so the new list is not empty
-                    listed = cands.between(lo, hi, LIST_CANDIDATES)
+            if cheap:  # bisect (lo, hi) by the ranks of (a sample of) its candidates
+                a = int(np.searchsorted(listed, lo, side="right"))
+                b = int(np.searchsorted(listed, hi, side="left"))
+                if a >= b:
+                    if complete:
+                        break  # no candidate in (lo, hi): hi is exact
+                    listed, complete = cands.between(lo, hi, LIST_CANDIDATES)
                     a, b = 0, len(listed)
+                    if b == 0:
+                        break
                 d = x = int(listed[(a + b) // 2])
+            else:  # walk: the candidate just below hi
+                d = x = cands.below(hi)
+                if d <= lo:
+                    break  # no candidate in (lo, hi): hi is exact
             out = counted(d)
             if not out.ok:
                 # no candidate in (d, x]: not linearizable up to x
