@@ -49,7 +49,7 @@ operation (history order), each moving that operation's invoke earlier.
 
 L-linearizability is monotone in Δ and the real-time order of the shifted history only
 changes at Δ = read invoke - some completion, so the minimal Δ is one of those values;
-min_delta walks down them from a linearization's own needs (see there).
+min_delta narrows down to it from a linearization's own needs (see there).
 """
 
 from __future__ import annotations
@@ -503,8 +503,8 @@ class DeltaSearch:
     verdict_states: int = 0  # memoised entries the searches took until the verdict was known
 
 
-# min_delta gallops and bisects while a failing pass memoises at most this many times
-# what a linearizable one does on average, else walks down (see there).
+# min_delta bisects while a failing pass memoises at most this many times what a
+# linearizable one does on average, else walks down (see there).
 CHEAP_FAILURE = 16
 # It bisects by the ranks of at most this many of the candidates at a time.
 LIST_CANDIDATES = 1024
@@ -522,9 +522,9 @@ def min_delta(
     """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then the largest Δ that
     changes anything), then narrows (lo, hi], not linearizable at lo, linearizable at
     hi: a linearization found at Δ needs only the largest shift its reads need
-    (read_shifts), which is a candidate value hi <= Δ, and the real-time order is the
-    same from one candidate up to the next, so a failure at the largest candidate
-    <= x means failure up to x. hi is exact once no candidate lies in (lo, hi).
+    (read_shifts), which is a candidate value hi <= Δ; a pass at a candidate d in
+    (lo, hi) either fails (d is the new lo) or gives a new hi <= d. hi is exact once
+    no candidate lies in (lo, hi).
 
     Where failing passes are costly (they memoise many more states than linearizable
     ones), it walks down: tries the candidate just below hi until that fails, so it
@@ -597,15 +597,14 @@ def min_delta(
                     a, b = 0, len(listed)
                     if b == 0:
                         break
-                d = x = int(listed[(a + b) // 2])
+                d = int(listed[(a + b) // 2])
             else:  # walk: the candidate just below hi
-                d = x = cands.below(hi)
+                d = cands.below(hi)
                 if d <= lo:
                     break  # no candidate in (lo, hi): hi is exact
             out = counted(d)
             if not out.ok:
-                # no candidate in (d, x]: not linearizable up to x
-                lo, failed_longest = x, out.longest
+                lo, failed_longest = d, out.longest
                 if not cheap:
                     break  # the walk: d was the candidate just below hi
                 continue
