@@ -16,7 +16,8 @@ side's peak RSS is its own
 (Python's includes its interpreter and libraries: the `idle` figure printed first).
 
 Per case: Porcupine's verdict and time (CheckOperationsTimeout, 120 s); Leaseline's
-verdict time (the same question: linearizable as recorded?), and its full check time
+verdict time (the same question: linearizable as recorded? from the imported columns,
+model choice included, as check_key asks it), and its full check time
 (check_key with the same 120 s budget: verdict, minimal Δ, shifted reads, counterexample;
 its status is the Leaseline verdict shown); both peak RSS; the
 time of the minimal Δ alone (wgl.min_delta, as check_key calls it; for the zone method
@@ -112,9 +113,7 @@ def build_cases(quick: bool) -> list[dict[str, Any]]:
 
 def worker(path: Path, prefix: str) -> None:
     from checkers import zone
-    from checkers.decide import STATE_MEMORY_BYTES, Budget, check_key
-    from checkers.models import CasRegister, model_for
-    from checkers.ops import CAS, CAS_FAILED
+    from checkers.decide import STATE_MEMORY_BYTES, Budget, check_key, search_model
     from checkers.wgl import (
         BudgetExceeded,
         HistoryOperations,
@@ -134,8 +133,7 @@ def worker(path: Path, prefix: str) -> None:
         method = "zone" if zone.applicable(h) else "wgl"
         verdict: bool | None = None  # the zone method decides verdict and Δ at once
         if method == "wgl":
-            has_cas = any(o["f"] in (CAS, CAS_FAILED) for o in c["ops"])
-            model = CasRegister() if has_cas else model_for(h.model)
+            model = search_model(h)  # as check_key picks it
             cap = STATE_MEMORY_BYTES // entry_bytes(len(h))  # as check_key's
             limits = SearchLimits(time.monotonic() + TIMEOUT_S, cap)
             try:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from checkers import explain, zone
-from checkers.models import CasRegister, model_for
+from checkers.models import CasRegister, Model, model_for
 from checkers.ops import CAS, CAS_FAILED, KeyHistory
 from checkers.wgl import (
     BudgetExceeded,
@@ -143,9 +143,15 @@ def _reason(status: str, delta: int | None, lease_ns: int, stale: list[ShiftedRe
             f"{_ms(lease_ns)}: {why}")
 
 
+def search_model(h: KeyHistory) -> Model:
+    """The model the general search checks h against: a key with compare-and-sets is a
+    cas-register whatever its history says."""
+    f = h.f
+    return CasRegister() if ((f == CAS) | (f == CAS_FAILED)).any() else model_for(h.model)
+
+
 def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
-    has_cas = bool(np.isin(h.f, (CAS, CAS_FAILED)).any())
-    model = CasRegister() if has_cas else model_for(h.model)
+    model = search_model(h)
     ops = HistoryOperations(h)  # rows built only if the search needs them
     max_states = max(10_000, STATE_MEMORY_BYTES // entry_bytes(len(ops)))
     if budget.max_states is not None:

@@ -49,7 +49,7 @@ operation (history order), each moving that operation's invoke earlier.
 
 L-linearizability is monotone in Δ and the real-time order of the shifted history only
 changes at Δ = read invoke - some completion, so the minimal Δ is one of those values;
-min_delta walks down them from a linearization's own needs (see there).
+min_delta narrows down to it from a linearization's own needs (see there).
 """
 
 from __future__ import annotations
@@ -66,9 +66,10 @@ from checkers.models import CasRegister, Model, Register
 from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
 
 try:  # the compiled search (native/); optional
+    from leaseline_wgl import encode as _compiled_encode
     from leaseline_wgl import linearizable as _compiled_search
 except ImportError:  # pragma: no cover - depends on the installation
-    _compiled_search = None
+    _compiled_encode = _compiled_search = None
 
 # Shift of each read (an int: the same Δ for every read), or of each operation.
 Shifts = int | Sequence[int] | np.ndarray
@@ -144,18 +145,23 @@ class HistoryOperations(Sequence[Operation]):
 
 
 def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
+    """The compiled search's columns (only called where it is installed). Every value no
+    operation observes is one state, UNOBSERVED_CODE (see _abstract)."""
     if isinstance(ops, HistoryOperations):
         h = ops.history
-        return _encoded(h.f.astype(np.int8), h.value.tolist(), h.expected.tolist(),
-                        h.invoke.astype(np.int64), h.complete.astype(np.int64), initial,
-                        h.index.astype(np.int64))
-    return _encoded(
-        np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops)),
-        [o.value for o in ops], [o.expected for o in ops],
-        np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops)),
-        np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops)), initial,
-        np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops)),
-    )
+        kind = np.ascontiguousarray(h.f, dtype=np.int8)
+        values, expected = h.value.tolist(), h.expected.tolist()
+        invoke = np.ascontiguousarray(h.invoke, dtype=np.int64)
+        complete = np.ascontiguousarray(h.complete, dtype=np.int64)
+        index = np.ascontiguousarray(h.index, dtype=np.int64)
+    else:
+        kind = np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops))
+        values, expected = [o.value for o in ops], [o.expected for o in ops]
+        invoke = np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops))
+        complete = np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops))
+        index = np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops))
+    val, exp, init = _compiled_encode(kind, values, expected, initial)
+    return Encoded(kind, val, exp, invoke, complete, kind == READ, init, index)
 
 
 def _observed(kinds: Sequence[int], values: Sequence[str | None],
@@ -164,20 +170,6 @@ def _observed(kinds: Sequence[int], values: Sequence[str | None],
     seen = {v for f, v in zip(kinds, values, strict=True) if f == READ}
     seen.update(e for f, e in zip(kinds, expected, strict=True) if f in (CAS, CAS_FAILED))
     return seen
-
-
-def _encoded(kind: np.ndarray, values: list[str | None], expected: list[str | None],
-             invoke: np.ndarray, complete: np.ndarray, initial: str | None,
-             index: np.ndarray) -> Encoded:
-    # every value no operation observes is one state, UNOBSERVED_CODE (see _abstract)
-    observed = _observed(kind.tolist(), values, expected)
-    codes = {v: k for k, v in enumerate(observed)}
-    val = np.fromiter((codes.get(v, UNOBSERVED_CODE) for v in values), dtype=np.int32,
-                      count=len(values))
-    exp = np.fromiter((codes.get(v, UNOBSERVED_CODE) for v in expected), dtype=np.int32,
-                      count=len(values))
-    return Encoded(kind, val, exp, invoke, complete, kind == READ,
-                   codes.get(initial, UNOBSERVED_CODE), index)
 
 
 UNOBSERVED_CODE = -1
@@ -239,7 +231,9 @@ def linearizable(
     if not _compiled_fits(ops, model):
         return linearizable_reference(ops, model, initial, delta, limits, read_shift)
     e = encoded if encoded is not None else encode(ops, initial)
-    if isinstance(delta, int | np.integer):
+    if isinstance(delta, int | np.integer) and delta == 0 and not read_shift:
+        start = e.invoke
+    elif isinstance(delta, int | np.integer):
         shift = np.where(e.is_read, np.int64(delta), np.int64(0))
         for index, s in (read_shift or {}).items():
             shift[(e.index == index) & e.is_read] = s
@@ -257,7 +251,7 @@ def linearizable(
     if rc == 3:
         limits.states = limits.max_states + 1
         raise BudgetExceeded("states")
-    return Outcome(rc == 0, order.tolist(), longest.tolist())
+    return Outcome(rc == 0, order, longest)
 
 
 def linearizable_reference(
@@ -425,20 +419,44 @@ def _shift(op: Operation, delta: int, read_shift: Mapping[int, int] | None) -> i
     return delta if read_shift is None else read_shift.get(op.index, delta)
 
 
+def _columns(ops: Sequence[Operation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(f, invoke, complete) of every operation, as arrays."""
+    if isinstance(ops, HistoryOperations):
+        h = ops.history
+        return h.f, h.invoke, h.complete
+    return (np.array([o.f for o in ops], dtype=np.int8),
+            np.array([o.invoke for o in ops], dtype=np.int64),
+            np.array([o.complete for o in ops], dtype=np.int64))
+
+
 class _Candidates:
     """The values read.invoke - completion (> 0) at which the shifted real-time order
     changes, queried without listing them all (reads x completions of them)."""
 
     def __init__(self, ops: Sequence[Operation]) -> None:
-        self.reads = np.array([o.invoke for o in ops if o.f == READ], dtype=np.int64)
-        comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
-        self.comps = np.sort(np.array(comps, dtype=np.int64))
+        f, invoke, complete = _columns(ops)
+        self.reads = np.ascontiguousarray(invoke[f == READ], dtype=np.int64)
+        self.comps = np.sort(complete[complete != UNKNOWN_END]).astype(np.int64)
 
     def top(self) -> int:
         """The largest candidate (0: there is none, no shift changes anything)."""
         if len(self.reads) == 0 or len(self.comps) == 0:
             return 0
         return max(0, int(self.reads.max() - self.comps[0]))
+
+    def between(self, lo: int, hi: int, most: int) -> tuple[np.ndarray, bool]:
+        """Candidates in (lo, hi), sorted: all of them (repeats kept), or, where there
+        are more than `most`, every k-th of them (k = ceil(count / most)); and whether
+        that is all of them."""
+        a = np.searchsorted(self.comps, self.reads - hi, side="right")
+        b = np.searchsorted(self.comps, self.reads - lo, side="left")
+        count = np.maximum(b - a, 0)
+        ends = np.cumsum(count)  # the candidates of read r are ranks ends[r-1]..ends[r]-1
+        total = int(ends[-1]) if len(ends) else 0
+        rank = np.arange(0, total, max(1, -(-total // most)), dtype=np.int64)
+        read = np.searchsorted(ends, rank, side="right")
+        comp = a[read] + rank - (ends[read] - count[read])
+        return np.sort(self.reads[read] - self.comps[comp]), total <= most
 
     def below(self, d: int) -> int:
         """The largest candidate < d (0 if none): per read, the earliest completion
@@ -452,6 +470,29 @@ class _Candidates:
         return max(0, int((self.reads[ok] - self.comps[k[ok]]).max()))
 
 
+class _Needs:
+    """The largest shift any read needs in a linearization (read_shifts' largest),
+    from the columns."""
+
+    def __init__(self, ops: Sequence[Operation]) -> None:
+        f, invoke, complete = _columns(ops)
+        self.is_read = f == READ
+        self.invoke = np.asarray(invoke, dtype=np.int64)
+        self.complete = np.asarray(complete, dtype=np.int64)
+
+    def __call__(self, order: list[int]) -> int:
+        if not order:
+            return 0
+        o = np.asarray(order, dtype=np.intp)
+        comp = self.complete[o]
+        later = np.empty_like(comp)  # the earliest completion linearized after each
+        later[-1] = UNKNOWN_END
+        later[:-1] = np.minimum.accumulate(comp[::-1])[::-1][1:]
+        invoke = self.invoke[o]
+        moved = self.is_read[o] & (later < invoke)
+        return int((invoke[moved] - later[moved]).max()) if moved.any() else 0
+
+
 @dataclass
 class DeltaSearch:
     min_delta_ns: int | None  # None: no Δ helps
@@ -460,6 +501,13 @@ class DeltaSearch:
     failed_at: int | None  # a Δ at which the history is not linearizable (for explain)
     longest: list[int] = field(default_factory=list)
     verdict_states: int = 0  # memoised entries the searches took until the verdict was known
+
+
+# min_delta bisects while a failing pass memoises at most this many times what a
+# linearizable one does on average, else walks down (see there).
+CHEAP_FAILURE = 16
+# It bisects by the ranks of at most this many of the candidates at a time.
+LIST_CANDIDATES = 1024
 
 
 def min_delta(
@@ -472,12 +520,19 @@ def min_delta(
     reference: bool = False,
 ) -> DeltaSearch:
     """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then the largest Δ that
-    changes anything), then walks down: a linearization found at Δ needs only the
-    largest shift its reads need (read_shifts), which is a candidate value hi <= Δ;
-    the history is then tried at the candidate just below hi, until that fails, which
-    makes hi exact. Linearizable passes are cheap and failing ones costly, so this
-    costs the verdict plus about one failing pass. BudgetExceeded escapes only if the
-    verdict itself is undecided. reference=True: by the pure-Python search only."""
+    changes anything), then narrows (lo, hi], not linearizable at lo, linearizable at
+    hi: a linearization found at Δ needs only the largest shift its reads need
+    (read_shifts), which is a candidate value hi <= Δ; a pass at a candidate d in
+    (lo, hi) either fails (d is the new lo) or gives a new hi <= d. hi is exact once
+    no candidate lies in (lo, hi).
+
+    Where failing passes are costly (they memoise many more states than linearizable
+    ones), it walks down: tries the candidate just below hi until that fails, so it
+    costs the verdict plus about one failing pass. Where they are not (small keys whose
+    linearizations need seconds of shift: a walk of hundreds of cheap passes), it
+    bisects (lo, hi) by the candidates' ranks: about log2(candidates) passes. Either
+    way the same Δ. BudgetExceeded escapes only if the verdict itself is undecided.
+    reference=True: by the pure-Python search only."""
     if reference or not _compiled_fits(ops, model):
         def test(d: int) -> Outcome:
             return linearizable_reference(ops, model, initial, d, limits)
@@ -489,6 +544,7 @@ def min_delta(
 
     states_before = limits.states
     first = test(0)
+    fail_states = limits.states - states_before  # the most a failing pass memoised
     if first.ok:
         return DeltaSearch(0, True, first.order, None,
                            verdict_states=limits.states - states_before)
@@ -500,37 +556,62 @@ def min_delta(
     lo = 0  # not linearizable at lo
     failed_longest = first.longest
     hi_out = None
+    ok_states: list[int] = []  # what each linearizable pass memoised
+
+    def counted(d: int) -> Outcome:
+        nonlocal fail_states
+        before = limits.states
+        out = test(d)
+        if out.ok:
+            ok_states.append(limits.states - before)
+        else:
+            fail_states = max(fail_states, limits.states - before)
+        return out
+
     if 0 < lease_ns < top:
-        out = test(lease_ns)
+        out = counted(lease_ns)
         if out.ok:
             hi_out = out
         else:
             lo, failed_longest = lease_ns, out.longest
     if hi_out is None:
-        hi_out = test(top)
+        hi_out = counted(top)
         if not hi_out.ok:
             return DeltaSearch(None, True, [], top, hi_out.longest,
                                limits.states - states_before)
     verdict_states = limits.states - states_before
-    hi, hi_order = _needed(ops, hi_out.order), hi_out.order
+    needed = _Needs(ops)
+    hi, hi_order = needed(hi_out.order), hi_out.order
+    listed = np.zeros(0, dtype=np.int64)  # (a sample of) the candidates in (lo, hi)
+    complete = False  # listed has every candidate in (lo, hi) (repeats kept)
     try:
         while True:
-            d = cands.below(hi)
-            if d <= lo:
-                break  # lo = 0 or a failed Δ >= d: nothing in between left to try
-            out = test(d)
+            cheap = fail_states <= CHEAP_FAILURE * (sum(ok_states) / len(ok_states))
+            if cheap:  # bisect (lo, hi) by the ranks of (a sample of) its candidates
+                a = int(np.searchsorted(listed, lo, side="right"))
+                b = int(np.searchsorted(listed, hi, side="left"))
+                if a >= b:
+                    if complete:
+                        break  # no candidate in (lo, hi): hi is exact
+                    listed, complete = cands.between(lo, hi, LIST_CANDIDATES)
+                    a, b = 0, len(listed)
+                    if b == 0:
+                        break
+                d = int(listed[(a + b) // 2])
+            else:  # walk: the candidate just below hi
+                d = cands.below(hi)
+                if d <= lo:
+                    break  # no candidate in (lo, hi): hi is exact
+            out = counted(d)
             if not out.ok:
                 lo, failed_longest = d, out.longest
-                break
-            hi, hi_order = _needed(ops, out.order), out.order
+                if not cheap:
+                    break  # the walk: d was the candidate just below hi
+                continue
+            hi, hi_order = needed(out.order), out.order
     except BudgetExceeded:
         return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
     return DeltaSearch(hi, True, hi_order, lo, failed_longest, verdict_states)
-
-
-def _needed(ops: Sequence[Operation], order: list[int]) -> int:
-    """The largest shift any read needs in this linearization."""
-    return max((s for _, s in read_shifts(ops, order, UNKNOWN_END)), default=0)
 
 
 def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[tuple[int, int]]:

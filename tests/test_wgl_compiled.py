@@ -19,6 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from checkers import wgl
 from checkers.models import CasRegister, Model, Register
 from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
 from checkers.wgl import (
@@ -106,13 +107,23 @@ def test_compiled_matches_reference_and_brute_force(
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(histories(), st.sampled_from([0, 2, 10]))
+@given(histories(), st.sampled_from([0, 2, 10]),
+       st.sampled_from(["bisect", "bisect-sampled", "walk"]))
 def test_minimal_delta_matches_reference_and_brute_force(
-    case: tuple[list[Operation], Model, str | None], lease: int
+    case: tuple[list[Operation], Model, str | None], lease: int, how: str
 ) -> None:
     ops, model, initial = case
-    fast = min_delta(ops, model, initial, lease, lim())
-    ref = min_delta(ops, model, initial, lease, lim(), reference=True)
+    # small histories' failing passes are cheap, so min_delta bisects by the ranks of all
+    # candidates; "bisect-sampled" lists only every k-th candidate, as with many, and
+    # "walk" walks down, as where failing passes are costly
+    saved = wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES
+    wgl.CHEAP_FAILURE = -1 if how == "walk" else saved[0]
+    wgl.LIST_CANDIDATES = 2 if how == "bisect-sampled" else saved[1]
+    try:
+        fast = min_delta(ops, model, initial, lease, lim())
+        ref = min_delta(ops, model, initial, lease, lim(), reference=True)
+    finally:
+        wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES = saved
     assert (fast.min_delta_ns, fast.exact) == (ref.min_delta_ns, ref.exact)
     comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
     cands = sorted({0} | {o.invoke - c for o in ops if o.f == READ for c in comps

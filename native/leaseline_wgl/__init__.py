@@ -1,5 +1,5 @@
 """Leaseline's compiled WGL search; checkers/wgl.py uses it when it is installed."""
 
-from leaseline_wgl._search import linearizable
+from leaseline_wgl._search import encode, linearizable
 
-__all__ = ["linearizable"]
+__all__ = ["encode", "linearizable"]

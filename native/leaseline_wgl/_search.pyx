@@ -1,8 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # distutils: language = c++
-"""Python binding of the compiled WGL search (wgl_core.hpp)."""
+"""Python binding of the compiled WGL search (wgl_core.hpp), and the encoding of a
+history's values as the integer codes it searches over."""
 
 from libc.stdint cimport int8_t, int32_t, int64_t
+from libcpp.vector cimport vector
 
 import numpy as np
 
@@ -14,18 +16,47 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
                int32_t *order_len, int32_t *longest, int32_t *longest_len) nogil
 
 
+def encode(const int8_t[::1] kind, list values, list expected, object initial):
+    """(val, exp, init): each value's integer code, as int32 arrays, and the initial
+    value's. Only values some operation observes (a read returns, a compare expects) get
+    codes of their own (0, 1, ...); every other value is -1, one state (checkers/wgl.py
+    explains why that keeps every verdict)."""
+    cdef Py_ssize_t n = kind.shape[0], i
+    if len(values) != n or len(expected) != n:
+        raise ValueError("columns of different lengths")
+    cdef dict codes = {}
+    cdef int8_t f
+    for i in range(n):
+        f = kind[i]
+        if f == 0:  # READ
+            v = values[i]
+        elif f == 2 or f == 3:  # CAS, CAS_FAILED
+            v = expected[i]
+        else:
+            continue
+        if v not in codes:
+            codes[v] = len(codes)
+    val = np.empty(n, dtype=np.int32)
+    exp = np.empty(n, dtype=np.int32)
+    cdef int32_t[::1] val_v = val
+    cdef int32_t[::1] exp_v = exp
+    for i in range(n):
+        val_v[i] = codes.get(values[i], -1)
+        exp_v[i] = codes.get(expected[i], -1)
+    return val, exp, codes.get(initial, -1)
+
+
 def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
                  const int64_t[::1] start, const int64_t[::1] end, int32_t init,
                  int64_t max_states, double seconds):
     """(status, states, order, longest): status 0 linearizable, 1 not, 2 out of time,
-    3 out of states (more than max_states memoised entries)."""
+    3 out of states (more than max_states memoised entries); order and longest are
+    lists of operation positions."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == start.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
-    order = np.empty(max(n, 1), dtype=np.int32)
-    longest = np.empty(max(n, 1), dtype=np.int32)
-    cdef int32_t[::1] order_v = order
-    cdef int32_t[::1] longest_v = longest
+    cdef vector[int32_t] order = vector[int32_t](max(n, 1))
+    cdef vector[int32_t] longest = vector[int32_t](max(n, 1))
     cdef int64_t states = 0
     cdef int32_t order_len = 0, longest_len = 0
     cdef int rc
@@ -33,5 +64,7 @@ def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[:
         rc = search(n, &kind[0] if n else NULL, &val[0] if n else NULL,
                     &exp[0] if n else NULL, &start[0] if n else NULL,
                     &end[0] if n else NULL, init, max_states, seconds, &states,
-                    &order_v[0], &order_len, &longest_v[0], &longest_len)
-    return rc, states, order[:order_len], longest[:longest_len]
+                    order.data(), &order_len, longest.data(), &longest_len)
+    order.resize(order_len)
+    longest.resize(longest_len)
+    return rc, states, order, longest

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <tuple>
 #include <vector>
 
@@ -31,7 +30,11 @@ static inline uint64_t splitmix(uint64_t &x) {
 // Open addressing set of 128-bit fingerprints; (0, 0) marks an empty slot.
 class FingerprintSet {
   public:
-    FingerprintSet() : slots_(2 * 1024, 0), mask_(1023), size_(0) {}
+    // room for about `expected` entries before the first doubling (at least 64 slots)
+    explicit FingerprintSet(size_t expected) : mask_(63), size_(0) {
+        while (mask_ + 1 < 2 * expected && mask_ < 1023) mask_ = 2 * mask_ + 1;
+        slots_.assign(2 * (mask_ + 1), 0);
+    }
     // true when inserted (was absent)
     bool insert(uint64_t a, uint64_t b) {
         if (a == 0 && b == 0) a = 1;
@@ -114,18 +117,25 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     }
     // Twins: state-changing operations with the same effect; of two pending twins,
     // one called and returning no later than the other goes first (info returns tie).
+    // (group numbers are labels only: sorting by effect numbers them)
     std::vector<int32_t> sig(n, -1), ret_key(n);
     int32_t groups = 0;
     {
-        std::map<std::tuple<int8_t, int32_t, int32_t>, int32_t> group;
+        std::vector<std::tuple<int8_t, int32_t, int32_t, int32_t>> effects;
         for (int32_t i = 0; i < n; ++i) {
             ret_key[i] = end[i] == INT64_MAX ? m + 1 : match[call_node[i]];
             if (kind[i] != WRITE && kind[i] != CAS) continue;
-            auto key = std::make_tuple(kind[i], val[i], kind[i] == CAS ? exp[i] : 0);
-            auto it = group.emplace(key, groups);
-            if (it.second) ++groups;
-            sig[i] = it.first->second;
+            effects.emplace_back(kind[i], val[i], kind[i] == CAS ? exp[i] : 0, i);
         }
+        std::sort(effects.begin(), effects.end());
+        for (size_t k = 0; k < effects.size(); ++k) {
+            if (k > 0 && (std::get<0>(effects[k]) != std::get<0>(effects[k - 1]) ||
+                          std::get<1>(effects[k]) != std::get<1>(effects[k - 1]) ||
+                          std::get<2>(effects[k]) != std::get<2>(effects[k - 1])))
+                ++groups;
+            sig[std::get<3>(effects[k])] = groups;
+        }
+        if (!effects.empty()) ++groups;
     }
     std::vector<int64_t> seen_scan(groups, -1);
     std::vector<int32_t> seen_min(groups, 0);
@@ -169,7 +179,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     std::vector<Frame> stack;
     stack.reserve(n);
     int32_t longest_valid = 0;  // stack[0:longest_valid] == longest[0:longest_valid]
-    FingerprintSet cache;
+    FingerprintSet cache((size_t)n);
     int32_t state = init;
     bool after_info = false;  // is the last linearized operation an info one?
     uint64_t h1 = 0, h2 = 0;
