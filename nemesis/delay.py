@@ -11,9 +11,9 @@ test a second path on): iptables sends the chosen links' packets to an nfnetlink
 each one and then accepts it. In Docker, rules and handler live in one helper container
 per target, in the target's network namespace, which stays up while the fault is in force;
 if it dies, --queue-bypass lets traffic flow again. On a host, rules and handler run on
-the host itself. The start's
-record says which: `"via": "netem"`, `"nfqueue"` or `"netem+nfqueue"` (hosts differ), and
-`"egress"` lists the links netem delays (sender -> receivers).
+the host itself. The start's record says which: `"via": "netem"`, `"nfqueue"` or
+`"netem+nfqueue"` (hosts differ), and `"egress"` lists the links netem delays (sender ->
+receivers).
 
     delay:leader:ms=300:jitter=50:dir=in   the leader's peers' packets reach it 250-350 ms late
     delay:all:ms=100                       (the defaults: target all, ms=100, jitter=0, dir=both)
