@@ -470,9 +470,10 @@ class _Candidates:
         return max(0, int((self.reads[ok] - self.comps[k[ok]]).max()))
 
 
-class _Needs:
-    """The largest shift any read needs in a linearization (read_shifts' largest),
-    from the columns."""
+class _Moves:
+    """How far each read of a linearization had to move its invoke earlier: past the
+    earliest completion among the operations linearized after it. The columns are read
+    once; each call is a few array operations over the order."""
 
     def __init__(self, ops: Sequence[Operation]) -> None:
         f, invoke, complete = _columns(ops)
@@ -480,17 +481,28 @@ class _Needs:
         self.invoke = np.asarray(invoke, dtype=np.int64)
         self.complete = np.asarray(complete, dtype=np.int64)
 
-    def __call__(self, order: list[int]) -> int:
-        if not order:
-            return 0
+    def __call__(self, order: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """(the moved reads' positions in ops, in linearization order; their shifts)."""
         o = np.asarray(order, dtype=np.intp)
+        if not len(o):
+            return o, np.zeros(0, dtype=np.int64)
         comp = self.complete[o]
         later = np.empty_like(comp)  # the earliest completion linearized after each
         later[-1] = UNKNOWN_END
         later[:-1] = np.minimum.accumulate(comp[::-1])[::-1][1:]
         invoke = self.invoke[o]
         moved = self.is_read[o] & (later < invoke)
-        return int((invoke[moved] - later[moved]).max()) if moved.any() else 0
+        return o[moved], invoke[moved] - later[moved]
+
+    def shifts(self, order: list[int], delta: int) -> list[tuple[int, int]]:
+        """(position in ops, shift capped at delta) of each moved read."""
+        positions, shifts = self(order)
+        return list(zip(positions.tolist(), np.minimum(shifts, delta).tolist(), strict=True))
+
+    def largest(self, order: list[int]) -> int:
+        """The largest shift any read needs in this linearization."""
+        shifts = self(order)[1]
+        return int(shifts.max()) if len(shifts) else 0
 
 
 @dataclass
@@ -580,8 +592,8 @@ def min_delta(
             return DeltaSearch(None, True, [], top, hi_out.longest,
                                limits.states - states_before)
     verdict_states = limits.states - states_before
-    needed = _Needs(ops)
-    hi, hi_order = needed(hi_out.order), hi_out.order
+    moves = _Moves(ops)
+    hi, hi_order = moves.largest(hi_out.order), hi_out.order
     listed = np.zeros(0, dtype=np.int64)  # (a sample of) the candidates in (lo, hi)
     complete = False  # listed has every candidate in (lo, hi) (repeats kept)
     try:
@@ -608,24 +620,16 @@ def min_delta(
                 if not cheap:
                     break  # the walk: d was the candidate just below hi
                 continue
-            hi, hi_order = needed(out.order), out.order
+            hi, hi_order = moves.largest(out.order), out.order
     except BudgetExceeded:
         return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
     return DeltaSearch(hi, True, hi_order, lo, failed_longest, verdict_states)
 
 
 def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[tuple[int, int]]:
-    """Per read of a linearization at Δ: how far its invoke had to move earlier, i.e.
-    past the earliest completion among the operations linearized after it."""
-    out: list[tuple[int, int]] = []
-    later_min = UNKNOWN_END
-    for i in reversed(order):
-        op = ops[i]
-        if op.f == READ and later_min < op.invoke:
-            out.append((i, min(delta, op.invoke - later_min)))
-        later_min = min(later_min, op.complete)
-    out.reverse()
-    return out
+    """Per read of a linearization at Δ: (its position in ops, how far its invoke had to
+    move earlier, at most Δ), in linearization order (_Moves)."""
+    return _Moves(ops).shifts(order, delta)
 
 
 def read_staleness(
@@ -651,12 +655,13 @@ def read_staleness(
                                dtype=np.int64))
     upper = dict(moved)
     done: dict[int, int] = {}
+    moves = _Moves(ops)
 
     def test(read: Operation, s: int) -> bool:
         limits.states = 0  # each search's memo is freed when it returns
         out = linearizable(ops, model, initial, delta, limits, {read.index: s})
         if out.ok:
-            shifts = dict(read_shifts(ops, out.order, delta))
+            shifts = dict(moves.shifts(out.order, delta))
             for p in upper:
                 if ops[p] is not read:
                     upper[p] = min(upper[p], shifts.get(p, 0))
