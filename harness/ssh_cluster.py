@@ -194,7 +194,6 @@ kill -0 $! 2>/dev/null || {{
 
     @staticmethod
     def _render_env(text: str, values: dict[str, str], name: str) -> str:
-
         try:
             return render(text, values)
         except TemplateProblem as e:
