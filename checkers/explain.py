@@ -286,7 +286,7 @@ def minimal_ops(
     None when more than MAX_SHOWN operations are left then. The caller knows the history
     is not linearizable so."""
     ops = h.operations()
-    limits = SearchLimits(time.monotonic() + seconds, max_states or (1 << 62))
+    limits = SearchLimits(time.monotonic() + seconds, 1 << 62, max_work=max_states)
     kept_index = None if keep_row is None else int(h.index[keep_row])
 
     def bad(sub: list[Operation]) -> bool:

@@ -85,8 +85,15 @@ class BudgetExceeded(Exception):
 @dataclass
 class SearchLimits:
     deadline: float  # time.monotonic() value
-    max_states: int
-    states: int = 0  # memoised entries over all searches of this key
+    max_states: int  # memoised entries one search may hold: its memory
+    max_work: int | None = None  # memoised entries over all searches (None: no bound)
+    states: int = 0  # memoised entries over all searches so far
+
+    def room(self) -> int:
+        """How many entries the next search may memoise."""
+        if self.max_work is None:
+            return self.max_states
+        return max(0, min(self.max_states, self.max_work - self.states))
 
 
 @dataclass
@@ -243,13 +250,12 @@ def linearizable(
     seconds = max(0.0, limits.deadline - time.monotonic())
     rc, states, order, longest = _compiled_search(
         e.kind, e.val, e.exp, start, e.complete, e.init,
-        max(0, limits.max_states - limits.states), seconds,
+        limits.room(), seconds,
     )
     limits.states += int(states)
     if rc == 2:
         raise BudgetExceeded("time")
     if rc == 3:
-        limits.states = limits.max_states + 1
         raise BudgetExceeded("states")
     return Outcome(rc == 0, order, longest)
 
@@ -312,6 +318,7 @@ def linearizable_reference(
     seen_min = [0] * len(group)  # least ret_key among its members passed in that scan
     scan = 0
     step = model.step
+    room = limits.room()
 
     def lift(node: int) -> None:
         nxt[prv[node]] = nxt[node]
@@ -373,7 +380,7 @@ def linearizable_reference(
                     if key not in cache:
                         cache.add(key)
                         limits.states += 1
-                        if limits.states > limits.max_states:
+                        if len(cache) > room:
                             raise BudgetExceeded("states")
                         stack.append((entry, state, passive[i]))
                         state, linearized, after_info = new_state, new_lin, info[i]
@@ -520,6 +527,8 @@ class DeltaSearch:
 CHEAP_FAILURE = 16
 # It bisects by the ranks of at most this many of the candidates at a time.
 LIST_CANDIDATES = 1024
+# The walk takes this many steps of one candidate, then gallops (see min_delta).
+WALK_BEFORE_GALLOP = 2
 
 
 def min_delta(
@@ -596,9 +605,13 @@ def min_delta(
     hi, hi_order = moves.largest(hi_out.order), hi_out.order
     listed = np.zeros(0, dtype=np.int64)  # (a sample of) the candidates in (lo, hi)
     complete = False  # listed has every candidate in (lo, hi) (repeats kept)
+    walked = 0  # linearizable passes of the walk so far
+    gap = 0  # the walk's stride below hi, once it gallops
+    bracketed = False  # a failing pass of the gallop: bisect (lo, hi) from now on
     try:
         while True:
-            cheap = fail_states <= CHEAP_FAILURE * (sum(ok_states) / len(ok_states))
+            cheap = bracketed or (
+                fail_states <= CHEAP_FAILURE * (sum(ok_states) / len(ok_states)))
             if cheap:  # bisect (lo, hi) by the ranks of (a sample of) its candidates
                 a = int(np.searchsorted(listed, lo, side="right"))
                 b = int(np.searchsorted(listed, hi, side="left"))
@@ -610,16 +623,24 @@ def min_delta(
                     if b == 0:
                         break
                 d = int(listed[(a + b) // 2])
-            else:  # walk: the candidate just below hi
-                d = cands.below(hi)
+            else:  # walk: the candidate just below hi (or gap below it)
+                if gap and hi - gap <= lo:
+                    bracketed = True  # the gallop reached lo: bisect what is left
+                    continue
+                d = cands.below(hi - gap)
                 if d <= lo:
                     break  # no candidate in (lo, hi): hi is exact
             out = counted(d)
             if not out.ok:
                 lo, failed_longest = d, out.longest
-                if not cheap:
+                if not cheap and d == cands.below(hi):
                     break  # the walk: d was the candidate just below hi
+                bracketed = True
                 continue
+            if not cheap:
+                walked += 1
+                if walked >= WALK_BEFORE_GALLOP:
+                    gap = max(2 * gap, hi - moves.largest(out.order))
             hi, hi_order = moves.largest(out.order), out.order
     except BudgetExceeded:
         return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
@@ -658,7 +679,6 @@ def read_staleness(
     moves = _Moves(ops)
 
     def test(read: Operation, s: int) -> bool:
-        limits.states = 0  # each search's memo is freed when it returns
         out = linearizable(ops, model, initial, delta, limits, {read.index: s})
         if out.ok:
             shifts = dict(moves.shifts(out.order, delta))
