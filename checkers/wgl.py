@@ -68,8 +68,9 @@ from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, 
 try:  # the compiled search (native/); optional
     from leaseline_wgl import encode as _compiled_encode
     from leaseline_wgl import linearizable as _compiled_search
+    from leaseline_wgl import min_delta as _compiled_min_delta
 except ImportError:  # pragma: no cover - depends on the installation
-    _compiled_encode = _compiled_search = None
+    _compiled_encode = _compiled_search = _compiled_min_delta = None
 
 # Shift of each read (an int: the same Δ for every read), or of each operation.
 Shifts = int | Sequence[int] | np.ndarray
@@ -553,15 +554,15 @@ def min_delta(
     linearizations need seconds of shift: a walk of hundreds of cheap passes), it
     bisects (lo, hi) by the candidates' ranks: about log2(candidates) passes. Either
     way the same Δ. BudgetExceeded escapes only if the verdict itself is undecided.
-    reference=True: by the pure-Python search only."""
-    if reference or not _compiled_fits(ops, model):
-        def test(d: int) -> Outcome:
-            return linearizable_reference(ops, model, initial, d, limits)
-    else:
-        enc = encode(ops, initial)
 
-        def test(d: int) -> Outcome:
-            return linearizable(ops, model, initial, d, limits, encoded=enc)
+    The compiled module runs this same loop, pass for pass (on small keys the Python
+    around each pass cost more than the search); reference=True runs it here, over the
+    pure-Python search, as it does where the compiled one does not fit."""
+    if not reference and _compiled_fits(ops, model):
+        return _min_delta_compiled(ops, initial, lease_ns, limits)
+
+    def test(d: int) -> Outcome:
+        return linearizable_reference(ops, model, initial, d, limits)
 
     states_before = limits.states
     first = test(0)
@@ -645,6 +646,24 @@ def min_delta(
     except BudgetExceeded:
         return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
     return DeltaSearch(hi, True, hi_order, lo, failed_longest, verdict_states)
+
+
+def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns: int,
+                        limits: SearchLimits) -> DeltaSearch:
+    e = encode(ops, initial)
+    rc, states, delta, exact, failed_at, verdict_states, order, longest = (
+        _compiled_min_delta(
+            e.kind, e.val, e.exp, e.invoke, e.complete, e.init, lease_ns, limits.max_states,
+            -1 if limits.max_work is None else max(0, limits.max_work - limits.states),
+            max(0.0, limits.deadline - time.monotonic()), CHEAP_FAILURE, LIST_CANDIDATES,
+            WALK_BEFORE_GALLOP))
+    limits.states += states
+    if rc == 2:
+        raise BudgetExceeded("time")
+    if rc == 3:
+        raise BudgetExceeded("states")
+    return DeltaSearch(None if delta < 0 else delta, exact, order,
+                       None if failed_at < 0 else failed_at, longest, verdict_states)
 
 
 def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[tuple[int, int]]:

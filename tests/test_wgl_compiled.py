@@ -3,7 +3,8 @@
 Random small histories of cas-registers and registers with repeated values (a domain of
 three), crashed (info) operations, any interleaving: the compiled search and the
 reference must give the same verdict, linearization and longest prefix at every shift
-(one Δ for all reads, or one shift per operation), the same minimal Δ; and both must
+(one Δ for all reads, or one shift per operation), the same minimal Δ by the same passes
+(the compiled module runs min_delta's loop itself); and both must
 agree with a plain backtracking over every order (no memo, no pruning), which checks
 the search's extra rules (twins, info operations before writes) too.
 """
@@ -108,23 +109,25 @@ def test_compiled_matches_reference_and_brute_force(
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.sampled_from([0, 2, 10]),
-       st.sampled_from(["bisect", "bisect-sampled", "walk"]))
+       st.sampled_from(["bisect", "bisect-sampled", "walk", "gallop"]))
 def test_minimal_delta_matches_reference_and_brute_force(
     case: tuple[list[Operation], Model, str | None], lease: int, how: str
 ) -> None:
     ops, model, initial = case
     # small histories' failing passes are cheap, so min_delta bisects by the ranks of all
     # candidates; "bisect-sampled" lists only every k-th candidate, as with many, and
-    # "walk" walks down, as where failing passes are costly
-    saved = wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES
-    wgl.CHEAP_FAILURE = -1 if how == "walk" else saved[0]
+    # "walk" walks down, as where failing passes are costly, "gallop" strides from the
+    # first step
+    saved = wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES, wgl.WALK_BEFORE_GALLOP
+    wgl.CHEAP_FAILURE = -1 if how in ("walk", "gallop") else saved[0]
     wgl.LIST_CANDIDATES = 2 if how == "bisect-sampled" else saved[1]
+    wgl.WALK_BEFORE_GALLOP = 1 if how == "gallop" else saved[2]
     try:
         fast = min_delta(ops, model, initial, lease, lim())
         ref = min_delta(ops, model, initial, lease, lim(), reference=True)
     finally:
-        wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES = saved
-    assert (fast.min_delta_ns, fast.exact) == (ref.min_delta_ns, ref.exact)
+        wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES, wgl.WALK_BEFORE_GALLOP = saved
+    assert fast == ref  # the same passes: Δ, exactness, linearization, memo sizes
     comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
     cands = sorted({0} | {o.invoke - c for o in ops if o.f == READ for c in comps
                           if o.invoke > c})

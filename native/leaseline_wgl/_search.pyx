@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # distutils: language = c++
-"""Python binding of the compiled WGL search (wgl_core.hpp), and the encoding of a
-history's values as the integer codes it searches over."""
+"""Python binding of the compiled WGL search and minimal Δ (wgl_core.hpp), and the
+encoding of a history's values as the integer codes they search over."""
 
 from libc.stdint cimport int8_t, int32_t, int64_t
 from libcpp.vector cimport vector
@@ -14,6 +14,21 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
                const int64_t *start, const int64_t *end, int32_t init,
                int64_t max_states, double seconds, int64_t *states, int32_t *order,
                int32_t *order_len, int32_t *longest, int32_t *longest_len) nogil
+
+    cdef cppclass DeltaOut:
+        int64_t delta
+        bint exact
+        int64_t failed_at
+        int64_t verdict_states
+        vector[int32_t] order
+        vector[int32_t] longest
+
+    int c_min_delta "llwgl::min_delta" (
+        int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+        const int64_t *invoke, const int64_t *end, int32_t init, int64_t lease,
+        int64_t max_states, int64_t max_work, double seconds, double cheap_failure,
+        int64_t list_candidates, int32_t walk_before_gallop, int64_t *states,
+        DeltaOut &out) nogil
 
 
 def encode(const int8_t[::1] kind, list values, list expected, object initial):
@@ -68,3 +83,25 @@ def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[:
     order.resize(order_len)
     longest.resize(longest_len)
     return rc, states, order, longest
+
+
+def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+              const int64_t[::1] invoke, const int64_t[::1] end, int32_t init,
+              int64_t lease, int64_t max_states, int64_t max_work, double seconds,
+              double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop):
+    """(status, states, delta, exact, failed_at, verdict_states, order, longest): status
+    0 decided, 2 out of time, 3 out of states before the verdict was known; delta and
+    failed_at -1 for none; max_work -1 for no bound on the sum of the searches' states."""
+    cdef int32_t n = kind.shape[0]
+    if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
+        raise ValueError("columns of different lengths")
+    cdef DeltaOut out
+    cdef int64_t states = 0
+    cdef int rc
+    with nogil:
+        rc = c_min_delta(n, &kind[0] if n else NULL, &val[0] if n else NULL,
+                         &exp[0] if n else NULL, &invoke[0] if n else NULL,
+                         &end[0] if n else NULL, init, lease, max_states, max_work, seconds,
+                         cheap_failure, list_candidates, walk_before_gallop, &states, out)
+    return (rc, states, out.delta, out.exact, out.failed_at, out.verdict_states,
+            list(out.order), list(out.longest))

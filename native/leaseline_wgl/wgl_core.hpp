@@ -294,4 +294,204 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     return emit(OK);
 }
 
+
+// The values read.invoke - completion (> 0) at which the shifted real-time order
+// changes, queried without listing them all (checkers/wgl.py, _Candidates).
+class Candidates {
+  public:
+    Candidates(int32_t n, const int8_t *kind, const int64_t *invoke, const int64_t *end) {
+        for (int32_t i = 0; i < n; ++i) {
+            if (kind[i] == READ) reads_.push_back(invoke[i]);
+            if (end[i] != INT64_MAX) comps_.push_back(end[i]);
+        }
+        std::sort(comps_.begin(), comps_.end());
+    }
+    int64_t top() const {
+        if (reads_.empty() || comps_.empty()) return 0;
+        return std::max<int64_t>(0, *std::max_element(reads_.begin(), reads_.end()) - comps_[0]);
+    }
+    // the largest candidate < d (0 if none)
+    int64_t below(int64_t d) const {
+        int64_t best = 0;
+        for (int64_t r : reads_) {
+            auto k = std::upper_bound(comps_.begin(), comps_.end(), r - d);
+            if (k != comps_.end()) best = std::max(best, r - *k);
+        }
+        return best;
+    }
+    // candidates in (lo, hi), sorted: all (repeats kept), or every k-th where there
+    // are more than `most`; returns whether that is all of them
+    bool between(int64_t lo, int64_t hi, int64_t most, std::vector<int64_t> &out) const {
+        size_t nr = reads_.size();
+        std::vector<int64_t> a(nr), count(nr), ends(nr);
+        int64_t total = 0;
+        for (size_t r = 0; r < nr; ++r) {
+            a[r] = std::upper_bound(comps_.begin(), comps_.end(), reads_[r] - hi) - comps_.begin();
+            int64_t b = std::lower_bound(comps_.begin(), comps_.end(), reads_[r] - lo) - comps_.begin();
+            count[r] = std::max<int64_t>(b - a[r], 0);
+            total += count[r];
+            ends[r] = total;
+        }
+        int64_t stride = std::max<int64_t>(1, (total + most - 1) / most);
+        out.clear();
+        size_t r = 0;
+        for (int64_t rank = 0; rank < total; rank += stride) {
+            while (ends[r] <= rank) ++r;
+            out.push_back(reads_[r] - comps_[a[r] + rank - (ends[r] - count[r])]);
+        }
+        std::sort(out.begin(), out.end());
+        return total <= most;
+    }
+
+  private:
+    std::vector<int64_t> reads_, comps_;
+};
+
+// The largest shift a read needs in a linearization: how far its invoke is after the
+// earliest completion linearized after it (checkers/wgl.py, _Moves).
+static int64_t largest_move(const int8_t *kind, const int64_t *invoke, const int64_t *end,
+                            const std::vector<int32_t> &order) {
+    int64_t later = INT64_MAX, best = 0;
+    for (size_t k = order.size(); k-- > 0;) {
+        int32_t i = order[k];
+        if (kind[i] == READ && later < invoke[i]) best = std::max(best, invoke[i] - later);
+        later = std::min(later, end[i]);
+    }
+    return best;
+}
+
+struct DeltaOut {
+    int64_t delta = -1;      // -1: no shift helps
+    bool exact = true;       // false: the budget ran out refining; delta is an upper bound
+    int64_t failed_at = -1;  // a shift at which the history fails (-1: none)
+    int64_t verdict_states = 0;
+    std::vector<int32_t> order, longest;
+};
+
+// The minimal Δ, as checkers/wgl.py's min_delta (which documents it), step for step:
+// the same passes in the same order. Returns OK when the verdict is decided (out says
+// whether refining ran out), else OUT_OF_TIME / OUT_OF_STATES. max_states caps each
+// search's memo; max_work (-1: none) the sum over searches, *states receives that sum.
+static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+                     const int64_t *invoke, const int64_t *end, int32_t init, int64_t lease,
+                     int64_t max_states, int64_t max_work, double seconds,
+                     double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
+                     int64_t *states, DeltaOut &out) {
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                             std::chrono::duration<double>(seconds));
+    *states = 0;
+    std::vector<int64_t> start(n);
+    std::vector<int32_t> got_order, got_longest;  // the last pass's
+    int64_t fail_states = 0, ok_sum = 0, ok_count = 0;
+    int rc = OK;  // the last pass's
+    // one search with every read's invoke d earlier; false: the budget ran out (rc)
+    auto pass = [&](int64_t d) {
+        for (int32_t i = 0; i < n; ++i) start[i] = invoke[i] - (kind[i] == READ ? d : 0);
+        int64_t room = max_states;
+        if (max_work >= 0) room = std::max<int64_t>(0, std::min(room, max_work - *states));
+        double left = std::chrono::duration<double>(deadline - clock::now()).count();
+        int64_t used = 0;
+        int32_t order_len = 0, longest_len = 0;
+        got_order.resize(std::max(n, 1));
+        got_longest.resize(std::max(n, 1));
+        rc = search(n, kind, val, exp, start.data(), end, init, room, std::max(0.0, left),
+                    &used, got_order.data(), &order_len, got_longest.data(), &longest_len);
+        got_order.resize(order_len);
+        got_longest.resize(longest_len);
+        *states += used;
+        if (rc == OK) {
+            ok_sum += used;
+            ++ok_count;
+        } else if (rc == FAIL) {
+            fail_states = std::max(fail_states, used);
+        }
+        return rc == OK || rc == FAIL;
+    };
+    // the verdict: Δ = 0, then L, then the largest Δ that changes anything
+    if (!pass(0)) return rc;
+    if (rc == OK) {
+        out = DeltaOut{0, true, -1, *states, got_order, {}};
+        return OK;
+    }
+    Candidates cands(n, kind, invoke, end);
+    int64_t top = cands.top();
+    if (top == 0) {
+        out = DeltaOut{-1, true, 0, *states, {}, got_longest};
+        return OK;
+    }
+    int64_t lo = 0;  // not linearizable at lo
+    std::vector<int32_t> failed_longest = got_longest, hi_order;
+    bool have_hi = false;
+    if (0 < lease && lease < top) {
+        if (!pass(lease)) return rc;
+        if (rc == OK) {
+            have_hi = true;
+            hi_order = got_order;
+        } else {
+            lo = lease;
+            failed_longest = got_longest;
+        }
+    }
+    if (!have_hi) {
+        if (!pass(top)) return rc;
+        if (rc != OK) {
+            out = DeltaOut{-1, true, top, *states, {}, got_longest};
+            return OK;
+        }
+        hi_order = got_order;
+    }
+    int64_t verdict_states = *states;
+    int64_t hi = largest_move(kind, invoke, end, hi_order);
+    std::vector<int64_t> listed;  // (a sample of) the candidates in (lo, hi)
+    bool complete = false;        // listed has every candidate in (lo, hi)
+    int32_t walked = 0;
+    int64_t gap = 0;
+    bool bracketed = false;
+    bool exact = true;
+    while (true) {
+        bool cheap = bracketed || (double)fail_states <= cheap_failure * ((double)ok_sum / (double)ok_count);
+        int64_t d;
+        if (cheap) {
+            size_t a = std::upper_bound(listed.begin(), listed.end(), lo) - listed.begin();
+            size_t b = std::lower_bound(listed.begin(), listed.end(), hi) - listed.begin();
+            if (a >= b) {
+                if (complete) break;
+                complete = cands.between(lo, hi, list_candidates, listed);
+                a = 0;
+                b = listed.size();
+                if (b == 0) break;
+            }
+            d = listed[(a + b) / 2];
+        } else {
+            if (gap && hi - gap <= lo) {
+                bracketed = true;
+                continue;
+            }
+            d = cands.below(hi - gap);
+            if (d <= lo) break;
+        }
+        if (!pass(d)) {
+            exact = false;  // the budget ran out: hi is an upper bound
+            break;
+        }
+        if (rc != OK) {
+            lo = d;
+            failed_longest = got_longest;
+            if (!cheap && d == cands.below(hi)) break;  // the walk: d was just below hi
+            bracketed = true;
+            continue;
+        }
+        int64_t need = largest_move(kind, invoke, end, got_order);
+        if (!cheap) {
+            ++walked;
+            if (walked >= walk_before_gallop) gap = std::max(2 * gap, hi - need);
+        }
+        hi = need;
+        hi_order = got_order;
+    }
+    out = DeltaOut{hi, exact, lo, verdict_states, hi_order, failed_longest};
+    return OK;
+}
+
 }  // namespace llwgl
