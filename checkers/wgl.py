@@ -466,6 +466,12 @@ class _Candidates:
         comp = a[read] + rank - (ends[read] - count[read])
         return np.sort(self.reads[read] - self.comps[comp]), total <= most
 
+    def count(self, lo: int, hi: int) -> int:
+        """How many candidates lie in (lo, hi) (repeats counted)."""
+        a = np.searchsorted(self.comps, self.reads - hi, side="right")
+        b = np.searchsorted(self.comps, self.reads - lo, side="left")
+        return int(np.maximum(b - a, 0).sum())
+
     def below(self, d: int) -> int:
         """The largest candidate < d (0 if none): per read, the earliest completion
         after read.invoke - d gives its largest value below d."""
@@ -528,7 +534,7 @@ class DeltaSearch:
 CHEAP_FAILURE = 16
 # It bisects by the ranks of at most this many of the candidates at a time.
 LIST_CANDIDATES = 1024
-# The walk takes this many steps of one candidate, then gallops (see min_delta).
+# The walk takes at least this many steps before it may gallop (see min_delta).
 WALK_BEFORE_GALLOP = 2
 
 
@@ -548,12 +554,17 @@ def min_delta(
     (lo, hi) either fails (d is the new lo) or gives a new hi <= d. hi is exact once
     no candidate lies in (lo, hi).
 
-    Where failing passes are costly (they memoise many more states than linearizable
-    ones), it walks down: tries the candidate just below hi until that fails, so it
-    costs the verdict plus about one failing pass. Where they are not (small keys whose
-    linearizations need seconds of shift: a walk of hundreds of cheap passes), it
-    bisects (lo, hi) by the candidates' ranks: about log2(candidates) passes. Either
-    way the same Δ. BudgetExceeded escapes only if the verdict itself is undecided.
+    Where failing passes are cheap (they memoise at most CHEAP_FAILURE times what a
+    linearizable one does), it bisects (lo, hi) by the candidates' ranks: about
+    log2(candidates) passes. Where they are costly, it walks down: tries the candidate
+    just below hi until that fails, so it costs the verdict, the walk's linearizable
+    passes and one failing pass. A walk may crawl, though (each linearization needing
+    only a little less than the last: 842 passes on a 10k-op key), so it is kept only
+    while walking the rest, (hi - lo) at the walk's mean progress per pass, looks
+    cheaper than bisecting it, log2(candidates in (lo, hi)) failing passes, in memoised
+    states; otherwise it gallops (strides doubling below hi) until a pass fails, then
+    bisects, or walks again once (lo, hi) is narrow enough. Every way, the same Δ.
+    BudgetExceeded escapes only if the verdict itself is undecided.
 
     The compiled module runs this same loop, pass for pass (on small keys the Python
     around each pass cost more than the search); reference=True runs it here, over the
@@ -606,14 +617,21 @@ def min_delta(
     hi, hi_order = moves.largest(hi_out.order), hi_out.order
     listed = np.zeros(0, dtype=np.int64)  # (a sample of) the candidates in (lo, hi)
     complete = False  # listed has every candidate in (lo, hi) (repeats kept)
-    walked = 0  # linearizable passes of the walk so far
-    gap = 0  # the walk's stride below hi, once it gallops
-    bracketed = False  # a failing pass of the gallop: bisect (lo, hi) from now on
+    walked = walk_progress = 0  # the walk's linearizable passes, how far they lowered hi
+    gap = 0  # the gallop's stride below hi
+    bracketed = False  # the gallop has failed once: bisect (lo, hi) instead
     try:
         while True:
-            cheap = bracketed or (
-                fail_states <= CHEAP_FAILURE * (sum(ok_states) / len(ok_states)))
-            if cheap:  # bisect (lo, hi) by the ranks of (a sample of) its candidates
+            avg_ok = sum(ok_states) / len(ok_states)
+            if fail_states <= CHEAP_FAILURE * avg_ok:
+                step = "bisect"
+            elif walked < WALK_BEFORE_GALLOP or (
+                    (hi - lo) / (walk_progress / walked) * avg_ok
+                    <= cands.count(lo, hi).bit_length() * fail_states):
+                step = "walk"  # walking the rest looks cheaper than failing passes
+            else:
+                step = "bisect" if bracketed else "gallop"
+            if step == "bisect":  # by the ranks of (a sample of) the candidates in (lo, hi)
                 a = int(np.searchsorted(listed, lo, side="right"))
                 b = int(np.searchsorted(listed, hi, side="left"))
                 if a >= b:
@@ -624,25 +642,27 @@ def min_delta(
                     if b == 0:
                         break
                 d = int(listed[(a + b) // 2])
-            else:  # walk: the candidate just below hi (or gap below it)
-                if gap and hi - gap <= lo:
-                    bracketed = True  # the gallop reached lo: bisect what is left
-                    continue
-                d = cands.below(hi - gap)
+            else:  # the candidate just below hi, or gap below it
+                d = cands.below(hi if step == "walk" else hi - gap)
                 if d <= lo:
-                    break  # no candidate in (lo, hi): hi is exact
+                    if step == "walk":
+                        break  # no candidate in (lo, hi): hi is exact
+                    bracketed = True  # the stride passed lo
+                    continue
             out = counted(d)
             if not out.ok:
                 lo, failed_longest = d, out.longest
-                if not cheap and d == cands.below(hi):
-                    break  # the walk: d was the candidate just below hi
-                bracketed = True
+                if step == "walk":
+                    break  # d was the candidate just below hi: hi is exact
+                bracketed = bracketed or step == "gallop"
                 continue
-            if not cheap:
+            need = moves.largest(out.order)
+            if step == "walk":
                 walked += 1
-                if walked >= WALK_BEFORE_GALLOP:
-                    gap = max(2 * gap, hi - moves.largest(out.order))
-            hi, hi_order = moves.largest(out.order), out.order
+                walk_progress += hi - need
+            elif step == "gallop":
+                gap = max(2 * gap, hi - need)
+            hi, hi_order = need, out.order
     except BudgetExceeded:
         return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
     return DeltaSearch(hi, True, hi_order, lo, failed_longest, verdict_states)

@@ -310,6 +310,16 @@ class Candidates {
         if (reads_.empty() || comps_.empty()) return 0;
         return std::max<int64_t>(0, *std::max_element(reads_.begin(), reads_.end()) - comps_[0]);
     }
+    // how many candidates lie in (lo, hi) (repeats counted)
+    int64_t count(int64_t lo, int64_t hi) const {
+        int64_t total = 0;
+        for (int64_t r : reads_) {
+            auto a = std::upper_bound(comps_.begin(), comps_.end(), r - hi);
+            auto b = std::lower_bound(comps_.begin(), comps_.end(), r - lo);
+            total += std::max<int64_t>(b - a, 0);
+        }
+        return total;
+    }
     // the largest candidate < d (0 if none)
     int64_t below(int64_t d) const {
         int64_t best = 0;
@@ -346,6 +356,10 @@ class Candidates {
   private:
     std::vector<int64_t> reads_, comps_;
 };
+
+static inline int64_t bit_length(int64_t x) {  // as Python's int.bit_length
+    return x <= 0 ? 0 : 64 - __builtin_clzll((uint64_t)x);
+}
 
 // The largest shift a read needs in a linearization: how far its invoke is after the
 // earliest completion linearized after it (checkers/wgl.py, _Moves).
@@ -445,31 +459,42 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
     int64_t hi = largest_move(kind, invoke, end, hi_order);
     std::vector<int64_t> listed;  // (a sample of) the candidates in (lo, hi)
     bool complete = false;        // listed has every candidate in (lo, hi)
-    int32_t walked = 0;
-    int64_t gap = 0;
-    bool bracketed = false;
+    int64_t walked = 0, walk_progress = 0;  // the walk's linearizable passes, their progress
+    int64_t gap = 0;                        // the gallop's stride below hi
+    bool bracketed = false;                 // the gallop has failed once: bisect instead
     bool exact = true;
+    enum { BISECT, WALK, GALLOP };
     while (true) {
-        bool cheap = bracketed || (double)fail_states <= cheap_failure * ((double)ok_sum / (double)ok_count);
+        double avg_ok = (double)ok_sum / (double)ok_count;
+        int step;
+        if ((double)fail_states <= cheap_failure * avg_ok) {
+            step = BISECT;
+        } else if (walked < walk_before_gallop ||
+                   (double)(hi - lo) / ((double)walk_progress / (double)walked) * avg_ok <=
+                       (double)bit_length(cands.count(lo, hi)) * (double)fail_states) {
+            step = WALK;  // walking the rest looks cheaper than failing passes
+        } else {
+            step = bracketed ? BISECT : GALLOP;
+        }
         int64_t d;
-        if (cheap) {
+        if (step == BISECT) {  // by the ranks of (a sample of) the candidates in (lo, hi)
             size_t a = std::upper_bound(listed.begin(), listed.end(), lo) - listed.begin();
             size_t b = std::lower_bound(listed.begin(), listed.end(), hi) - listed.begin();
             if (a >= b) {
-                if (complete) break;
+                if (complete) break;  // no candidate in (lo, hi): hi is exact
                 complete = cands.between(lo, hi, list_candidates, listed);
                 a = 0;
                 b = listed.size();
                 if (b == 0) break;
             }
             d = listed[(a + b) / 2];
-        } else {
-            if (gap && hi - gap <= lo) {
-                bracketed = true;
+        } else {  // the candidate just below hi, or gap below it
+            d = cands.below(step == WALK ? hi : hi - gap);
+            if (d <= lo) {
+                if (step == WALK) break;  // no candidate in (lo, hi): hi is exact
+                bracketed = true;         // the stride passed lo
                 continue;
             }
-            d = cands.below(hi - gap);
-            if (d <= lo) break;
         }
         if (!pass(d)) {
             exact = false;  // the budget ran out: hi is an upper bound
@@ -478,14 +503,16 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         if (rc != OK) {
             lo = d;
             failed_longest = got_longest;
-            if (!cheap && d == cands.below(hi)) break;  // the walk: d was just below hi
-            bracketed = true;
+            if (step == WALK) break;  // d was the candidate just below hi: hi is exact
+            bracketed = bracketed || step == GALLOP;
             continue;
         }
         int64_t need = largest_move(kind, invoke, end, got_order);
-        if (!cheap) {
+        if (step == WALK) {
             ++walked;
-            if (walked >= walk_before_gallop) gap = std::max(2 * gap, hi - need);
+            walk_progress += hi - need;
+        } else if (step == GALLOP) {
+            gap = std::max(2 * gap, hi - need);
         }
         hi = need;
         hi_order = got_order;

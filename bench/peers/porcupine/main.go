@@ -138,10 +138,16 @@ func main() {
 				Return:   ret,
 			}
 		}
-		runtime.GC()
-		start := time.Now()
-		res := porcupine.CheckOperationsTimeout(casRegister(text(c.Initial)), ops, *timeout)
-		secs := time.Since(start).Seconds()
+		// the least of up to 5 runs while they take under 10 ms (small times are mostly
+		// cache and scheduler noise); the Leaseline side times the same way
+		var res porcupine.CheckResult
+		secs := math.Inf(1)
+		for k := 0; k < 5 && secs < 0.01 || k == 0; k++ {
+			runtime.GC()
+			start := time.Now()
+			res = porcupine.CheckOperationsTimeout(casRegister(text(c.Initial)), ops, *timeout)
+			secs = math.Min(secs, time.Since(start).Seconds())
+		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		verdict := map[porcupine.CheckResult]string{
