@@ -30,8 +30,12 @@ from checkers.wgl import (
 
 # Keep the search's memoised entries near this many bytes.
 STATE_MEMORY_BYTES = 1 << 30
-# Shrinking a WGL counterexample may memoise as many entries as the searches that
-# decided the verdict did (at least this many), within the search's time budget.
+# Shrinking a WGL counterexample may memoise EXPLAIN_WORK times as many entries as the
+# searches that decided the verdict did (at least EXPLAIN_MIN_STATES), within the
+# search's time budget: its first step bisects the history's cut times, so about
+# log2(operations) / 2 of its searches fail like the verdict's (a 10k-op CAS key with
+# one stale read: 7.6x the verdict's states to shrink to the 2 operations that show it).
+EXPLAIN_WORK = 8
 EXPLAIN_MIN_STATES = 20_000
 # Time for shrinking a lease-bounded key's worst stale read: far more common than
 # violations under faults, so kept short (the explanation is then less shrunk, or absent).
@@ -181,7 +185,8 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
         # shown at Δ = L: why the key is not L-linearizable (the violation's meaning)
         counterexample = explain.from_search(h, model, lease_ns, lease_ns, delta,
                                              budget.max_seconds,
-                                             max(EXPLAIN_MIN_STATES, found.verdict_states))
+                                             max(EXPLAIN_MIN_STATES,
+                                                 EXPLAIN_WORK * found.verdict_states))
     elif status == LEASE_BOUNDED and shifted and delta is not None:
         worst = max(shifted, key=lambda s: s.shift_ns)
         row = int(np.flatnonzero(h.index == worst.index)[0])

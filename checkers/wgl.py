@@ -236,6 +236,8 @@ def linearizable(
     reads (per-read staleness moves one read by s and the others by the minimal Δ).
     `encoded` (from encode(ops, initial)) spares re-encoding when one history is
     searched many times."""
+    if not ops:
+        return Outcome(True)
     if not _compiled_fits(ops, model):
         return linearizable_reference(ops, model, initial, delta, limits, read_shift)
     e = encoded if encoded is not None else encode(ops, initial)
