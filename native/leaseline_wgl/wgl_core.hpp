@@ -115,8 +115,9 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
             match[call_node[i]] = node;
         }
     }
-    // Twins: state-changing operations with the same effect; of two pending twins,
-    // one called and returning no later than the other goes first (info returns tie).
+    // Twins: state-changing operations with the same effect; of two twins that may go
+    // now, one returning no later than the other goes first (info returns tie, then the
+    // scan's order: call order).
     // (group numbers are labels only: sorting by effect numbers them)
     std::vector<int32_t> sig(n, -1), ret_key(n);
     int32_t groups = 0;
@@ -184,6 +185,8 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     bool after_info = false;  // is the last linearized operation an info one?
     uint64_t h1 = 0, h2 = 0;
     int32_t entry = nxt[0];
+    bool infos = false;  // in the scan's second pass, over the info operations? (a
+                         // step tries the operations that return first, see wgl.py)
     uint64_t iterations = 0;
     auto state_mix = [](int32_t s, uint64_t salt) {
         uint64_t x = (uint64_t)(uint32_t)s ^ salt;
@@ -199,11 +202,15 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         }
         return rc;
     };
-    while (entry) {
+    while (true) {
         if ((++iterations & 0x3FFF) == 0 && std::chrono::steady_clock::now() > deadline)
             return OUT_OF_TIME;
-        if (is_call[entry]) {
+        if (entry && is_call[entry]) {
             int32_t i = op_of[entry];
+            if ((end[i] == UNKNOWN) != infos) {  // the other pass's
+                entry = nxt[entry];
+                continue;
+            }
             int32_t g = sig[i];
             int8_t f = kind[i];
             bool dead = false, skip = false;
@@ -254,6 +261,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
                         longest_valid = *longest_len;
                     }
                     entry = nxt[0];
+                    infos = false;
                     ++scan;
                     continue;
                 }
@@ -264,8 +272,12 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
                 entry = nxt[entry];
                 continue;
             }
-        } else if (end[op_of[entry]] == UNKNOWN) {
-            return emit(OK);  // only info operations remain pending: leave them out
+        } else if (!infos) {
+            if (!entry || end[op_of[entry]] == UNKNOWN)
+                return emit(OK);  // only info operations remain pending: leave them out
+            infos = true;  // the first return event: the second pass
+            entry = nxt[0];
+            continue;
         }
         // a return event whose call is pending (or a dead end): backtrack
         int32_t node;
@@ -283,15 +295,19 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
             if (!fr.committed) break;
         }
         after_info = !stack.empty() && end[op_of[stack.back().node]] == UNKNOWN;
-        // resume the scan that chose `node`, past it: record what it had passed
+        // resume the scan that chose `node`, past it: record what it had passed (in the
+        // second pass, the whole first pass too)
         ++scan;
+        infos = end[op_of[node]] == UNKNOWN;
+        if (infos)
+            for (int32_t e = nxt[0]; is_call[e]; e = nxt[e])
+                if (end[op_of[e]] != UNKNOWN) passed(e);
         for (int32_t e = nxt[0];; e = nxt[e]) {
-            passed(e);
+            if ((end[op_of[e]] == UNKNOWN) == infos) passed(e);
             if (e == node) break;
         }
         entry = nxt[node];
     }
-    return emit(OK);
 }
 
 }  // namespace llwgl
