@@ -28,27 +28,27 @@ linearized now, the one returning earlier (of two info ones, the one called earl
 is linearized first: swapping twins changes no state and keeps both in their intervals
 (the one moved later returns later); without it a failing search tries every subset of
 the pending writes of each value, and of the info writes, which never return. And an
-info operation is never linearized right before a write: the write
-overwrites its effect unseen, so the same order without it (it never happened) is as
-good; nor right before an operation that changes nothing (a read, a failed compare)
-and was legal already before it: the two may swap, which leaves the info operation
-before whatever comes next. The visited set keys on the state before the last
-operation too when that one is an info operation, since these rules limit the next
-step by it. Together they leave little more than the orders that some read
-or compare can tell apart. (The second rule takes `write` to ignore the state, as in
-both models there are: a model whose write reads the state would need it dropped.)
+info operation is never linearized right before a write: the write overwrites its
+effect unseen, so the same order without it (it never happened) is as good; nor right
+before an operation that changes nothing (a read, a failed compare) and was legal
+already before it: the two may swap, which leaves the info operation before whatever
+comes next. The visited set keys on the state before the last operation too when that
+one is an info operation, since these rules limit the next step by it. Together they
+leave little more than the orders that some read or compare can tell apart. (The
+second rule takes `write` to ignore the state, as in both models there are: a model
+whose write reads the state would need it dropped.)
 
 Each step tries the operations that return before the info ones: a first pass over the
-calls before the first pending return skips info operations, a second pass tries only
-them. The order in which a step tries its choices changes no verdict: it tries the same
-choices, the memo only skips states already explored from, and the twin rule holds for
-any two twins that may go now. It changes which linearization is found first, and how
-soon. Info operations are optional, and the write rule keeps them pending (they cannot
-go before a write); tried first, they stood in for completed writes in every order, and
-a linearizable search that took such a wrong turn tried every order of them before
-backing out (a 73-operation Knossos history with eleven crashed writes and compares:
-18,610 states; 70 this way). Tried last, one is placed only where no operation that
-returns fits.
+calls before the first pending return skips info operations, a second pass (if the
+first skipped any) tries only them. In which order a step tries its choices changes no
+verdict: it tries the same ones, the memo only skips states already explored from, and
+the twin rule holds for any two twins that may go now. It changes which linearization
+is found first, and how soon. Info operations are optional, and the write rule keeps
+them pending (they cannot go before a write). Tried first, they stood in for completed
+writes, and a linearizable search that took a wrong turn tried them in every order
+among the later operations before backing out (a 73-operation Knossos history with
+eleven crashed writes and compares: 18,610 states; 70 this way). Tried last, they are
+placed only where no operation that returns led anywhere.
 
 Two implementations of the same search, step for step: the compiled one (package
 leaseline_wgl, built by scripts/setup.sh from native/) for the register and cas-register
@@ -370,6 +370,7 @@ def linearizable_reference(
     longest: list[int] = []
     entry = nxt[0]
     infos = False  # in the scan's second pass, over the info operations (see above)?
+    waiting = False  # has the first pass skipped an info operation's call?
     iterations = 0
     while True:
         iterations += 1
@@ -378,6 +379,7 @@ def linearizable_reference(
         if entry and is_call[entry]:
             i = op_of[entry]
             if info[i] != infos:  # the other pass's
+                waiting = waiting or info[i]
                 entry = nxt[entry]
                 continue
             g = sig[i]
@@ -405,7 +407,7 @@ def linearizable_reference(
                         lift(entry)
                         if len(stack) > len(longest):
                             longest = [op_of[e] for e, _, _ in stack]
-                        entry, infos = nxt[0], False
+                        entry, infos, waiting = nxt[0], False, False
                         scan += 1
                         continue
                     # already explored with i linearized here, and it failed; for an op
@@ -419,8 +421,9 @@ def linearizable_reference(
             if not entry or info[op_of[entry]]:
                 # only info operations remain pending: leave them out
                 return Outcome(True, [op_of[e] for e, _, _ in stack], longest)
-            infos, entry = True, nxt[0]  # the first return event: the second pass
-            continue
+            if waiting:  # the first return event: the second pass
+                infos, entry = True, nxt[0]
+                continue
         # a return event whose call is pending (or a dead end): backtrack
         while True:
             if not stack:
@@ -434,7 +437,7 @@ def linearizable_reference(
         # resume the scan that chose `node`, past it: record what it had passed (in the
         # second pass, the whole first pass too)
         scan += 1
-        infos = info[op_of[node]]
+        infos, waiting = info[op_of[node]], False
         e = nxt[0]
         while infos and is_call[e]:
             if not info[op_of[e]]:
@@ -444,6 +447,8 @@ def linearizable_reference(
         while True:
             if info[op_of[e]] == infos:
                 passed(e)
+            else:
+                waiting = True
             if e == node:
                 break
             e = nxt[e]

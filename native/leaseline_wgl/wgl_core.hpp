@@ -99,7 +99,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     }
     std::sort(events.begin(), events.end());
     std::vector<int32_t> nxt(m + 1), prv(m + 1), op_of(m + 1), match(m + 1, 0), call_node(n);
-    std::vector<uint8_t> is_call(m + 1, 0);
+    std::vector<uint8_t> is_call(m + 1, 0);  // 1: a call, 2: an info operation's call
     for (int32_t k = 0; k <= m; ++k) {
         nxt[k] = k + 1;
         prv[k] = k - 1;
@@ -109,7 +109,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         int32_t node = k + 1, i = std::get<2>(events[k]);
         op_of[node] = i;
         if (std::get<1>(events[k]) == 0) {
-            is_call[node] = 1;
+            is_call[node] = end[i] == INT64_MAX ? 2 : 1;
             call_node[i] = node;
         } else {
             match[call_node[i]] = node;
@@ -187,6 +187,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     int32_t entry = nxt[0];
     bool infos = false;  // in the scan's second pass, over the info operations? (a
                          // step tries the operations that return first, see wgl.py)
+    bool waiting = false;  // has the first pass skipped an info operation's call?
     uint64_t iterations = 0;
     auto state_mix = [](int32_t s, uint64_t salt) {
         uint64_t x = (uint64_t)(uint32_t)s ^ salt;
@@ -207,7 +208,8 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
             return OUT_OF_TIME;
         if (entry && is_call[entry]) {
             int32_t i = op_of[entry];
-            if ((end[i] == UNKNOWN) != infos) {  // the other pass's
+            if ((is_call[entry] == 2) != infos) {  // the other pass's
+                waiting = waiting || !infos;
                 entry = nxt[entry];
                 continue;
             }
@@ -261,7 +263,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
                         longest_valid = *longest_len;
                     }
                     entry = nxt[0];
-                    infos = false;
+                    infos = waiting = false;
                     ++scan;
                     continue;
                 }
@@ -275,9 +277,11 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         } else if (!infos) {
             if (!entry || end[op_of[entry]] == UNKNOWN)
                 return emit(OK);  // only info operations remain pending: leave them out
-            infos = true;  // the first return event: the second pass
-            entry = nxt[0];
-            continue;
+            if (waiting) {  // the first return event: the second pass
+                infos = true;
+                entry = nxt[0];
+                continue;
+            }
         }
         // a return event whose call is pending (or a dead end): backtrack
         int32_t node;
@@ -298,12 +302,16 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         // resume the scan that chose `node`, past it: record what it had passed (in the
         // second pass, the whole first pass too)
         ++scan;
-        infos = end[op_of[node]] == UNKNOWN;
+        infos = is_call[node] == 2;
+        waiting = false;
         if (infos)
             for (int32_t e = nxt[0]; is_call[e]; e = nxt[e])
-                if (end[op_of[e]] != UNKNOWN) passed(e);
+                if (is_call[e] == 1) passed(e);
         for (int32_t e = nxt[0];; e = nxt[e]) {
-            if ((end[op_of[e]] == UNKNOWN) == infos) passed(e);
+            if ((is_call[e] == 2) == infos)
+                passed(e);
+            else
+                waiting = true;
             if (e == node) break;
         }
         entry = nxt[node];
