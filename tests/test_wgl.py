@@ -8,7 +8,14 @@ import pytest
 from checker_histories import INFO, MS, cas, cas_failed, history, r, w
 
 from checkers.models import CasRegister, Register, model_for
-from checkers.wgl import BudgetExceeded, SearchLimits, linearizable, min_delta, read_shifts
+from checkers.wgl import (
+    BudgetExceeded,
+    SearchLimits,
+    linearizable,
+    linearizable_reference,
+    min_delta,
+    read_shifts,
+)
 
 
 def lim(seconds: float = 10.0, states: int = 1_000_000) -> SearchLimits:
@@ -49,6 +56,27 @@ def test_info_operations_may_happen_or_not() -> None:
     # but not before their invocation
     assert not ok(history(r(1, 0, 1), w(1, 2, INFO), model="cas-register", initial=0))
     assert ok(history(cas(0, 2, 0, INFO), r(2, 9, 10), model="cas-register", initial=0))
+
+
+def test_crashed_operations_are_tried_after_those_that_return() -> None:
+    # Crashed writes and compares pending from the start; a compare that needs the
+    # initial 4 and returns last; meanwhile writes, each read while in flight. The
+    # compare must go first. Tried before it, the crashed operations stand in for the
+    # writes in every order before the search backs out (2,650 states); tried after the
+    # operations that return, they are never needed (16).
+    crashed = [w(1, 0, INFO), w(2, 1, INFO), w(3, 2, INFO), cas(2, 3, 5, INFO),
+               cas(3, 2, 6, INFO), cas(3, 1, 7, INFO), cas(1, 2, 8, INFO)]
+    run = [op for k, v in enumerate((3, 2, 1, 2, 3, 1, 2))
+           for op in (w(v, 20 + 6 * k, 24 + 6 * k), r(v, 21 + 6 * k, 25 + 6 * k))]
+    h = history(*crashed, *run, cas(4, 0, 10, 72), r(2, 74, 75), model="cas-register",
+                initial=4)
+    outcomes = []
+    for search in (linearizable, linearizable_reference):
+        limits = lim()
+        out = search(h.operations(), CasRegister(), h.initial, 0, limits)
+        assert out.ok and limits.states <= 20
+        outcomes.append((out.order, out.longest, limits.states))
+    assert outcomes[0] == outcomes[1]
 
 
 def test_shifting_reads_only() -> None:

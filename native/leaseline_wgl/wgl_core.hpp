@@ -99,7 +99,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     }
     std::sort(events.begin(), events.end());
     std::vector<int32_t> nxt(m + 1), prv(m + 1), op_of(m + 1), match(m + 1, 0), call_node(n);
-    std::vector<uint8_t> is_call(m + 1, 0);
+    std::vector<uint8_t> is_call(m + 1, 0);  // 1: a call, 2: an info operation's call
     for (int32_t k = 0; k <= m; ++k) {
         nxt[k] = k + 1;
         prv[k] = k - 1;
@@ -109,14 +109,15 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         int32_t node = k + 1, i = std::get<2>(events[k]);
         op_of[node] = i;
         if (std::get<1>(events[k]) == 0) {
-            is_call[node] = 1;
+            is_call[node] = end[i] == INT64_MAX ? 2 : 1;
             call_node[i] = node;
         } else {
             match[call_node[i]] = node;
         }
     }
-    // Twins: state-changing operations with the same effect; of two pending twins,
-    // one called and returning no later than the other goes first (info returns tie).
+    // Twins: state-changing operations with the same effect; of two twins that may go
+    // now, one returning no later than the other goes first (info returns tie, then the
+    // scan's order: call order).
     // (group numbers are labels only: sorting by effect numbers them)
     std::vector<int32_t> sig(n, -1), ret_key(n);
     int32_t groups = 0;
@@ -184,6 +185,9 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     bool after_info = false;  // is the last linearized operation an info one?
     uint64_t h1 = 0, h2 = 0;
     int32_t entry = nxt[0];
+    bool infos = false;  // in the scan's second pass, over the info operations? (a
+                         // step tries the operations that return first, see wgl.py)
+    bool waiting = false;  // has the first pass skipped an info operation's call?
     uint64_t iterations = 0;
     auto state_mix = [](int32_t s, uint64_t salt) {
         uint64_t x = (uint64_t)(uint32_t)s ^ salt;
@@ -199,11 +203,16 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         }
         return rc;
     };
-    while (entry) {
+    while (true) {
         if ((++iterations & 0x3FFF) == 0 && std::chrono::steady_clock::now() > deadline)
             return OUT_OF_TIME;
-        if (is_call[entry]) {
+        if (entry && is_call[entry]) {
             int32_t i = op_of[entry];
+            if ((is_call[entry] == 2) != infos) {  // the other pass's
+                waiting = waiting || !infos;
+                entry = nxt[entry];
+                continue;
+            }
             int32_t g = sig[i];
             int8_t f = kind[i];
             bool dead = false, skip = false;
@@ -254,6 +263,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
                         longest_valid = *longest_len;
                     }
                     entry = nxt[0];
+                    infos = waiting = false;
                     ++scan;
                     continue;
                 }
@@ -264,8 +274,14 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
                 entry = nxt[entry];
                 continue;
             }
-        } else if (end[op_of[entry]] == UNKNOWN) {
-            return emit(OK);  // only info operations remain pending: leave them out
+        } else if (!infos) {
+            if (!entry || end[op_of[entry]] == UNKNOWN)
+                return emit(OK);  // only info operations remain pending: leave them out
+            if (waiting) {  // the first return event: the second pass
+                infos = true;
+                entry = nxt[0];
+                continue;
+            }
         }
         // a return event whose call is pending (or a dead end): backtrack
         int32_t node;
@@ -283,15 +299,23 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
             if (!fr.committed) break;
         }
         after_info = !stack.empty() && end[op_of[stack.back().node]] == UNKNOWN;
-        // resume the scan that chose `node`, past it: record what it had passed
+        // resume the scan that chose `node`, past it: record what it had passed (in the
+        // second pass, the whole first pass too)
         ++scan;
+        infos = is_call[node] == 2;
+        waiting = false;
+        if (infos)
+            for (int32_t e = nxt[0]; is_call[e]; e = nxt[e])
+                if (is_call[e] == 1) passed(e);
         for (int32_t e = nxt[0];; e = nxt[e]) {
-            passed(e);
+            if ((is_call[e] == 2) == infos)
+                passed(e);
+            else
+                waiting = true;
             if (e == node) break;
         }
         entry = nxt[node];
     }
-    return emit(OK);
 }
 
 
