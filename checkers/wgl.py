@@ -771,7 +771,7 @@ def read_staleness(
         (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
         if not fails or not passes:
             return 1
-        r = (fail_states / fails) / max(1.0, pass_states / passes)
+        r = max(1.0, fail_states / fails) / max(1.0, pass_states / passes)
         p = (sum(s > 0 for s in done.values()) + 1) / (len(done) + 2)
         best = 1 / (p * r * math.log(2))
         return 1 << int(math.log2(best)) if best >= 2 else 1
