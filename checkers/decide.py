@@ -22,6 +22,7 @@ from checkers.wgl import (
     BudgetExceeded,
     HistoryOperations,
     SearchLimits,
+    compact,
     entry_bytes,
     min_delta,
     read_shifts,
@@ -174,8 +175,10 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     shifted: list[ShiftedRead] = []
     staleness_exact = True  # False: the budget ran out; some shifts are upper bounds
     if delta:
-        # only reads the witness moved can be stale; each is decided by its own search
-        moved = [(i, s) for i, s in read_shifts(ops, found.order, delta) if s > 0]
+        # only reads the witness moved can be stale (moved as late as they may go first,
+        # which leaves most of them unmoved); each is decided by searches of its own
+        order = compact(ops, model, h.initial, found.order)
+        moved = [(i, s) for i, s in read_shifts(ops, order, delta) if s > 0]
         limits = SearchLimits(time.monotonic() + budget.max_seconds, max_states)
         moved, staleness_exact = read_staleness(ops, model, h.initial, delta, moved, limits)
         shifted = sorted((ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),

@@ -68,6 +68,7 @@ min_delta narrows down to it from a linearization's own needs (see there).
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 import warnings
 from collections.abc import Hashable, Iterator, Mapping, Sequence
@@ -721,6 +722,52 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
                        None if failed_at < 0 else failed_at, longest, verdict_states)
 
 
+def compact(ops: Sequence[Operation], model: Model, initial: str | None,
+            order: Sequence[int]) -> list[int]:
+    """The same linearization with each read moved as late as it may go, so that it
+    needs no more shift than in `order` and often none (the search linearizes a read as
+    soon as it is legal: with its invoke moved earlier, often in an earlier run of the
+    value it read, needing a shift the read does not need).
+
+    A read r of value v may move from its place to just after a later operation k when
+    the state after k is v, and every operation it passes (k included) was invoked, by
+    its recorded invoke, no later than r completed. Sound: r changes nothing, so every
+    other operation sees the same state, and r sees v; an operation r passes now comes
+    before r, which no real-time order forbids (it did not start after r returned,
+    whatever its own shift), and now has r after it, which asks no shift of it (r
+    completes after it is invoked); every other pair keeps its order. r's own shift,
+    its invoke minus the earliest completion after it (_Moves), can only fall, as
+    fewer operations follow it. Reads are moved from the last one back, each as far as
+    it may go: a move leaves the places of the reads before it unchanged, and the
+    order stays a linearization with every read needing at most what it did.
+    A sequence the model rejects (not a linearization) is returned unchanged."""
+    f, invoke, complete = _columns(ops)
+    reads, starts, ends = (f == READ).tolist(), invoke.tolist(), complete.tolist()
+    out = list(order)
+    states: list[Hashable] = []  # the state after each operation of out
+    state = model.init(initial)
+    for i in out:
+        ok, state = model.step(state, ops[i])
+        if not ok:
+            return out
+        states.append(state)
+    for p in range(len(out) - 1, -1, -1):
+        r = out[p]
+        if not reads[r]:
+            continue
+        value, end, last, j = states[p], ends[r], p, p + 1
+        while j < len(out) and starts[out[j]] <= end:
+            if states[j] == value:
+                last = j
+            j += 1
+        if last > p:
+            out.insert(last + 1, r)
+            del out[p]
+            states.insert(last + 1, value)
+            del states[p]
+    return out
+
+
 def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[tuple[int, int]]:
     """Per read of a linearization at Δ: (its position in ops, how far its invoke had to
     move earlier, at most Δ), in linearization order (_Moves)."""
@@ -741,42 +788,106 @@ def read_staleness(
     delta). Returns (position, s) in the same order, and whether all were decided (when
     the budget runs out, the rest keep their best upper bound).
 
-    Linearizability only grows with s and changes only where the read's invoke passes a
+    Linearizability only grows with any read's shift (moving an invoke earlier only
+    drops real-time orders) and changes only where the read's invoke passes a
     completion, so s is found by binary search over 0 and invoke - completion below the
     bound, 0 first (most moved reads are not stale). Every linearization found also
     bounds the other reads: one needing shift w there is linearizable with it at w and
-    the rest at `delta`, so many reads are settled without a search of their own."""
+    the rest at `delta` (the rest move up to `delta`: only orders are dropped), so many
+    reads are settled without a search of their own.
+
+    Group tests decide many reads at 0 at once: if the history is linearizable with a
+    group G of reads at 0 and the others at `delta`, each read of G has s = 0 (moving
+    G's other reads back to `delta` keeps it linearizable). A failing group says nothing
+    of any one member (two reads may each be fine alone and not together), so it is
+    split in halves and each is tested again, down to single reads. A failing search
+    may cost a hundred passing ones, so the group size follows what is seen so far:
+    binary splitting costs about 1/g + p log2(g) r passes per read (g the group size,
+    p the share of stale reads, r a failing search's cost in passing ones, both as
+    estimated from the searches so far), least at g = 1 / (p r ln 2), here rounded down
+    to a power of two. Where stale reads are common or failures dear that is 1: each
+    read alone, as without groups. Reads are tested the most moved first, so stale ones
+    are met early and the estimates of p and r settle before groups grow. Each result
+    is the least s whatever the groups were, as each step above only uses
+    monotonicity: the order of tests changes the cost, not the answer."""
     comps = np.unique(np.array([o.complete for o in ops if o.complete != UNKNOWN_END],
                                dtype=np.int64))
     upper = dict(moved)
     done: dict[int, int] = {}
+    pending = set(upper)  # reads not yet decided
     moves = _Moves(ops)
+    enc = encode(ops, initial) if _compiled_fits(ops, model) else None
+    cost = {True: [0, 0], False: [0, 0]}  # by outcome: searches, memoised entries
 
-    def test(read: Operation, s: int) -> bool:
-        out = linearizable(ops, model, initial, delta, limits, {read.index: s})
+    def test(shift: dict[int, int]) -> bool:
+        """Linearizable with these reads (positions) at these shifts, the rest at delta?"""
+        before = limits.states
+        own = {ops[p].index: s for p, s in shift.items()}
+        if enc is not None:
+            out = linearizable(ops, model, initial, delta, limits, own, encoded=enc)
+        else:
+            out = linearizable(ops, model, initial, delta, limits, own)
+        cost[out.ok][0] += 1
+        cost[out.ok][1] += limits.states - before
         if out.ok:
-            shifts = dict(moves.shifts(out.order, delta))
-            for p in upper:
-                if ops[p] is not read:
-                    upper[p] = min(upper[p], shifts.get(p, 0))
+            positions, shifts = moves(out.order)
+            needs = dict(zip(positions.tolist(), shifts.tolist(), strict=True))
+            for p in pending:
+                if p not in shift:
+                    upper[p] = min(upper[p], needs.get(p, 0))
         return out.ok
 
+    def settle(p: int, s: int) -> None:
+        done[p] = s
+        pending.discard(p)
+
+    def group_size() -> int:
+        (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
+        if not fails or not passes:
+            return 1
+        r = max(1.0, fail_states / fails) / max(1.0, pass_states / passes)
+        p = (sum(s > 0 for s in done.values()) + 1) / (len(done) + 2)
+        best = 1 / (p * r * math.log(2))
+        return 1 << int(math.log2(best)) if best >= 2 else 1
+
+    queue = sorted(upper, key=lambda p: (-upper[p], p))  # the most moved first
+    head = 0  # queue[head:] is still to be tested
+    split: list[list[int]] = []  # halves of failed groups, tested next (a stack)
     try:
-        for pos, _ in moved:
-            read = ops[pos]
-            if upper[pos] == 0 or test(read, 0):
-                done[pos] = 0
+        while split or head < len(queue):
+            if split:
+                group = split.pop()
+            else:
+                size = group_size()
+                group, head = queue[head:head + size], head + size
+            for p in group:
+                if p in pending and upper[p] == 0:
+                    settle(p, 0)
+            group = [p for p in group if p in pending]
+            if len(group) > 1:
+                if test(dict.fromkeys(group, 0)):
+                    for p in group:
+                        settle(p, 0)
+                else:
+                    half = len(group) // 2
+                    split += [group[half:], group[:half]]
                 continue
-            diffs = read.invoke - comps[::-1]  # increasing
+            if not group:
+                continue
+            pos = group[0]
+            if test({pos: 0}):
+                settle(pos, 0)
+                continue
+            diffs = ops[pos].invoke - comps[::-1]  # increasing
             cands = np.concatenate((diffs[(diffs > 0) & (diffs < upper[pos])], [upper[pos]]))
             a, b = 0, len(cands) - 1  # cands[b] is known to be enough
             while a < b:
                 mid = (a + b) // 2
-                if test(read, int(cands[mid])):
+                if test({pos: int(cands[mid])}):
                     b = mid
                 else:
                     a = mid + 1
-            done[pos] = int(cands[b])
+            settle(pos, int(cands[b]))
     except BudgetExceeded:
         return [(p, done.get(p, upper[p])) for p, _ in moved], False
     return [(p, done[p]) for p, _ in moved], True

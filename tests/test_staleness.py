@@ -274,3 +274,108 @@ def test_undecided_staleness_is_marked_in_results(monkeypatch) -> None:  # noqa:
     assert out["shifted_reads"] == [{"index": 2, "shift_ms": 7.0}]
     assert out["shifted_reads_exact"] is False and "upper bounds" in out["reason"]
     assert "shifted_reads_exact" not in check_key(history(w(1, 0, 1), r(1, 2, 3)), 0).to_json()
+
+
+# ---- group tests and compaction (checkers/wgl.py read_staleness, compact) ---------------
+
+
+def _all_reads_at(h: KeyHistory, delta: int) -> list[tuple[int, int]]:
+    return [(k, delta) for k, o in enumerate(h.operations()) if o.f == READ]
+
+
+def test_group_tests_keep_every_stale_read(monkeypatch) -> None:  # noqa: ANN001
+    import checkers.wgl as wgl
+
+    # two stale reads (9 ms each: read 1 at 20 ms after write 2 completed at 11, read 2
+    # at 110 after write 3 completed at 101) among sixty fresh ones, every read given as
+    # moved: groups grow past the first stale read and one of them holds the second; it
+    # fails, and splitting must find that read, not clear it with the group
+    h = history(w(1, 0, 1), w(2, 10, 11), r(1, 20, 21), *(r(2, 22 + k, 23 + k) for k in range(60)),
+                w(3, 100, 101), r(2, 110, 111), *(r(3, 112 + k, 113 + k) for k in range(5)),
+                model="cas-register")
+    delta, stale = 9 * MS, {2: 9 * MS, 64: 9 * MS}
+    groups: list[int] = []
+    search = wgl.linearizable
+
+    def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        groups.append(len(args[5] or {}))
+        return search(*args, **kwargs)
+
+    monkeypatch.setattr(wgl, "linearizable", spy)
+    ops = h.operations()
+    out, exact = wgl.read_staleness(ops, CasRegister(), None, delta, _all_reads_at(h, delta),
+                                    wgl.SearchLimits(float("inf"), 100_000))
+    assert exact and {ops[p].index: s for p, s in out if s > 0} == stale
+    assert max(groups) > 2  # groups were tested
+    assert len(groups) < len(out)  # fewer searches than reads
+
+
+@PROPERTY
+@given(histories(cas_ops=True))
+def test_staleness_of_every_read_matches_exhaustive_search(h: KeyHistory) -> None:
+    # every read given as moved by delta (not only those the witness moved): groups of
+    # several reads, failing and passing, on each history
+    from checkers.wgl import SearchLimits, read_staleness
+
+    delta, stale = _brute(h)
+    if not delta:
+        return
+    ops = h.operations()
+    out, exact = read_staleness(ops, CasRegister(), h.initial, delta, _all_reads_at(h, delta),
+                                SearchLimits(float("inf"), 100_000))
+    assert exact and {ops[p].index: s for p, s in out if s > 0} == stale
+
+
+@PROPERTY
+@given(histories(cas_ops=True), st.sampled_from([0, 5, 15, 40]))
+def test_compaction_keeps_a_linearization_and_lowers_shifts(h: KeyHistory, extra: int) -> None:
+    from checkers.wgl import SearchLimits, compact, linearizable, read_shifts
+
+    ops, model = h.operations(), CasRegister()
+    delta = (_brute(h)[0] or 0) + extra
+    found = linearizable(ops, model, h.initial, delta, SearchLimits(float("inf"), 100_000))
+    if not found.ok:
+        return
+    order = compact(ops, model, h.initial, found.order)
+    assert sorted(order) == sorted(found.order)
+    state = model.init(h.initial)
+    for i in order:  # the model accepts it
+        ok, state = model.step(state, ops[i])
+        assert ok
+    for k, i in enumerate(order):  # real time, each read moved at most as before
+        later = min((ops[j].complete for j in order[k + 1:]), default=UNKNOWN_END)
+        assert ops[i].f == READ or later >= ops[i].invoke
+    before = dict(read_shifts(ops, found.order, delta))
+    assert all(s <= before.get(p, 0) for p, s in read_shifts(ops, order, delta))
+
+
+def test_group_splitting_with_a_fake_search(monkeypatch) -> None:  # noqa: ANN001
+    import checkers.wgl as wgl
+
+    # a fake search (cheap passes, dear failures) that knows the answer: two stale reads,
+    # and two fresh reads that fail together only; every group holding either must be
+    # split down to the reads that fail alone, and only those are stale
+    n = 64
+    h = history(w(0, 0, 1), *(r(0, 10 + 2 * k, 11 + 2 * k) for k in range(n)),
+                model="cas-register")
+    ops = h.operations()
+    stale = {20: 3 * MS, 41: 5 * MS}  # index: invoke - some completion (48 - 45, 90 - 85)
+    pair = (30, 31)
+    order = [0, *range(n, 0, -1)]  # every read but the first one needs a shift in it
+    tested: list[int] = []
+
+    def fake(ops_, model, initial, delta, limits, read_shift=None, **_):  # noqa: ANN001, ANN003, ANN202
+        at = (read_shift or {}).get
+        ok = (all(at(i, delta) >= s for i, s in stale.items())
+              and not all(at(i, delta) == 0 for i in pair))
+        limits.states += 1 if ok else 4
+        tested.append(len(read_shift or {}))
+        return wgl.Outcome(ok, order if ok else [])
+
+    monkeypatch.setattr(wgl, "linearizable", fake)
+    delta = 100 * MS
+    out, exact = wgl.read_staleness(ops, CasRegister(), None, delta,
+                                    [(k, delta) for k in range(1, n + 1)],
+                                    wgl.SearchLimits(float("inf"), 1000))
+    assert exact and {ops[p].index: s for p, s in out if s > 0} == stale
+    assert max(tested) >= 4 and len(tested) < n
