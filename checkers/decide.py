@@ -22,7 +22,6 @@ from checkers.wgl import (
     BudgetExceeded,
     HistoryOperations,
     SearchLimits,
-    compact,
     entry_bytes,
     min_delta,
     read_shifts,
@@ -175,10 +174,9 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     shifted: list[ShiftedRead] = []
     staleness_exact = True  # False: the budget ran out; some shifts are upper bounds
     if delta:
-        # only reads the witness moved can be stale (moved as late as they may go first,
-        # which leaves most of them unmoved); each is decided by searches of its own
-        order = compact(ops, model, h.initial, found.order)
-        moved = [(i, s) for i, s in read_shifts(ops, order, delta) if s > 0]
+        # only reads the witness moved can be stale (min_delta moved them as late as they
+        # may go, which leaves most of them unmoved); each is decided by searches of its own
+        moved = [(i, s) for i, s in read_shifts(ops, found.order, delta) if s > 0]
         limits = SearchLimits(time.monotonic() + budget.max_seconds, max_states)
         moved, staleness_exact = read_staleness(ops, model, h.initial, delta, moved, limits)
         shifted = sorted((ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),

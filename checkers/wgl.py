@@ -559,7 +559,7 @@ class _Moves:
 class DeltaSearch:
     min_delta_ns: int | None  # None: no Δ helps
     exact: bool  # False: budget ran out during refinement; min_delta_ns is an upper bound
-    order: list[int]  # a linearization at min_delta_ns (op indices)
+    order: list[int]  # a linearization at min_delta_ns (op indices), compacted when > 0
     failed_at: int | None  # a Δ at which the history is not linearizable (for explain)
     longest: list[int] = field(default_factory=list)
     verdict_states: int = 0  # memoised entries the searches took until the verdict was known
@@ -585,10 +585,11 @@ def min_delta(
 ) -> DeltaSearch:
     """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then the largest Δ that
     changes anything), then narrows (lo, hi], not linearizable at lo, linearizable at
-    hi: a linearization found at Δ needs only the largest shift its reads need
-    (read_shifts), which is a candidate value hi <= Δ; a pass at a candidate d in
-    (lo, hi) either fails (d is the new lo) or gives a new hi <= d. hi is exact once
-    no candidate lies in (lo, hi).
+    hi: a linearization found at Δ, compacted (compact: reads as late as they may go),
+    needs only the largest shift its reads need (read_shifts), which is a candidate
+    value hi <= Δ; a pass at a candidate d in (lo, hi) either fails (d is the new lo)
+    or gives a new hi <= d. hi is exact once no candidate lies in (lo, hi). The order
+    returned is that compacted linearization at hi.
 
     Where failing passes are cheap (they memoise at most CHEAP_FAILURE times what a
     linearizable one does), it bisects (lo, hi) by the candidates' ranks: about
@@ -650,7 +651,8 @@ def min_delta(
                                limits.states - states_before)
     verdict_states = limits.states - states_before
     moves = _Moves(ops)
-    hi, hi_order = moves.largest(hi_out.order), hi_out.order
+    hi_order = compact(ops, model, initial, hi_out.order)
+    hi = moves.largest(hi_order)
     listed = np.zeros(0, dtype=np.int64)  # (a sample of) the candidates in (lo, hi)
     complete = False  # listed has every candidate in (lo, hi) (repeats kept)
     walked = walk_progress = 0  # the walk's linearizable passes, how far they lowered hi
@@ -692,13 +694,14 @@ def min_delta(
                     break  # d was the candidate just below hi: hi is exact
                 bracketed = bracketed or step == "gallop"
                 continue
-            need = moves.largest(out.order)
+            order = compact(ops, model, initial, out.order)
+            need = moves.largest(order)
             if step == "walk":
                 walked += 1
                 walk_progress += hi - need
             elif step == "gallop":
                 gap = max(2 * gap, hi - need)
-            hi, hi_order = need, out.order
+            hi, hi_order = need, order
     except BudgetExceeded:
         return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
     return DeltaSearch(hi, True, hi_order, lo, failed_longest, verdict_states)

@@ -398,6 +398,49 @@ static int64_t largest_move(const int8_t *kind, const int64_t *invoke, const int
     return best;
 }
 
+// checkers/wgl.py's compact, over the value codes: each read moved as late as it may
+// go (to after the last later operation leaving the state at its value, passing only
+// operations invoked no later than it completed). order is left as it is if it is not
+// a linearization.
+static void compact(const int8_t *kind, const int32_t *val, const int32_t *exp,
+                    const int64_t *invoke, const int64_t *end, int32_t init,
+                    std::vector<int32_t> &order) {
+    std::vector<int32_t> states(order.size());  // the state after each operation
+    int32_t state = init;
+    for (size_t k = 0; k < order.size(); ++k) {
+        int32_t i = order[k];
+        switch (kind[i]) {
+            case READ:
+                if (state != val[i]) return;
+                break;
+            case WRITE:
+                state = val[i];
+                break;
+            case CAS:
+                if (state != exp[i]) return;
+                state = val[i];
+                break;
+            default:
+                if (state == exp[i]) return;
+        }
+        states[k] = state;
+    }
+    for (size_t p = order.size(); p-- > 0;) {
+        int32_t r = order[p];
+        if (kind[r] != READ) continue;
+        int32_t value = states[p];
+        size_t last = p;
+        for (size_t j = p + 1; j < order.size() && invoke[order[j]] <= end[r]; ++j)
+            if (states[j] == value) last = j;
+        if (last > p) {
+            std::move(order.begin() + p + 1, order.begin() + last + 1, order.begin() + p);
+            order[last] = r;
+            std::move(states.begin() + p + 1, states.begin() + last + 1, states.begin() + p);
+            states[last] = value;
+        }
+    }
+}
+
 struct DeltaOut {
     int64_t delta = -1;      // -1: no shift helps
     bool exact = true;       // false: the budget ran out refining; delta is an upper bound
@@ -480,6 +523,7 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         hi_order = got_order;
     }
     int64_t verdict_states = *states;
+    compact(kind, val, exp, invoke, end, init, hi_order);
     int64_t hi = largest_move(kind, invoke, end, hi_order);
     std::vector<int64_t> listed;  // (a sample of) the candidates in (lo, hi)
     bool complete = false;        // listed has every candidate in (lo, hi)
@@ -531,6 +575,7 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
             bracketed = bracketed || step == GALLOP;
             continue;
         }
+        compact(kind, val, exp, invoke, end, init, got_order);
         int64_t need = largest_move(kind, invoke, end, got_order);
         if (step == WALK) {
             ++walked;
