@@ -283,7 +283,8 @@ def print_table(rows: list[Row], title: str) -> None:
             _fmt_s(r.l_delta_s), _fmt_s(r.l_check_s), f"{r.l_mb:.0f}",
             _ratio(r.l_verdict_s, r.p_s), _ratio(r.l_delta_s, r.p_s),
             "-" if r.delta_ms is None else f"{r.delta_ms:.3f}",
-            "yes" if r.p_verdict == r.l_verdict else ("n/a" if r.p_s is None else "NO"),
+            "n/a" if r.p_s is None or r.p_verdict == "unknown"  # Porcupine did not decide
+            else "yes" if r.p_verdict == r.l_verdict else "NO",
         ))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     print(title)
@@ -382,7 +383,8 @@ def _targets(rows: list[Row], summary: list[Row]) -> None:
         return
     slower = [r.name for r in peer if r.l_verdict_s > r.p_s]  # type: ignore[operator]
     slow_check = [r.name for r in peer if r.l_delta_s > 3 * r.p_s]  # type: ignore[operator]
-    differ = [r.name for r in peer if r.p_verdict != r.l_verdict]
+    decided = [r for r in peer if r.p_verdict != "unknown"]
+    differ = [r.name for r in decided if r.p_verdict != r.l_verdict]
     unknown = [r.name for r in peer if r.l_verdict == "unknown" and r.p_verdict != "unknown"]
     print(f"\nverdict <= Porcupine's time: {len(peer) - len(slower)}/{len(peer)} histories"
           + (f" (not: {', '.join(slower[:8])}{' …' if len(slower) > 8 else ''})"
@@ -391,7 +393,7 @@ def _targets(rows: list[Row], summary: list[Row]) -> None:
           f"{len(peer) - len(slow_check)}/{len(peer)}"
           + (f" (not: {', '.join(slow_check[:8])}{' …' if len(slow_check) > 8 else ''})"
              if slow_check else ""))
-    print(f"same verdict: {len(peer) - len(differ)}/{len(peer)}"
+    print(f"same verdict where Porcupine decided: {len(decided) - len(differ)}/{len(decided)}"
           + (f" (differ: {', '.join(differ)})" if differ else ""))
     print(f"Leaseline unknown where Porcupine decided: {len(unknown)}")
     big = [r.name for r in summary if r.l_mb >= 1024]

@@ -17,7 +17,7 @@ import numpy as np
 
 from checkers import explain, zone
 from checkers.models import CasRegister, Model, model_for
-from checkers.ops import CAS, CAS_FAILED, KeyHistory
+from checkers.ops import CAS, READ, KeyHistory
 from checkers.wgl import (
     BudgetExceeded,
     HistoryOperations,
@@ -150,8 +150,8 @@ def _reason(status: str, delta: int | None, lease_ns: int, stale: list[ShiftedRe
 def search_model(h: KeyHistory) -> Model:
     """The model the general search checks h against: a key with compare-and-sets is a
     cas-register whatever its history says."""
-    f = h.f
-    return CasRegister() if ((f == CAS) | (f == CAS_FAILED)).any() else model_for(h.model)
+    # CAS and CAS_FAILED are the largest codes (checkers/ops.py): one reduction
+    return CasRegister() if h.f.max(initial=READ) >= CAS else model_for(h.model)
 
 
 def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:

@@ -138,7 +138,6 @@ class Encoded:
     exp: np.ndarray  # int32 code of a compare's expected value
     invoke: np.ndarray  # int64
     complete: np.ndarray  # int64, UNKNOWN_END = info
-    is_read: np.ndarray  # bool
     init: int  # code of the initial value
     index: np.ndarray  # int64: history index of each operation
 
@@ -183,7 +182,7 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
         complete = np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops))
         index = np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops))
     val, exp, init = _compiled_encode(kind, values, expected, initial)
-    return Encoded(kind, val, exp, invoke, complete, kind == READ, init, index)
+    return Encoded(kind, val, exp, invoke, complete, init, index)
 
 
 def _observed(kinds: Sequence[int], values: Sequence[str | None],
@@ -258,9 +257,10 @@ def linearizable(
     if isinstance(delta, int | np.integer) and delta == 0 and not read_shift:
         start = e.invoke
     elif isinstance(delta, int | np.integer):
-        shift = np.where(e.is_read, np.int64(delta), np.int64(0))
+        is_read = e.kind == READ
+        shift = np.where(is_read, np.int64(delta), np.int64(0))
         for index, s in (read_shift or {}).items():
-            shift[(e.index == index) & e.is_read] = s
+            shift[(e.index == index) & is_read] = s
         start = e.invoke - shift
     else:
         start = e.invoke - np.asarray(delta, dtype=np.int64)
