@@ -55,7 +55,8 @@ leaseline_wgl, built by scripts/setup.sh from native/) for the register and cas-
 models, and `linearizable_reference` below, in pure Python, for any model and wherever
 the compiled one is not installed (a warning says so, once). They differ in how the
 visited set is kept (exact n-bit sets here, 128-bit fingerprints there), not in the
-order they explore, so verdicts, linearizations and longest prefixes agree.
+order they explore, so verdicts, linearizations and longest prefixes agree. The compiled
+module also runs min_delta's loop (with compact), pass for pass as min_delta does here.
 
 Shifts: `delta` is either one Δ for every read (the lease question), or one shift per
 operation (history order), each moving that operation's invoke earlier.
