@@ -135,23 +135,24 @@ def worker(path: Path, prefix: str) -> None:
     if not cases:
         print(json.dumps({"name": "", "peak_rss_mb": peak_rss_mb()}))
 
+    def limits(h: KeyHistory) -> SearchLimits:  # check_key's memo cap, Porcupine's time
+        return SearchLimits(time.monotonic() + TIMEOUT_S,
+                            STATE_MEMORY_BYTES // entry_bytes(len(h)))
+
     def verdict_of(h: KeyHistory) -> tuple[str, bool | None]:
         # the zone method decides verdict and Δ at once
         if zone.applicable(h):
             return "zone", None
         model = search_model(h)  # as check_key picks it
-        cap = STATE_MEMORY_BYTES // entry_bytes(len(h))  # as check_key's
-        limits = SearchLimits(time.monotonic() + TIMEOUT_S, cap)
         try:
-            return "wgl", linearizable(HistoryOperations(h), model, h.initial, 0, limits).ok
+            return "wgl", linearizable(HistoryOperations(h), model, h.initial, 0,
+                                       limits(h)).ok
         except BudgetExceeded:
             return "wgl", None  # undecided in TIMEOUT_S
 
     def delta_of(h: KeyHistory) -> None:  # the minimal Δ alone, as check_key finds it
-        cap = STATE_MEMORY_BYTES // entry_bytes(len(h))
         with contextlib.suppress(BudgetExceeded):
-            min_delta(HistoryOperations(h), search_model(h), h.initial, 0,
-                      SearchLimits(time.monotonic() + TIMEOUT_S, cap))
+            min_delta(HistoryOperations(h), search_model(h), h.initial, 0, limits(h))
 
     for c in cases:
         h = history_of(c)

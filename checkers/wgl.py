@@ -493,9 +493,7 @@ class _Candidates:
         """Candidates in (lo, hi), sorted: all of them (repeats kept), or, where there
         are more than `most`, every k-th of them (k = ceil(count / most)); and whether
         that is all of them."""
-        a = np.searchsorted(self.comps, self.reads - hi, side="right")
-        b = np.searchsorted(self.comps, self.reads - lo, side="left")
-        count = np.maximum(b - a, 0)
+        a, count = self._spans(lo, hi)
         ends = np.cumsum(count)  # the candidates of read r are ranks ends[r-1]..ends[r]-1
         total = int(ends[-1]) if len(ends) else 0
         rank = np.arange(0, total, max(1, -(-total // most)), dtype=np.int64)
@@ -505,9 +503,13 @@ class _Candidates:
 
     def count(self, lo: int, hi: int) -> int:
         """How many candidates lie in (lo, hi) (repeats counted)."""
+        return int(self._spans(lo, hi)[1].sum())
+
+    def _spans(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per read r, (a, count): its candidates in (lo, hi) are r - comps[a:a + count]."""
         a = np.searchsorted(self.comps, self.reads - hi, side="right")
         b = np.searchsorted(self.comps, self.reads - lo, side="left")
-        return int(np.maximum(b - a, 0).sum())
+        return a, np.maximum(b - a, 0)
 
     def below(self, d: int) -> int:
         """The largest candidate < d (0 if none): per read, the earliest completion
@@ -828,10 +830,7 @@ def read_staleness(
         """Linearizable with these reads (positions) at these shifts, the rest at delta?"""
         before = limits.states
         own = {ops[p].index: s for p, s in shift.items()}
-        if enc is not None:
-            out = linearizable(ops, model, initial, delta, limits, own, encoded=enc)
-        else:
-            out = linearizable(ops, model, initial, delta, limits, own)
+        out = linearizable(ops, model, initial, delta, limits, own, encoded=enc)
         cost[out.ok][0] += 1
         cost[out.ok][1] += limits.states - before
         if out.ok:
@@ -886,12 +885,11 @@ def read_staleness(
             diffs = ops[pos].invoke - comps[::-1]  # increasing
             cands = np.concatenate((diffs[(diffs > 0) & (diffs < upper[pos])], [upper[pos]]))
             a, b = 0, len(cands) - 1  # cands[b] is known to be enough
-            first = True
             while a < b:
-                # the candidate just below the bound first: the bound is often the
-                # read's own staleness, settled so by one failing search
-                mid = b - 1 if first else (a + b) // 2
-                first = False
+                # the candidate just below the bound first (b is still the bound only
+                # then): the bound is often the read's own staleness, settled so by one
+                # failing search
+                mid = b - 1 if b == len(cands) - 1 else (a + b) // 2
                 if test({pos: int(cands[mid])}):
                     b = mid
                 else:

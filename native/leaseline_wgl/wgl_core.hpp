@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace llwgl {
@@ -337,11 +338,7 @@ class Candidates {
     // how many candidates lie in (lo, hi) (repeats counted)
     int64_t count(int64_t lo, int64_t hi) const {
         int64_t total = 0;
-        for (int64_t r : reads_) {
-            auto a = std::upper_bound(comps_.begin(), comps_.end(), r - hi);
-            auto b = std::lower_bound(comps_.begin(), comps_.end(), r - lo);
-            total += std::max<int64_t>(b - a, 0);
-        }
+        for (int64_t r : reads_) total += span(r, lo, hi).second;
         return total;
     }
     // the largest candidate < d (0 if none)
@@ -360,9 +357,7 @@ class Candidates {
         std::vector<int64_t> a(nr), count(nr), ends(nr);
         int64_t total = 0;
         for (size_t r = 0; r < nr; ++r) {
-            a[r] = std::upper_bound(comps_.begin(), comps_.end(), reads_[r] - hi) - comps_.begin();
-            int64_t b = std::lower_bound(comps_.begin(), comps_.end(), reads_[r] - lo) - comps_.begin();
-            count[r] = std::max<int64_t>(b - a[r], 0);
+            std::tie(a[r], count[r]) = span(reads_[r], lo, hi);
             total += count[r];
             ends[r] = total;
         }
@@ -378,6 +373,12 @@ class Candidates {
     }
 
   private:
+    // (a, count): read r's candidates in (lo, hi) are r - comps_[a .. a + count)
+    std::pair<int64_t, int64_t> span(int64_t r, int64_t lo, int64_t hi) const {
+        int64_t a = std::upper_bound(comps_.begin(), comps_.end(), r - hi) - comps_.begin();
+        int64_t b = std::lower_bound(comps_.begin(), comps_.end(), r - lo) - comps_.begin();
+        return {a, std::max<int64_t>(b - a, 0)};
+    }
     std::vector<int64_t> reads_, comps_;
 };
 
