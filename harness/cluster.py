@@ -1,6 +1,6 @@
-"""One docker-compose project: bring a profile's services up and down, and reach its containers.
+"""One Compose project: bring a profile's services up and down, and reach its containers.
 
-Compose (Debian's v1.29) owns creation and teardown; everything that has to be fast or
+Compose (v1 or v2, harness/compose.py) owns creation and teardown; everything that has to be fast or
 precise afterwards (kill, start, pause, thaw, IPs, logs) goes through the Docker SDK on the
 containers compose labelled with the project and service name. Nemeses act on containers
 only through this class (and nemesis/netns.py for helpers in their namespaces).
@@ -13,7 +13,6 @@ import io
 import ipaddress
 import os
 import re
-import shutil
 import subprocess
 import tarfile
 import zlib
@@ -23,6 +22,7 @@ from pathlib import Path
 from docker.errors import APIError, NotFound
 from docker.models.containers import Container
 
+from harness.compose import compose_command, compose_name
 from harness.docker_client import client
 from harness.errors import EnvironmentProblem
 
@@ -66,18 +66,16 @@ class Cluster:
 
     # -- compose ------------------------------------------------------------------------
     def _compose(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-        exe = shutil.which("docker-compose")
-        if exe is None:
-            raise EnvironmentProblem("docker-compose is not installed; run scripts/setup.sh first.")
         files = [arg for f in (self.compose_file, *self.overrides) for arg in ("-f", str(f))]
-        cmd = [exe, *files, "-p", self.project, "--profile", self.compose_profile, *args]
+        cmd = [*compose_command(), *files, "-p", self.project,
+               "--profile", self.compose_profile, *args]
         try:
             return subprocess.run(
                 cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env}
             )
         except subprocess.TimeoutExpired:
             raise EnvironmentProblem(
-                f"docker-compose {args[0]} for {self.project} did not finish "
+                f"{compose_name()} {args[0]} for {self.project} did not finish "
                 f"within {timeout:.0f} s."
             ) from None
 

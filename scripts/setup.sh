@@ -3,7 +3,7 @@
 #   1. .venv with the project and its dependencies (redone only when pyproject.toml changes),
 #      and the compiled WGL search from native/ (redone only when native/ changes)
 #   2. Java >= 17 for Spark
-#   3. a Docker engine that answers (Debian's docker.io + docker-compose, dockerd started)
+#   3. a Docker engine that answers (Debian's docker.io, dockerd started) and Compose (v2 or v1)
 #   4. the local base image and the images of the systems under test (cached by content)
 # Everything it prints goes to stderr, so the command it wraps owns stdout.
 set -euo pipefail
@@ -80,7 +80,11 @@ if ! docker info >/dev/null 2>&1; then
         docker info >/dev/null 2>&1 || die "dockerd did not start (see $STATE/dockerd.log)."
     fi
 fi
-command -v docker-compose >/dev/null || apt_install docker-compose
+# Compose: the v2 plugin (`docker compose`) or `docker-compose`; when neither is there,
+# Debian's docker-compose package (v1 on bookworm, v2 from trixie on).
+if ! docker compose version >/dev/null 2>&1 && ! command -v docker-compose >/dev/null; then
+    apt_install docker-compose
+fi
 command -v debootstrap >/dev/null || apt_install debootstrap
 
 # 4. Images (base + systems under test); cached, so this is quick after the first time ----

@@ -23,6 +23,7 @@ import pytest
 from test_job import H, stale
 
 from harness.cluster import ROOT, Cluster
+from harness.compose import compose_command
 from harness.errors import EnvironmentProblem
 
 sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
@@ -161,7 +162,7 @@ def test_a_cluster_without_workers(histories: list[Path]) -> None:
     project = f"ll-t-{os.getpid()}-spark-noworkers"
     cluster = Cluster(project, "spark")
     try:
-        r = subprocess.run(["docker-compose", "-f", str(ROOT / "docker-compose.yml"), "-p",
+        r = subprocess.run([*compose_command(), "-f", str(ROOT / "docker-compose.yml"), "-p",
                             project, "--profile", "spark", "up", "-d", "--no-deps",
                             "spark-master"], capture_output=True, text=True, timeout=180)
         assert r.returncode == 0, r.stderr

@@ -1,0 +1,54 @@
+"""How to call Compose on this machine: the v2 plugin (`docker compose`) when the Docker CLI
+has it, the standalone `docker-compose` (v1, or v2 installed under that name) otherwise.
+
+Both read the same files and label containers the same way (com.docker.compose.project and
+.service), which is all the harness relies on after `up`; container names differ between
+them and are never used. LEASELINE_COMPOSE ("docker compose" or "docker-compose") picks one
+when both are installed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import shutil
+import subprocess
+
+from harness.errors import EnvironmentProblem
+
+CHOICES = ("docker compose", "docker-compose")
+
+
+def _answers(cmd: list[str]) -> bool:
+    try:
+        r = subprocess.run([*cmd, "version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return r.returncode == 0
+
+
+@functools.cache
+def compose_command() -> tuple[str, ...]:
+    """The argv prefix that runs Compose; one clear sentence when there is none."""
+    wanted = os.environ.get("LEASELINE_COMPOSE", "").strip()
+    if wanted and wanted not in CHOICES:
+        raise EnvironmentProblem(
+            f"LEASELINE_COMPOSE must be one of {', '.join(map(repr, CHOICES))}, got {wanted!r}."
+        )
+    for choice in (wanted,) if wanted else CHOICES:
+        cmd = shlex.split(choice)
+        exe = shutil.which(cmd[0])
+        if exe and _answers([exe, *cmd[1:]]):
+            return (exe, *cmd[1:])
+    if wanted:
+        raise EnvironmentProblem(f"LEASELINE_COMPOSE asks for `{wanted}`, which does not run here.")
+    raise EnvironmentProblem(
+        "neither `docker compose` (the Compose v2 plugin) nor `docker-compose` is installed; "
+        "run scripts/setup.sh or install either."
+    )
+
+
+def compose_name() -> str:
+    """How the Compose in use is called, for messages (`docker compose` or `docker-compose`)."""
+    return " ".join([os.path.basename(compose_command()[0]), *compose_command()[1:]])
