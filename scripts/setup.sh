@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Makes a fresh Debian machine ready for Leaseline, and does nothing a second time:
-#   1. .venv with the project and its dependencies (redone only when pyproject.toml changes),
+#   1. .venv with the project and the locked dependencies (redone when pyproject.toml or
+#      requirements.lock changes),
 #      and the compiled WGL search from native/ (redone only when native/ changes)
 #   2. Java >= 17 for Spark
 #   3. a Docker engine that answers (Debian's docker.io, dockerd started) and Compose (v2 or v1)
@@ -30,7 +31,9 @@ apt_install() {
 }
 
 # 1. Python environment ------------------------------------------------------------------
-want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+# Exactly the versions of requirements.lock (hash-checked; scripts/lock.sh makes it), then
+# the project itself, editable, without resolving anything again.
+want="$(cat "$ROOT/pyproject.toml" "$ROOT/requirements.lock" | sha256sum | cut -d' ' -f1)"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.deps-hash" 2>/dev/null)" != "$want" ]; then
     command -v python3 >/dev/null || apt_install python3 python3-venv
     python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "Python 3.11 or newer is needed."
@@ -38,8 +41,10 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.deps-hash" 2>/dev/null)" != "
     say "creating $VENV and installing dependencies (first time: a few minutes)"
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || die "could not create $VENV."
     "$VENV/bin/pip" install -q --upgrade pip >"$STATE/pip.log" 2>&1 || true
-    "$VENV/bin/pip" install -q -e "$ROOT[dev]" >>"$STATE/pip.log" 2>&1 \
-        || die "pip install failed (see $STATE/pip.log)."
+    "$VENV/bin/pip" install -q --require-hashes -r "$ROOT/requirements.lock" >>"$STATE/pip.log" 2>&1 \
+        || die "installing requirements.lock failed (see $STATE/pip.log)."
+    "$VENV/bin/pip" install -q --no-deps -e "$ROOT" >>"$STATE/pip.log" 2>&1 \
+        || die "pip install -e failed (see $STATE/pip.log)."
     echo "$want" >"$VENV/.deps-hash"
 fi
 
