@@ -22,7 +22,7 @@ from typing import Any
 from rich.console import Console
 
 from checkers.errors import HistoryFormatError
-from checkers.job import FORMATS, CheckerCrashed, check_histories, worst
+from checkers.job import FORMATS, CheckerCrashed, anomaly_counts, check_histories, worst
 from checkers.summary import exit_code, print_summary
 from harness.errors import BadArguments, LeaselineError
 from harness.run_dir import TEST, RunDir
@@ -162,6 +162,8 @@ def run_check(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
     if as_json:
         leases = {r["lease_ms"] for r in reports.values()}
         doc = {"valid": valid, "lease_ms": leases.pop() if len(leases) == 1 else None,
+               "anomaly_types": anomaly_counts(kr for r in reports.values()
+                                               for kr in r["keys"].values()),
                "files": reports}
         print(json.dumps(doc, indent=1, default=str))
     else:

@@ -5,19 +5,25 @@ the algorithm (zone method for unique-value registers, WGL search otherwise), fi
 minimal Δ, and turns it into a status:
   Δ == 0 -> linearizable; 0 < Δ <= L -> lease-bounded; Δ > L or no Δ helps -> violation;
   search budget exhausted -> unknown.
+A violating key is then named by the smallest change that explains it (duplicated
+write, lost write, stale read beyond the lease, or none: violation; checkers/anomalies.py),
+and its reads' staleness is decided once that change is accounted for.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from checkers import explain, zone
+from checkers.anomalies import STALE_READ, Anomaly, classify
+from checkers.anomalies import VIOLATION as VIOLATION_TYPE
 from checkers.models import CasRegister, Model, model_for
-from checkers.ops import CAS, READ, KeyHistory
+from checkers.ops import CAS, READ, KeyHistory, Operation
 from checkers.wgl import (
     BudgetExceeded,
     HistoryOperations,
@@ -78,6 +84,7 @@ class KeyResult:
     exact: bool = True  # False: the budget ran out refining; min_delta_ns is an upper bound
     # False: the budget ran out deciding reads' staleness; some shifts are upper bounds
     staleness_exact: bool = True
+    anomalies: list[Anomaly] = field(default_factory=list)  # violations only
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,6 +97,8 @@ class KeyResult:
                 {"index": s.index, "shift_ms": s.shift_ns / 1e6} for s in self.shifted_reads
             ],
             "counterexample": self.counterexample,
+            "anomaly_types": [a.name for a in self.anomalies if a.decided and a.applies],
+            "anomalies": {a.name: a.to_json() for a in self.anomalies},
         } | ({} if self.exact else {"min_delta_exact": False}) | (
             {} if self.staleness_exact else {"shifted_reads_exact": False})
 
@@ -102,14 +111,67 @@ def status_for(min_delta_ns: int | None, lease_ns: int) -> str:
     return LEASE_BOUNDED if min_delta_ns <= lease_ns else VIOLATION
 
 
-def check_key(history: KeyHistory, lease_ns: int, budget: Budget | None = None) -> KeyResult:
-    """Verdict of one key for lease window lease_ns (ns; 0 = strict linearizability)."""
+def check_key(history: KeyHistory, lease_ns: int, budget: Budget | None = None, *,
+              anomalies: bool = True) -> KeyResult:
+    """Verdict of one key for lease window lease_ns (ns; 0 = strict linearizability).
+    anomalies=False leaves a violation unnamed (benches compare the cost)."""
     if lease_ns < 0:
         raise ValueError("the lease window cannot be negative")
     budget = budget or Budget()
     if zone.applicable(history):
-        return _by_zone(history, lease_ns)
-    return _by_search(history, lease_ns, budget)
+        result = _by_zone(history, lease_ns)
+    else:
+        result = _by_search(history, lease_ns, budget)
+    if anomalies and result.status == VIOLATION:
+        _name_anomalies(history, lease_ns, budget, result)
+    return result
+
+
+def _limits(h: KeyHistory, budget: Budget) -> tuple[SearchLimits, int]:
+    """Fresh limits for one search of h within the budget, and its states cap."""
+    max_states = max(10_000, STATE_MEMORY_BYTES // entry_bytes(len(h)))
+    if budget.max_states is not None:
+        max_states = min(budget.max_states, max_states)
+    return SearchLimits(time.monotonic() + budget.max_seconds, max_states), max_states
+
+
+def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyResult) -> None:
+    """result.anomalies, and its reads' staleness once a duplicated or lost write that
+    explains more is accounted for (a zone key is searched by WGL for this: it is
+    already invalid, so only violations pay for it)."""
+    model = search_model(h)
+    ops = HistoryOperations(h)
+    found, best = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
+                           lease_ns, lambda: _limits(h, budget)[0])
+    if best is not None:
+        delta = best.found.min_delta_ns or 0
+        moved, result.staleness_exact = _staleness(
+            best.ops, model, h.initial, best.found.order, delta, _limits(h, budget)[0])
+        result.shifted_reads = sorted(
+            (ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),
+            key=lambda s: s.index)
+    for a in found:
+        if a.name == STALE_READ:
+            a.ops = [s.index for s in result.shifted_reads]
+        elif a.name == VIOLATION_TYPE and result.counterexample:
+            a.ops = [int(o["id"]) for o in result.counterexample.get("ops", [])]
+    result.anomalies = found
+    named = [a.name for a in found if a.decided and a.applies]
+    if named:
+        result.reason += f" (anomaly types: {', '.join(named)})"
+
+
+def _staleness(ops: Sequence[Operation], model: Model, initial: str | None,
+               order: list[int], delta: int, limits: SearchLimits
+               ) -> tuple[list[tuple[int, int]], bool]:
+    """Each stale read's own shift (position in ops, shift), from a linearization at
+    the minimal Δ, and whether all were decided."""
+    if not delta:
+        return [], True
+    # only reads the witness moved can be stale (min_delta moved them as late as they
+    # may go, which leaves most of them unmoved); each is decided by searches of its own
+    moved = [(i, s) for i, s in read_shifts(ops, order, delta) if s > 0]
+    return read_staleness(ops, model, initial, delta, moved, limits)
 
 
 def _ms(ns: int) -> str:
@@ -157,10 +219,7 @@ def search_model(h: KeyHistory) -> Model:
 def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     model = search_model(h)
     ops = HistoryOperations(h)  # rows built only if the search needs them
-    max_states = max(10_000, STATE_MEMORY_BYTES // entry_bytes(len(ops)))
-    if budget.max_states is not None:
-        max_states = min(budget.max_states, max_states)
-    limits = SearchLimits(time.monotonic() + budget.max_seconds, max_states)
+    limits, max_states = _limits(h, budget)
     try:
         found = min_delta(ops, model, h.initial, lease_ns, limits)
     except BudgetExceeded as e:
@@ -171,16 +230,11 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
         )
     delta = found.min_delta_ns
     status = status_for(delta, lease_ns)
-    shifted: list[ShiftedRead] = []
-    staleness_exact = True  # False: the budget ran out; some shifts are upper bounds
-    if delta:
-        # only reads the witness moved can be stale (min_delta moved them as late as they
-        # may go, which leaves most of them unmoved); each is decided by searches of its own
-        moved = [(i, s) for i, s in read_shifts(ops, found.order, delta) if s > 0]
-        limits = SearchLimits(time.monotonic() + budget.max_seconds, max_states)
-        moved, staleness_exact = read_staleness(ops, model, h.initial, delta, moved, limits)
-        shifted = sorted((ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),
-                         key=lambda s: s.index)
+    # staleness_exact False: the budget ran out; some shifts are upper bounds
+    moved, staleness_exact = _staleness(ops, model, h.initial, found.order, delta or 0,
+                                        _limits(h, budget)[0])
+    shifted = sorted((ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),
+                     key=lambda s: s.index)
     counterexample = None
     if status == VIOLATION:
         # shown at Δ = L: why the key is not L-linearizable (the violation's meaning)

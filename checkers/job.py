@@ -23,10 +23,11 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from checkers.anomalies import TYPES as ANOMALY_TYPES
 from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION, Budget, check_key
 from checkers.errors import HistoryFormatError
 from checkers.importers.jsonl import RecordProblem, locate_problem, pair_key
@@ -270,6 +271,15 @@ def worst(verdicts: list[Any]) -> bool | str:
     return "unknown" if any(v == "unknown" for v in verdicts) else True
 
 
+def anomaly_counts(keys: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Keys per anomaly type (checkers/anomalies.py), every type listed."""
+    counts = dict.fromkeys(ANOMALY_TYPES, 0)
+    for r in keys:
+        for name in r.get("anomaly_types") or ():
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
 def file_report(keys: dict[str, dict[str, Any]], nemesis: list[NemesisEvent],
                 lease_ms: float) -> dict[str, Any]:
     """One history's verdict in the results.json shape (ARCHITECTURE.md, "Run folder")."""
@@ -283,6 +293,7 @@ def file_report(keys: dict[str, dict[str, Any]], nemesis: list[NemesisEvent],
         "lease_ms": lease_ms,
         "ops": sum(int(r.get("ops") or 0) for r in keys.values()),
         "summary": summary,
+        "anomaly_types": anomaly_counts(keys.values()),
         "max_delta_ms": max(deltas) if deltas else None,
         "keys": dict(sorted(keys.items())),
         "nemesis": [_nemesis_json(e) for e in sorted(nemesis, key=lambda e: e.index)],

@@ -54,6 +54,9 @@ class Operation:
     expected: str | None = None  # CAS / CAS_FAILED only
     node: str | None = None
     complete_index: int | None = None
+    # the search may also leave it out (it never took effect): the lost-write
+    # relaxation's acknowledged writes (checkers/anomalies.py); never set by importers
+    droppable: bool = False
 
     @property
     def is_info(self) -> bool:

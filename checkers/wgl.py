@@ -58,6 +58,18 @@ visited set is kept (exact n-bit sets here, 128-bit fingerprints there), not in 
 order they explore, so verdicts, linearizations and longest prefixes agree. The compiled
 module also runs min_delta's loop (with compact), pass for pass as min_delta does here.
 
+Droppable operations: an operation marked `droppable` (the lost-write relaxation's
+acknowledged writes, checkers/anomalies.py) may also never take effect. Reached with
+its call still pending, its return event drops it instead of backtracking: the search
+takes it as linearized with no effect at that point, the one way on (so it is
+committed, as a forced step), memoised as (linearized set, state) like any step that
+ends on a state. A dropped operation is not in the linearization. The rules keep their
+proofs: of two twins that may go now, one droppable, a solution placing the later one
+now and dropping the other is matched by the earlier one now and the later one right
+after it (writing a value twice in a row is writing it once); a return event can only
+be reached once its call is linearized or dropped, so a read committed early still
+breaks no real-time order.
+
 Shifts: `delta` is either one Δ for every read (the lease question), or one shift per
 operation (history order), each moving that operation's invoke earlier.
 
@@ -139,6 +151,7 @@ class Encoded:
     exp: np.ndarray  # int32 code of a compare's expected value
     invoke: np.ndarray  # int64
     complete: np.ndarray  # int64, UNKNOWN_END = info
+    drop: np.ndarray  # uint8: 1 = droppable; empty when none is
     init: int  # code of the initial value
     index: np.ndarray  # int64: history index of each operation
 
@@ -176,14 +189,18 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
         invoke = np.ascontiguousarray(h.invoke, dtype=np.int64)
         complete = np.ascontiguousarray(h.complete, dtype=np.int64)
         index = np.ascontiguousarray(h.index, dtype=np.int64)
+        drop = np.zeros(0, dtype=np.uint8)
     else:
         kind = np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops))
         values, expected = [o.value for o in ops], [o.expected for o in ops]
         invoke = np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops))
         complete = np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops))
         index = np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops))
+        drop = np.fromiter((o.droppable for o in ops), dtype=np.uint8, count=len(ops))
+        if not drop.any():
+            drop = np.zeros(0, dtype=np.uint8)
     val, exp, init = _compiled_encode(kind, values, expected, initial)
-    return Encoded(kind, val, exp, invoke, complete, init, index)
+    return Encoded(kind, val, exp, invoke, complete, drop, init, index)
 
 
 def _observed(kinds: Sequence[int], values: Sequence[str | None],
@@ -267,7 +284,7 @@ def linearizable(
         start = e.invoke - np.asarray(delta, dtype=np.int64)
     seconds = max(0.0, limits.deadline - time.monotonic())
     rc, states, order, longest = _compiled_search(
-        e.kind, e.val, e.exp, start, e.complete, e.init,
+        e.kind, e.val, e.exp, start, e.complete, e.drop, e.init,
         limits.room(), seconds,
     )
     limits.states += int(states)
@@ -324,6 +341,7 @@ def linearizable_reference(
         else:
             match[call_node[i]] = node
     info = [op.complete == UNKNOWN_END for op in ops]
+    droppable = [op.droppable for op in ops]
     passive = [not model.changes_state(op) for op in ops]
     writes = [op.f == WRITE for op in ops]  # the only operations blind to the state
     # Twins: state-changing operations with the same effect. Of two twins that may go
@@ -371,7 +389,9 @@ def linearizable_reference(
     after_info = False  # is the last linearized operation an info one?
     linearized = 0
     cache: set[tuple[Hashable, ...]] = set()
-    stack: list[tuple[int, Hashable, bool]] = []  # (call node, state before, committed)
+    # (call node, state before, committed); dropped operations' call nodes in `dropped`
+    stack: list[tuple[int, Hashable, bool]] = []
+    dropped: set[int] = set()
     longest: list[int] = []
     entry = nxt[0]
     infos = False  # in the scan's second pass, over the info operations (see above)?
@@ -425,15 +445,37 @@ def linearizable_reference(
         elif not infos:
             if not entry or info[op_of[entry]]:
                 # only info operations remain pending: leave them out
-                return Outcome(True, [op_of[e] for e, _, _ in stack], longest)
+                return Outcome(True, [op_of[e] for e, _, _ in stack if e not in dropped],
+                               longest)
             if waiting:  # the first return event: the second pass
                 infos, entry = True, nxt[0]
+                continue
+        if entry and not is_call[entry] and droppable[op_of[entry]]:
+            # a droppable operation's return with its call pending: it never took
+            # effect, the one way on from here (committed, as a forced step)
+            i = op_of[entry]
+            new_lin = linearized | (1 << i)
+            if (new_lin, state) not in cache:
+                cache.add((new_lin, state))
+                limits.states += 1
+                if len(cache) > room:
+                    raise BudgetExceeded("states")
+                node = call_node[i]
+                stack.append((node, state, True))
+                dropped.add(node)
+                linearized, after_info = new_lin, False
+                lift(node)
+                if len(stack) > len(longest):
+                    longest = [op_of[e] for e, _, _ in stack]
+                entry, infos, waiting = nxt[0], False, False
+                scan += 1
                 continue
         # a return event whose call is pending (or a dead end): backtrack
         while True:
             if not stack:
                 return Outcome(False, [], longest)
             node, state, committed = stack.pop()
+            dropped.discard(node)
             linearized &= ~(1 << op_of[node])
             unlift(node)
             if not committed:
@@ -715,7 +757,8 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
     e = encode(ops, initial)
     rc, states, delta, exact, failed_at, verdict_states, order, longest = (
         _compiled_min_delta(
-            e.kind, e.val, e.exp, e.invoke, e.complete, e.init, lease_ns, limits.max_states,
+            e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, lease_ns,
+            limits.max_states,
             -1 if limits.max_work is None else max(0, limits.max_work - limits.states),
             max(0.0, limits.deadline - time.monotonic()), CHEAP_FAILURE, LIST_CANDIDATES,
             WALK_BEFORE_GALLOP))

@@ -80,6 +80,7 @@ class ResultsJson(TypedDict, total=False):
     lease_ms: float
     ops: int
     summary: dict[str, int]  # keys per status
+    anomaly_types: dict[str, int]  # keys per anomaly type (checkers/anomalies.py)
     max_delta_ms: float | None
     keys: dict[str, dict[str, Any]]
     nemesis: list[dict[str, Any]]  # the fault events (checkers.faults reads them)
@@ -244,6 +245,8 @@ class RunDir:
         if missing:
             raise ValueError(f"file report lacks {', '.join(missing)}")
         results: ResultsJson = {f: file_report[f] for f in RESULT_FIELDS}  # type: ignore[misc]
+        if "anomaly_types" in file_report:
+            results["anomaly_types"] = file_report["anomaly_types"]
         if file_report.get("reason"):
             results["reason"] = file_report["reason"]
         results["warnings"] = list(warnings)

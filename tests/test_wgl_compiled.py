@@ -1,12 +1,13 @@
 """The compiled WGL search against the pure-Python reference and a brute-force oracle.
 
 Random small histories of cas-registers and registers with repeated values (a domain of
-three), crashed (info) operations, any interleaving: the compiled search and the
-reference must give the same verdict, linearization and longest prefix at every shift
-(one Δ for all reads, or one shift per operation), the same minimal Δ by the same passes
-(the compiled module runs min_delta's loop itself); and both must
-agree with a plain backtracking over every order (no memo, no pruning), which checks
-the search's extra rules (twins, info operations before writes) too.
+three), crashed (info) operations, droppable writes (the lost-write relaxation), any
+interleaving: the compiled search and the reference must give the same verdict,
+linearization and longest prefix at every shift (one Δ for all reads, or one shift per
+operation), the same minimal Δ by the same passes (the compiled module runs min_delta's
+loop itself); and both must agree with a plain backtracking over every order (no memo,
+no pruning; a droppable write may be left out), which checks the search's extra rules
+(twins, info operations before writes) too.
 """
 
 from __future__ import annotations
@@ -54,15 +55,19 @@ def histories(draw: st.DrawFn) -> tuple[list[Operation], Model, str | None]:
         value = None if f == CAS_FAILED else draw(st.sampled_from(VALUES[1:] if f != READ
                                                                   else VALUES))
         expected = draw(st.sampled_from(VALUES)) if f in (CAS, CAS_FAILED) else None
-        ops.append(Operation(i, i, f, value, inv, UNKNOWN_END if info else done, expected))
+        # the lost-write relaxation: an acknowledged write that may never take effect
+        droppable = f == WRITE and not info and draw(st.integers(0, 3)) == 0
+        ops.append(Operation(i, i, f, value, inv, UNKNOWN_END if info else done, expected,
+                             droppable=droppable))
     ops.sort(key=lambda o: (o.invoke, o.index))
     initial = draw(st.sampled_from([None, "0"]))
     return ops, (CasRegister() if cas_model else Register()), initial
 
 
 def brute(ops: list[Operation], model: Model, initial: str | None, shift: list[int]) -> bool:
-    """Some order of all completed operations and any of the info ones, respecting real
-    time (b after a when a completes before b's shifted invoke), is legal."""
+    """Some order of all completed operations but any droppable ones, and any of the info
+    ones, respecting real time (b after a when a completes before b's shifted invoke),
+    is legal."""
     start = [o.invoke - s for o, s in zip(ops, shift, strict=True)]
     n = len(ops)
 
@@ -72,6 +77,8 @@ def brute(ops: list[Operation], model: Model, initial: str | None, shift: list[i
         for i in range(n):
             if done >> i & 1:
                 continue
+            if ops[i].droppable and go(done | 1 << i, state):  # it never took effect
+                return True
             # i may go next if no pending op completed before i's (shifted) invoke
             if any(not done >> j & 1 and j != i and ops[j].complete < start[i]
                    for j in range(n)):

@@ -3,7 +3,7 @@
 """Python binding of the compiled WGL search and minimal Δ (wgl_core.hpp), and the
 encoding of a history's values as the integer codes they search over."""
 
-from libc.stdint cimport int8_t, int32_t, int64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libcpp.vector cimport vector
 
 import numpy as np
@@ -11,8 +11,8 @@ import numpy as np
 
 cdef extern from "wgl_core.hpp" namespace "llwgl":
     int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
-               const int64_t *start, const int64_t *end, int32_t init,
-               int64_t max_states, double seconds, int64_t *states, int32_t *order,
+               const int64_t *start, const int64_t *end, const uint8_t *drop,
+               int32_t init, int64_t max_states, double seconds, int64_t *states, int32_t *order,
                int32_t *order_len, int32_t *longest, int32_t *longest_len) nogil
 
     cdef cppclass DeltaOut:
@@ -25,7 +25,8 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
 
     int c_min_delta "llwgl::min_delta" (
         int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
-        const int64_t *invoke, const int64_t *end, int32_t init, int64_t lease,
+        const int64_t *invoke, const int64_t *end, const uint8_t *drop, int32_t init,
+        int64_t lease,
         int64_t max_states, int64_t max_work, double seconds, double cheap_failure,
         int64_t list_candidates, int32_t walk_before_gallop, int64_t *states,
         DeltaOut &out) nogil
@@ -62,14 +63,18 @@ def encode(const int8_t[::1] kind, list values, list expected, object initial):
 
 
 def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
-                 const int64_t[::1] start, const int64_t[::1] end, int32_t init,
-                 int64_t max_states, double seconds):
+                 const int64_t[::1] start, const int64_t[::1] end,
+                 const uint8_t[::1] drop, int32_t init, int64_t max_states, double seconds):
     """(status, states, order, longest): status 0 linearizable, 1 not, 2 out of time,
     3 out of states (more than max_states memoised entries); order and longest are
-    lists of operation positions."""
+    lists of operation positions. drop: 1 for an operation that may never take effect
+    (empty: none may)."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == start.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
+    if drop.shape[0] not in (0, n):
+        raise ValueError("columns of different lengths")
+    cdef const uint8_t *drop_p = &drop[0] if drop.shape[0] else NULL
     cdef vector[int32_t] order = vector[int32_t](max(n, 1))
     cdef vector[int32_t] longest = vector[int32_t](max(n, 1))
     cdef int64_t states = 0
@@ -78,7 +83,7 @@ def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[:
     with nogil:
         rc = search(n, &kind[0] if n else NULL, &val[0] if n else NULL,
                     &exp[0] if n else NULL, &start[0] if n else NULL,
-                    &end[0] if n else NULL, init, max_states, seconds, &states,
+                    &end[0] if n else NULL, drop_p, init, max_states, seconds, &states,
                     order.data(), &order_len, longest.data(), &longest_len)
     order.resize(order_len)
     longest.resize(longest_len)
@@ -86,22 +91,26 @@ def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[:
 
 
 def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
-              const int64_t[::1] invoke, const int64_t[::1] end, int32_t init,
-              int64_t lease, int64_t max_states, int64_t max_work, double seconds,
+              const int64_t[::1] invoke, const int64_t[::1] end,
+              const uint8_t[::1] drop, int32_t init, int64_t lease, int64_t max_states, int64_t max_work, double seconds,
               double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop):
     """(status, states, delta, exact, failed_at, verdict_states, order, longest): status
     0 decided, 2 out of time, 3 out of states before the verdict was known; delta and
-    failed_at -1 for none; max_work -1 for no bound on the sum of the searches' states."""
+    failed_at -1 for none; max_work -1 for no bound on the sum of the searches' states;
+    drop as for linearizable."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
+    if drop.shape[0] not in (0, n):
+        raise ValueError("columns of different lengths")
+    cdef const uint8_t *drop_p = &drop[0] if drop.shape[0] else NULL
     cdef DeltaOut out
     cdef int64_t states = 0
     cdef int rc
     with nogil:
         rc = c_min_delta(n, &kind[0] if n else NULL, &val[0] if n else NULL,
                          &exp[0] if n else NULL, &invoke[0] if n else NULL,
-                         &end[0] if n else NULL, init, lease, max_states, max_work, seconds,
+                         &end[0] if n else NULL, drop_p, init, lease, max_states, max_work, seconds,
                          cheap_failure, list_candidates, walk_before_gallop, &states, out)
     return (rc, states, out.delta, out.exact, out.failed_at, out.verdict_states,
             list(out.order), list(out.longest))

@@ -76,12 +76,14 @@ class FingerprintSet {
 };
 
 // Is the history linearizable? ops are given as columns; start[i] is the (already
-// shifted) invocation, end[i] the completion (INT64_MAX: outcome unknown).
+// shifted) invocation, end[i] the completion (INT64_MAX: outcome unknown); drop[i]
+// (nullptr: none) marks an operation that may also never take effect: reached with
+// its call pending, its return drops it (checkers/wgl.py, "Droppable operations").
 // order receives the linearization (when OK), longest the longest linearized prefix;
 // both must have room for n entries. *states is increased by the entries memoised;
 // the search stops with OUT_OF_STATES when it would exceed max_states.
 static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
-                  const int64_t *start, const int64_t *end, int32_t init,
+                  const int64_t *start, const int64_t *end, const uint8_t *drop, int32_t init,
                   int64_t max_states, double seconds, int64_t *states, int32_t *order,
                   int32_t *order_len, int32_t *longest, int32_t *longest_len) {
     *order_len = 0;
@@ -177,6 +179,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         int32_t node;
         int32_t state;
         bool committed;
+        bool dropped;  // the operation was dropped, not linearized
     };
     std::vector<Frame> stack;
     stack.reserve(n);
@@ -199,8 +202,10 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     };
     auto emit = [&](int rc) {
         if (rc == OK) {
-            for (size_t k = 0; k < stack.size(); ++k) order[k] = op_of[stack[k].node];
-            *order_len = (int32_t)stack.size();
+            int32_t len = 0;
+            for (size_t k = 0; k < stack.size(); ++k)
+                if (!stack[k].dropped) order[len++] = op_of[stack[k].node];
+            *order_len = len;
         }
         return rc;
     };
@@ -251,7 +256,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
                 if (cache.insert(n1 ^ state_mix(new_state, 0x1234567ULL ^ salt),
                                  n2 ^ state_mix(new_state, 0xABCDEF01ULL ^ salt))) {
                     if (++*states > max_states) return OUT_OF_STATES;
-                    stack.push_back(Frame{entry, state, passive});
+                    stack.push_back(Frame{entry, state, passive, false});
                     state = new_state;
                     h1 = n1;
                     h2 = n2;
@@ -281,6 +286,31 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
             if (waiting) {  // the first return event: the second pass
                 infos = true;
                 entry = nxt[0];
+                continue;
+            }
+        }
+        if (entry && !is_call[entry] && drop && drop[op_of[entry]]) {
+            // a droppable operation's return with its call pending: it never took
+            // effect, the one way on from here (committed, as a forced step)
+            int32_t i = op_of[entry], call = call_node[i];
+            uint64_t n1 = h1 ^ z1[i], n2 = h2 ^ z2[i];
+            if (cache.insert(n1 ^ state_mix(state, 0x1234567ULL),
+                             n2 ^ state_mix(state, 0xABCDEF01ULL))) {
+                if (++*states > max_states) return OUT_OF_STATES;
+                stack.push_back(Frame{call, state, true, true});
+                h1 = n1;
+                h2 = n2;
+                after_info = false;
+                lift(call);
+                if ((int32_t)stack.size() > *longest_len) {
+                    for (size_t k = longest_valid; k < stack.size(); ++k)
+                        longest[k] = op_of[stack[k].node];
+                    *longest_len = (int32_t)stack.size();
+                    longest_valid = *longest_len;
+                }
+                entry = nxt[0];
+                infos = waiting = false;
+                ++scan;
                 continue;
             }
         }
@@ -455,7 +485,8 @@ struct DeltaOut {
 // whether refining ran out), else OUT_OF_TIME / OUT_OF_STATES. max_states caps each
 // search's memo; max_work (-1: none) the sum over searches, *states receives that sum.
 static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
-                     const int64_t *invoke, const int64_t *end, int32_t init, int64_t lease,
+                     const int64_t *invoke, const int64_t *end, const uint8_t *drop,
+                     int32_t init, int64_t lease,
                      int64_t max_states, int64_t max_work, double seconds,
                      double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
                      int64_t *states, DeltaOut &out) {
@@ -477,7 +508,8 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         int32_t order_len = 0, longest_len = 0;
         got_order.resize(std::max(n, 1));
         got_longest.resize(std::max(n, 1));
-        rc = search(n, kind, val, exp, start.data(), end, init, room, std::max(0.0, left),
+        rc = search(n, kind, val, exp, start.data(), end, drop, init, room,
+                    std::max(0.0, left),
                     &used, got_order.data(), &order_len, got_longest.data(), &longest_len);
         got_order.resize(order_len);
         got_longest.resize(longest_len);
