@@ -43,7 +43,7 @@ before.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -254,3 +254,41 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
                            exact=exact if best is None else best.found.exact,
                            applies=remaining > lease_ns))
     return out, best
+
+
+def anomaly_counts(keys: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """Keys per anomaly type, every type listed, from results.json key records."""
+    counts = dict.fromkeys(TYPES, 0)
+    for r in keys:
+        for name in r.get("anomaly_types") or ():
+            counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+OPS_LISTED = 8  # operation indices a one-line description lists
+
+
+def describe(key_result: dict[str, Any]) -> str:
+    """One line naming a key's anomaly types from its results.json record ("" if none):
+    what the summary, inspect and junit.xml print."""
+    types = key_result.get("anomaly_types") or []
+    parts = []
+    for name, a in (key_result.get("anomalies") or {}).items():
+        if not isinstance(a, dict):
+            continue
+        if a.get("unknown"):
+            parts.append(f"{name}: unknown (its search ran out of budget)")
+            continue
+        ops = [str(i) for i in a.get("ops") or []]
+        listed = ", ".join(ops[:OPS_LISTED]) + (f" … ({len(ops)})" if len(ops) > OPS_LISTED
+                                                 else "")
+        rem = a.get("remaining_delta_ms")
+        if name == VIOLATION:
+            what = "no change explains it"
+        elif name == STALE_READ:
+            what = f"reads up to {rem:,.3f} ms early" + ("" if name in types
+                                                          else ", within the lease")
+        else:
+            what = f"minimal Δ {rem:,.3f} ms once it is allowed"
+        parts.append(f"{name} ({what}{'; ops ' + listed if ops else ''})")
+    return "; ".join(parts)

@@ -21,8 +21,9 @@ from typing import Any
 
 from rich.console import Console
 
+from checkers.anomalies import anomaly_counts
 from checkers.errors import HistoryFormatError
-from checkers.job import FORMATS, CheckerCrashed, anomaly_counts, check_histories, worst
+from checkers.job import FORMATS, CheckerCrashed, check_histories, worst
 from checkers.summary import exit_code, print_summary
 from harness.errors import BadArguments, LeaselineError
 from harness.run_dir import TEST, RunDir

@@ -156,9 +156,6 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
         elif a.name == VIOLATION_TYPE and result.counterexample:
             a.ops = [int(o["id"]) for o in result.counterexample.get("ops", [])]
     result.anomalies = found
-    named = [a.name for a in found if a.decided and a.applies]
-    if named:
-        result.reason += f" (anomaly types: {', '.join(named)})"
 
 
 def _staleness(ops: Sequence[Operation], model: Model, initial: str | None,

@@ -22,6 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from checkers.anomalies import describe
 from checkers.report.rundata import History, read_history
 from harness.errors import BadArguments
 from harness.run_dir import RunDir, sut_label
@@ -80,6 +81,10 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
         _ms(results.get("max_delta_ms")),
     )
     console.print(t)
+    types = {t: n for t, n in (results.get("anomaly_types") or {}).items() if n}
+    if types:
+        console.print("anomaly types: " + ", ".join(
+            f"[bold red]{t}[/] {n} key{'s' if n != 1 else ''}" for t, n in types.items()))
     keys = results.get("keys") or {}
     # violations, then lease-bounded keys' worst stale reads
     shown = [(k, kr) for k, kr in keys.items()
@@ -93,6 +98,8 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
         body.append(
             f"minimal Δ {_ms(kr.get('min_delta_ms'))} (lease {_ms(results.get('lease_ms'))})\n"
         )
+        if describe(kr):
+            body.append(f"anomaly types: {describe(kr)}\n", style="bold red")
         if ce.get("text"):
             body.append(f"\n{ce['text']}\n")
         for op in ce.get("ops") or []:
@@ -181,6 +188,9 @@ def print_neighbourhood(
                     "invocation must move that far earlier, every other read's by the "
                     "key's minimal Δ."
                 )
+        for name, a in (kr.get("anomalies") or {}).items():
+            if isinstance(a, dict) and me["index"] in (a.get("ops") or []):
+                console.print(f"[bold red]this operation is part of the key's {name}.[/]")
         ce = kr.get("counterexample") or {}
         if any(isinstance(o, dict) and o.get("index") == me["index"] for o in ce.get("ops") or []):
             console.print("[bold red]this operation is part of the key's counterexample.[/]")

@@ -23,11 +23,11 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from checkers.anomalies import TYPES as ANOMALY_TYPES
+from checkers.anomalies import anomaly_counts
 from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION, Budget, check_key
 from checkers.errors import HistoryFormatError
 from checkers.importers.jsonl import RecordProblem, locate_problem, pair_key
@@ -269,15 +269,6 @@ def worst(verdicts: list[Any]) -> bool | str:
     if any(v is False for v in verdicts):
         return False
     return "unknown" if any(v == "unknown" for v in verdicts) else True
-
-
-def anomaly_counts(keys: Iterable[dict[str, Any]]) -> dict[str, int]:
-    """Keys per anomaly type (checkers/anomalies.py), every type listed."""
-    counts = dict.fromkeys(ANOMALY_TYPES, 0)
-    for r in keys:
-        for name in r.get("anomaly_types") or ():
-            counts[name] = counts.get(name, 0) + 1
-    return counts
 
 
 def file_report(keys: dict[str, dict[str, Any]], nemesis: list[NemesisEvent],

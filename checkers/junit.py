@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from checkers.anomalies import describe
 from harness.run_dir import RunDir, sut_label
 
 MAX_CASES_PER_STATUS = 100
@@ -46,6 +47,8 @@ def _violation_text(key: str, kr: dict[str, Any], lease: Any) -> str:
         f"key {key}: {kr.get('reason') or 'violation'}",
         f"minimal delta: {_ms(kr.get('min_delta_ms'))} (lease {_ms(lease)})",
     ]
+    if describe(kr):
+        lines.append(f"anomaly types: {describe(kr)}")
     if ce.get("text"):
         lines += ["", str(ce["text"])]
     for n in ce.get("nemesis") or []:
@@ -95,7 +98,9 @@ def run_suite(run_dir: Path) -> ET.Element:
         for k, kr in group[:MAX_CASES_PER_STATUS]:
             case = _case(suite, classname, f"key {k}", kr.get("ops"))
             el = ET.SubElement(case, tag, type=status)
-            el.set("message", _clean(f"{status}: {kr.get('reason') or ''}".strip()))
+            types = ", ".join(kr.get("anomaly_types") or [])
+            head = f"{status} ({types})" if types else status
+            el.set("message", _clean(f"{head}: {kr.get('reason') or ''}".strip()))
             el.text = _clean(
                 _violation_text(k, kr, lease) if status == "violation" else kr.get("reason")
             )

@@ -1,7 +1,8 @@
 """The verdict for people: a short rich summary of one history's file report, and the exit code.
 
-Shows the verdict, how many keys ended in each status, the largest read shift needed
-against the lease window, and one line per violating (and undecided) key saying why.
+Shows the verdict, how many keys ended in each status, how many have each anomaly type,
+the largest read shift needed against the lease window, and one line per violating (and
+undecided) key saying why and naming its anomaly types.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from checkers.anomalies import describe
 from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
@@ -70,6 +72,10 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
                   str(len(file_report.get("keys") or {})), f"{file_report.get('ops', 0):,}")
     console.print(table)
 
+    types = {t: n for t, n in (file_report.get("anomaly_types") or {}).items() if n}
+    if types:
+        console.print("  anomaly types: " + ", ".join(
+            f"[red]{t}[/] {n} key{'s' if n != 1 else ''}" for t, n in types.items()))
     max_delta = file_report.get("max_delta_ms")
     if max_delta is not None:
         where = "within" if max_delta <= lease else "beyond"
@@ -82,6 +88,9 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
             reason = r.get("reason") or ""
             console.print(f"  [{_STYLE[status]}]{label}[/] key {escape(str(k))}: "
                           f"{escape(reason)}")
+            named = describe(r)
+            if named:
+                console.print(f"    anomaly types: {escape(named)}")
         if len(listed) > MAX_LISTED:
             console.print(f"  … and {len(listed) - MAX_LISTED} more {label} keys "
                           "(see results.json)")

@@ -28,6 +28,8 @@ def test_overview_shows_verdict_and_violation(run: Path) -> None:
     code, out = _invoke(str(run))
     assert code == 0
     assert "INVALID" in out and "violation on key k0" in out
+    assert "anomaly types: stale-read 1 key" in out
+    assert "anomaly types: stale-read (reads up to" in out
     text = json.loads((run / "results.json").read_text())["keys"]["k0"]["counterexample"]["text"]
     assert text.split(" ")[1] in out  # the read's index from the explanation
 
@@ -39,6 +41,7 @@ def test_op_neighbourhood_lists_overlapping_ops_on_the_same_key(run: Path) -> No
     assert code == 0
     assert f"operation {read}" in out
     assert "part of the key's counterexample" in out
+    assert "part of the key's stale-read" in out
     assert "overlapping it in time" in out and "last writes on key k0" in out
     # Every op shown as overlapping is on k0 and overlaps the read's interval.
     recs = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from checkers.anomalies import TYPES as ANOMALY_TYPES
 from checkers.errors import HistoryFormatError
 from checkers.job import check_histories
 from checkers.summary import exit_code, print_summary
@@ -146,8 +147,13 @@ def test_results_and_summary_of_a_violation(tmp_path: Path, spark: Any) -> None:
     run = tmp_path / "run"
     written = json.loads(RunDir(run).write_results(r, ["a warning"]).read_text())
     assert written["valid"] is False and written["keys"]["k"]["status"] == "violation"
-    assert set(written) == {"valid", "lease_ms", "ops", "summary", "max_delta_ms", "keys",
-                            "nemesis", "warnings"}
+    assert set(written) == {"valid", "lease_ms", "ops", "summary", "anomaly_types",
+                            "max_delta_ms", "keys", "nemesis", "warnings"}
+    # nobody reads write 2 afterwards: it being lost explains the read with no shift
+    kr = written["keys"]["k"]
+    assert kr["anomaly_types"] == ["lost-write"]
+    assert kr["anomalies"] == {"lost-write": {"ops": [2], "remaining_delta_ms": 0.0}}
+    assert written["anomaly_types"] == dict.fromkeys(ANOMALY_TYPES, 0) | {"lost-write": 1}
     assert written["warnings"] == ["a warning"]
     graph = json.loads((run / "anomalies" / "k.json").read_text())
     assert graph["nodes"] and graph["graph"]["key"] == "k"
@@ -155,6 +161,8 @@ def test_results_and_summary_of_a_violation(tmp_path: Path, spark: Any) -> None:
     print_summary(r, console, title="stale.jsonl")
     text = console.export_text()
     assert "INVALID" in text and "violation key k:" in text and "beyond the 5 ms lease" in text
+    assert "anomaly types: lost-write 1 key" in text
+    assert "lost-write (minimal Δ 0.000 ms once it is allowed; ops 2)" in text
     assert [exit_code(v) for v in (True, False, "unknown")] == [0, 1, 2]
 
 
@@ -173,8 +181,12 @@ def test_cli_json_and_lease_from_test_json(tmp_path: Path, spark: Any) -> None:
     doc = json.loads(res.stdout)
     assert doc["valid"] is True and doc["lease_ms"] == 100
     assert doc["files"][str(path)]["keys"]["k"]["status"] == "lease-bounded"
+    assert doc["files"][str(path)]["keys"]["k"]["anomaly_types"] == []  # not a violation
     res = cli(str(path), "--lease-ms", "5")
     assert res.exit_code == 1 and "INVALID" in res.stdout and "from --lease-ms" in res.stdout
+    doc = json.loads(cli(str(path), "--lease-ms", "5", "--json").stdout)
+    assert doc["anomaly_types"]["lost-write"] == 1
+    assert doc["files"][str(path)]["keys"]["k"]["anomaly_types"] == ["lost-write"]
 
 
 def test_cli_malformed_and_missing_exit_254(tmp_path: Path, spark: Any) -> None:

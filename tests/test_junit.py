@@ -23,7 +23,9 @@ def test_violation_is_a_failure_and_unknown_an_error(tmp_path: Path) -> None:
     cases = {c.get("name"): c for c in suite.iter("testcase")}
     failure = cases["key k0"].find("failure")
     assert failure is not None and "700 ms lease" in failure.get("message", "")
+    assert failure.get("message", "").startswith("violation (stale-read): ")
     assert "returned" in (failure.text or "")  # the counterexample's explanation
+    assert "anomaly types: stale-read (reads up to" in (failure.text or "")
     assert cases["key k4"].find("error") is not None
     passing = cases["keys linearizable or lease-bounded (3)"]
     assert passing.find("failure") is None and passing.find("error") is None

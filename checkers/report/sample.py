@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from checkers.anomalies import anomaly_counts
 from harness.run_dir import RunDir
 
 FIELD_ORDER = ("index", "time", "process", "type", "f", "key", "value", "node", "error")
@@ -214,6 +215,8 @@ def make_sample_run(
             ),
             "shifted_reads": sr,
             "counterexample": None,
+            "anomaly_types": [],
+            "anomalies": {},
         }
     if stale_target is not None:
         rec, old, new, key = stale_target
@@ -242,6 +245,7 @@ def make_sample_run(
         "lease_ms": lease_ms,
         "ops": sum(counts.values()),
         "summary": summary,
+        "anomaly_types": anomaly_counts(key_results.values()),
         "max_delta_ms": max(deltas) if deltas else None,
         "keys": key_results,
         "nemesis": nemesis_json,
@@ -350,7 +354,10 @@ def _violation(
         "ops": n_ops,
         "method": "zone",
         "reason": f"a read was stale by {gap:.1f} ms, more than the {lease_ms:g} ms lease",
-        "shifted_reads": [],
+        "shifted_reads": [{"index": read_inv["index"], "shift_ms": round(gap, 3)}],
+        "anomaly_types": ["stale-read"],
+        "anomalies": {"stale-read": {"ops": [read_inv["index"]],
+                                     "remaining_delta_ms": round(gap, 3)}},
         "counterexample": {
             "text": text,
             "ops": nodes_,
