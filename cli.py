@@ -68,14 +68,6 @@ SPARK_MASTER_HELP = (
     "checked in this process, larger ones on local[*].")
 
 
-def _require_visible(spark_master: str, paths: list[Any]) -> None:
-    """Files outside what `leaseline spark up`'s workers mount: one sentence, before the run."""
-    if spark_master.startswith("spark://"):  # the Docker SDK's import costs ~0.3 s otherwise
-        from harness.spark_cluster import require_visible
-
-        require_visible(spark_master, paths)
-
-
 @click.group(cls=_Group)
 def main() -> None:
     """Leaseline: lease-window linearizability testing for replicated stores."""
@@ -152,7 +144,6 @@ def run(as_json: bool, **kwargs: Any) -> int:
     from harness.runner import run_for_scripts
 
     cfg = run_config(**kwargs)
-    _require_visible(cfg.spark_master, [cfg.results_dir])
     return run_for_scripts(cfg) if as_json else run_test(cfg).exit_code
 
 
@@ -182,7 +173,6 @@ def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
 
     from harness.campaign import run_campaign
 
-    _require_visible(spark_master, [Path(results_dir)])
     return run_campaign(Path(campaign_file), Path(results_dir), spark_master)
 
 
@@ -204,7 +194,6 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
 
     from checkers.spark_session import AUTO, warm_up
 
-    _require_visible(spark_master, [Path(f) for f in files if Path(f).is_file()])
     if spark_master != AUTO and files and all(Path(f).is_file() for f in files):
         warm_up(spark_master)  # the JVM starts while the checker's modules are imported
 

@@ -10,19 +10,23 @@ come back to the driver, and a task holds one range or one bucket at a time.
 
 The session (checkers/spark_session.py) is created once per process and reused; the
 checkers package is shipped to the executors as a zip, so any master URL works, not just
-local[*] (the executors read the history files by path, so they need to see them; one they
-cannot open is named in one sentence). Under AUTO, small inputs run the same two stages in
-this process instead: no JVM.
+local[*] (the executors read the history files by the driver's paths; a file some executor
+cannot open there is shipped to them with sc.addFile and checked again from the copies).
+Under AUTO, small inputs run the same two stages in this process instead: no JVM.
 """
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import traceback
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -124,6 +128,16 @@ def _jsonl_bucket(
         yield _check(history, lease_ns, budget, checker)
 
 
+def _local_path(path: str, shipped: dict[str, str]) -> str:
+    """Where this executor reads `path`: its own copy when the driver shipped it
+    (sc.addFile, see _ship), else the path itself."""
+    if path not in shipped:
+        return path
+    from pyspark import SparkFiles
+
+    return SparkFiles.get(shipped[path])
+
+
 def _import(path: str, fmt: str) -> list[KeyHistory]:
     if fmt == "knossos":
         from checkers.importers.knossos import read_knossos
@@ -135,11 +149,18 @@ def _import(path: str, fmt: str) -> list[KeyHistory]:
 
 
 def _importer_file(
-    path: str, *, fmt: str, lease_ns: int, budget: Budget | None, checker: Checker | None = None
+    path: str, *, fmt: str, lease_ns: int, budget: Budget | None, checker: Checker | None = None,
+    shipped: dict[str, str] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """One knossos / etcd-log file, read and checked inside an executor."""
+    local = _local_path(path, shipped or {})
+    if not os.path.isfile(local):  # on a cluster: an executor that does not see the file
+        yield _row(path, None, unreadable=os.strerror(errno.ENOENT))
+        return
     try:
-        histories = _import(path, fmt)
+        histories = _import(local, fmt)
+        for history in histories:
+            history.file = path
     except HistoryFormatError as e:
         yield _row(path, None, problem_what=e.what, problem_line=e.line)
         return
@@ -183,7 +204,8 @@ def _pop_nemesis(rows: list[dict[str, Any]]) -> dict[str, list[NemesisEvent]]:
 
 
 def _jsonl_rows(
-    sc: Any, paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None
+    sc: Any, paths: list[str], lease_ns: int, budget: Budget | None, checker: Checker | None,
+    shipped: dict[str, str],
 ) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
     sizes = [os.path.getsize(p) for p in paths]
     tasks = [(fid, start, end) for fid, size in enumerate(sizes) for start, end in ranges(size)]
@@ -191,21 +213,21 @@ def _jsonl_rows(
                               checker=checker)
     if len(tasks) == 1 and sum(sizes) <= IN_PROCESS_BYTES:
         # what AUTO would check in-process: one task reads and checks it, no shuffle stage
-        read = functools.partial(_read_task, paths=paths, buckets=1)
+        read = functools.partial(_read_task, paths=paths, buckets=1, shipped=shipped)
         rows = sc.parallelize(tasks, 1).flatMap(read).mapPartitions(check).collect()
         return rows, _pop_nemesis(rows)
     buckets = bucket_count(sum(sizes), sc.defaultParallelism)
-    read = functools.partial(_read_task, paths=paths, buckets=buckets)
+    read = functools.partial(_read_task, paths=paths, buckets=buckets, shipped=shipped)
     rows = (sc.parallelize(tasks, len(tasks)).flatMap(read)
             .partitionBy(buckets, _identity).mapPartitions(check).collect())
     return rows, _pop_nemesis(rows)
 
 
 def _read_task(task: tuple[int, int, int], *, paths: list[str], buckets: int,
-               ) -> list[tuple[int, bytes]]:
+               shipped: dict[str, str] | None = None) -> list[tuple[int, bytes]]:
     fid, start, end = task
     try:
-        return read_range(paths[fid], fid, start, end, buckets)
+        return read_range(_local_path(paths[fid], shipped or {}), fid, start, end, buckets)
     except OSError as e:  # on a cluster: an executor that does not see the file
         return [(0, unreadable_block(fid, e.strerror or str(e)))]
 
@@ -234,10 +256,10 @@ def _identity(bucket: int) -> int:
 
 def _importer_rows(
     sc: Any, paths: list[str], fmt: str, lease_ns: int, budget: Budget | None,
-    checker: Checker | None,
+    checker: Checker | None, shipped: dict[str, str],
 ) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
     fn = functools.partial(_importer_file, fmt=fmt, lease_ns=lease_ns, budget=budget,
-                           checker=checker)
+                           checker=checker, shipped=shipped)
     rows = sc.parallelize(paths, max(1, len(paths))).flatMap(fn).collect()
     return rows, _pop_nemesis(rows)
 
@@ -330,9 +352,7 @@ def check_histories(
     unreadable = sorted((r["file"], r["unreadable"]) for r in rows if r.get("unreadable"))
     if unreadable:
         file, why = unreadable[0]
-        raise CheckerCrashed(f"the checker's executors cannot read {names[file]} ({why}); on a "
-                             "spark:// cluster every executor must see the histories at the "
-                             "paths the driver names", "")
+        raise CheckerCrashed(f"the checker's executors cannot read {names[file]} ({why})", "")
     try:
         _raise_first_problem(rows, fmt)
     except HistoryFormatError as e:
@@ -359,16 +379,45 @@ def _spark_rows(
     except Exception as e:  # noqa: BLE001 - no Java, a bad master URL, ...
         raise CheckerCrashed(f"Spark did not start ({e.__class__.__name__}: {e}); its log is "
                              f"{spark_log_path()}", traceback.format_exc()) from None
+    rows_of = _jsonl_rows if fmt == "jsonl" else functools.partial(_importer_rows, fmt=fmt)
     with _progress(sc, f"checking {len(files)} histories" if progress else None):
         try:
-            if fmt == "jsonl":
-                return _jsonl_rows(sc, files, lease_ns, budget, checker)
-            return _importer_rows(sc, files, fmt, lease_ns, budget, checker)
+            rows, nemesis = rows_of(sc, files, lease_ns=lease_ns, budget=budget,
+                                    checker=checker, shipped={})
+            unseen = sorted({r["file"] for r in rows if r.get("unreadable")})
+            if unseen and spark_master.startswith("spark://"):
+                # histories the executors do not see (outside a cluster's mounts): shipped
+                # with Spark's own file distribution and checked again, from those copies
+                with tempfile.TemporaryDirectory(prefix="leaseline-ship-") as folder:
+                    shipped = _ship(sc, unseen, Path(folder))
+                    again, again_nemesis = rows_of(sc, unseen, lease_ns=lease_ns,
+                                                   budget=budget, checker=checker,
+                                                   shipped=shipped)
+                rows = [r for r in rows if r["file"] not in unseen] + again
+                nemesis = {f: e for f, e in nemesis.items() if f not in unseen} | again_nemesis
+            return rows, nemesis
         except Exception as e:  # noqa: BLE001 - Py4J/JVM errors: one sentence, details kept
             details = traceback.format_exc()
             lines = [x for x in str(e).strip().splitlines() if x.strip()]
             last = lines[-1].strip() if lines else e.__class__.__name__
             raise CheckerCrashed(f"the Spark job failed: {last[:300]}", details) from None
+
+
+def _ship(sc: Any, paths: list[str], folder: Path) -> dict[str, str]:
+    """Adds each file to the session (sc.addFile: every executor fetches a copy from the
+    driver when its next task starts) under a name of its own, a hard link (or a copy) in
+    folder: histories are mostly all called history.jsonl, a name once added stays taken for
+    the session, and Spark names a symlink after its target. Returns path -> name."""
+    shipped = {}
+    for path in paths:
+        name = f"{uuid.uuid4().hex[:12]}-{Path(path).name}"
+        try:
+            os.link(path, folder / name)
+        except OSError:  # another file system
+            shutil.copyfile(path, folder / name)
+        sc.addFile(str(folder / name))
+        shipped[path] = name
+    return shipped
 
 
 class _progress:

@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import socket
+import struct
 import sys
 import tempfile
 import threading
@@ -33,6 +34,7 @@ from typing import Any
 AUTO = "auto"  # small inputs in-process, larger ones on local[*] (checkers/job.py)
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"
 MASTER_UI_PORT = 8080
+CONNECT_TIMEOUT_S = 5.0
 
 _context_lock = threading.Lock()
 _context: Any = None
@@ -93,16 +95,40 @@ def _split_master(master: str) -> tuple[str, int]:
         raise SparkUnavailable(f"{master} is not a Spark master URL (spark://HOST:PORT).") from None
 
 
+def _rpc_probe(host: str, port: int, timeout_s: float) -> str | None:
+    """None when a Spark RPC server answers at host:port within timeout_s, else why not.
+
+    A TCP connect alone proves nothing: a host that drops packets may sit behind something
+    that accepts every connection and then stays silent, and a SparkContext pointed at it
+    waits a minute for registration. So one RpcRequest frame goes out (frame length, type 3,
+    request id, body size, body; an undecodable body is fine) and any Spark RPC server
+    answers it at once, with an RpcFailure (type 5) or an RpcResponse (type 4)."""
+    body = b"leaseline"
+    frame = struct.pack(">qBqi", 8 + 1 + 8 + 4 + len(body), 3, 1, len(body)) + body
+    deadline = time.monotonic() + timeout_s
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+            sock.sendall(frame)
+            reply = b""
+            while len(reply) < 9:
+                sock.settimeout(max(0.01, deadline - time.monotonic()))
+                chunk = sock.recv(9 - len(reply))
+                if not chunk:
+                    return "it closed the connection without a Spark reply"
+                reply += chunk
+    except TimeoutError:
+        return f"no reply within {timeout_s:g} s"
+    except OSError as e:
+        return e.strerror or e.__class__.__name__
+    return None if reply[8] in (4, 5) else "it answered, but not as a Spark master"
+
+
 def _cluster_conf(master: str) -> tuple[dict[str, str], int]:
     """(settings for a spark:// master, alive workers or 0 if unknown); fails fast and in one
     sentence when the master does not answer or has no worker."""
     host, port = _split_master(master)
-    try:
-        with socket.create_connection((host, port), timeout=5):
-            pass
-    except OSError as e:
-        raise SparkUnavailable(f"the Spark master {master} does not answer "
-                               f"({e.strerror or e.__class__.__name__}).") from None
+    if why := _rpc_probe(host, port, CONNECT_TIMEOUT_S):
+        raise SparkUnavailable(f"the Spark master {master} does not answer ({why}).")
     status = master_status(host)
     alive = len(_alive(status)) if status else 0
     if status is not None and not alive:
@@ -135,6 +161,9 @@ def _wait_for_executors(sc: Any, master: str, expected: int, timeout_s: float) -
     start = time.monotonic()
     first: float | None = None
     while True:
+        if sc._jsc.sc().isStopped():  # the master gave up on this application
+            raise SparkUnavailable(f"the Spark master {master} did not accept this driver's "
+                                   f"application (see {spark_log_path()}).")
         registered = sc._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
         now = time.monotonic()
         if registered >= max(expected, 1):
@@ -161,8 +190,8 @@ def _wait_for_executors(sc: Any, master: str, expected: int, timeout_s: float) -
 def spark_context(master: str = "local[*]") -> Any:
     """The process's one SparkContext (created on first use, quiet, with checkers shipped).
     No SparkSession: the job uses RDDs only, and creating one cost 2.3 of an 8 s check.
-    A master found unusable stays so for the process: the check that follows a failed
-    warm-up reports the warm-up's sentence instead of waiting as long again."""
+    A master found unusable (for any reason) stays so for the process: the check that follows
+    a failed warm-up reports the warm-up's error instead of waiting as long again."""
     global _context
     with _context_lock:
         if _context is None:
@@ -170,7 +199,7 @@ def spark_context(master: str = "local[*]") -> Any:
                 raise _unusable[master]
             try:
                 _context = _start(master)
-            except SparkUnavailable as e:
+            except Exception as e:
                 _unusable[master] = e
                 raise
         return _context
@@ -214,8 +243,8 @@ def _start(master: str) -> Any:
         try:
             _wait_for_executors(sc, master, expected, float(
                 os.environ.get("LEASELINE_SPARK_EXECUTOR_WAIT_S", "30")))
-        except SparkUnavailable:
-            sc.stop()
+        except BaseException:
+            sc.stop()  # else the next SparkContext of this process is refused
             raise
     sc.addPyFile(str(_package_zip()))
     return sc

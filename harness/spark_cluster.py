@@ -2,10 +2,11 @@
 
 One master and two workers (compose profile `spark`) on their own bridge network; the
 driver (this machine) submits to spark://<master's bridge IP>:7077. Executors read the
-histories by the paths the driver names, so `up` mounts host directories read-only at their
-own paths in every worker: the project's results folder, the system temp folder and any
---mount DIR. The mounts go in a small compose override written at `up`; the containers
-carry them, so `status` and `visible_roots` read them back from Docker.
+histories by the paths the driver names where they can, so `up` mounts host directories
+read-only at their own paths in every worker: the project's results folder, the system temp
+folder and any --mount DIR (a history elsewhere is shipped to them by the driver, see
+checkers/job.py). The mounts go in a small compose override written at `up`; the containers
+carry them, so `status` reads them back from Docker.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cluster import PROJECT_LABEL, ROOT, Cluster
-from harness.docker_client import client
+from harness.cluster import ROOT, SERVICE_LABEL, Cluster
 from harness.errors import BadArguments, EnvironmentProblem
 
 DEFAULT_PROJECT = "ll-spark"
@@ -30,7 +30,6 @@ IMAGE = "leaseline/spark:latest"
 WORKERS = ("spark-worker-1", "spark-worker-2")
 MASTER_PORT = 7077
 UI_PORT = 8080
-ROLE_LABEL = "io.leaseline.role"
 READY_TIMEOUT_S = 90.0
 
 
@@ -112,7 +111,7 @@ def wait_ready(project: str, workers: int, timeout_s: float) -> SparkState:
             raise EnvironmentProblem(
                 f"the Spark cluster {project} did not list {workers} alive workers within "
                 f"{timeout_s:.0f} s (now {state.workers_alive or 0}); see `docker logs "
-                f"{project}_spark-master_1`.")
+                f"{Cluster(project, PROFILE).container('spark-master').name}`.")
         time.sleep(1.0)
 
 
@@ -122,7 +121,7 @@ def down(project: str = DEFAULT_PROJECT) -> None:
 
 def status(project: str = DEFAULT_PROJECT) -> SparkState:
     cluster = Cluster(project, PROFILE)
-    running = {c.labels.get("com.docker.compose.service"): c for c in cluster.containers(False)}
+    running = {c.labels.get(SERVICE_LABEL): c for c in cluster.containers(False)}
     if "spark-master" not in running:
         return SparkState(project, None, None, [])
     host = cluster.ip("spark-master")
@@ -131,41 +130,3 @@ def status(project: str = DEFAULT_PROJECT) -> SparkState:
                      if m.get("Type") == "bind"})
     return SparkState(project, f"spark://{host}:{MASTER_PORT}",
                       None if ui is None else alive_workers(ui), mounts)
-
-
-def visible_roots(master_url: str) -> list[Path] | None:
-    """The directories the running workers of the leaseline Spark cluster at master_url see,
-    or None when the master is not one of ours or has no worker running (then the session
-    and the executors tell what is wrong)."""
-    host = master_url.removeprefix("spark://").rsplit(":", 1)[0]
-    try:
-        masters = client().containers.list(filters={"label": f"{ROLE_LABEL}=spark-master"})
-    except EnvironmentProblem:
-        return None
-    for m in masters:
-        nets = m.attrs.get("NetworkSettings", {}).get("Networks", {}) or {}
-        if any(n.get("IPAddress") == host for n in nets.values()):
-            project = m.labels.get(PROJECT_LABEL, "")
-            workers = client().containers.list(
-                filters={"label": [f"{PROJECT_LABEL}={project}", f"{ROLE_LABEL}=spark-worker"]})
-            if not workers:  # nothing can read anything: the session says so
-                return None
-            return sorted({Path(mt["Destination"]) for w in workers
-                           for mt in w.attrs.get("Mounts", []) if mt.get("Type") == "bind"})
-    return None
-
-
-def require_visible(master_url: str, paths: list[Path]) -> None:
-    """One sentence when a path is outside every directory the cluster's workers mount."""
-    if not master_url.startswith("spark://"):
-        return
-    roots = visible_roots(master_url)
-    if roots is None:
-        return
-    for p in paths:
-        real = Path(os.path.realpath(p))
-        if not any(real == r or r in real.parents for r in roots):
-            where = ", ".join(map(str, roots)) or "nothing"
-            raise EnvironmentProblem(
-                f"{p} is not visible to the executors of {master_url}, which mount {where}; "
-                "restart the cluster with `leaseline spark up --mount DIR` or move the file.")

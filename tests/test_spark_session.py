@@ -3,15 +3,18 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_job import stale
 
+from checkers.spark_session import CONNECT_TIMEOUT_S
 from harness.cluster import ROOT
 
 
@@ -27,6 +30,50 @@ def test_unreachable_master(tmp_path: Path) -> None:
     assert res.returncode == 255 and seconds < 60
     assert res.stderr == ("leaseline: the Spark master spark://127.0.0.1:1 does not answer "
                           "(Connection refused).\n")
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A loopback port that accepts connections and never says anything (what a host that
+    drops packets looks like behind something that accepts every connection)."""
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(8)
+        yield srv.getsockname()[1]
+
+
+def test_a_silent_master_is_the_same_sentence_within_the_connect_timeout(
+    tmp_path: Path, silent_port: int
+) -> None:
+    master = f"spark://127.0.0.1:{silent_port}"
+    res, seconds = _check(master, stale(tmp_path))
+    assert res.returncode == 255 and seconds < CONNECT_TIMEOUT_S + 5, (seconds, res.stderr)
+    assert res.stderr == (f"leaseline: the Spark master {master} does not answer "
+                          f"(no reply within {CONNECT_TIMEOUT_S:g} s).\n")
+
+
+@pytest.mark.docker
+def test_a_master_whose_host_drops_packets(tmp_path: Path) -> None:
+    """A container of the test's own whose firewall drops everything sent to port 7077."""
+    from harness.docker_client import client
+
+    box = client().containers.run(
+        "leaseline/nemesis:latest", ["sh", "-c", "iptables -A INPUT -p tcp --dport 7077 -j DROP"
+                                     " && touch /ready && sleep 120"],
+        cap_add=["NET_ADMIN"], detach=True, remove=True, labels={"io.leaseline.test": "drop"})
+    try:
+        deadline = time.monotonic() + 30
+        while box.exec_run(["test", "-e", "/ready"]).exit_code != 0:
+            assert time.monotonic() < deadline, "the dropping container never got ready"
+            time.sleep(0.2)
+        box.reload()
+        master = f"spark://{box.attrs['NetworkSettings']['IPAddress']}:7077"
+        res, seconds = _check(master, stale(tmp_path))
+        assert res.returncode == 255 and seconds < CONNECT_TIMEOUT_S + 5, (seconds, res.stderr)
+        assert res.stderr == (f"leaseline: the Spark master {master} does not answer "
+                              f"(no reply within {CONNECT_TIMEOUT_S:g} s).\n")
+    finally:
+        box.remove(force=True)
 
 
 def test_master_url_without_port(tmp_path: Path) -> None:
