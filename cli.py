@@ -79,13 +79,28 @@ def images() -> None:
 
 
 @images.command("build")
+@click.option("--sut", "system_files", multiple=True, type=click.Path(), help=(
+    "Also build the image of the system this TOML file describes (repeatable); a run builds "
+    "it anyway, this finds a broken build before any run."))
 @_guard
-def images_build() -> int:
+def images_build(system_files: tuple[str, ...]) -> int:
     """Build the base image and every system-under-test image that changed."""
+    from pathlib import Path
+
     from harness.images import build_all
 
-    built = build_all(log=lambda m: click.echo(m, err=True))
+    def log(message: str) -> None:
+        click.echo(message, err=True)
+
+    built = build_all(log=log)
     click.echo(f"images up to date ({len(built)} rebuilt)", err=True)
+    if system_files:
+        from harness.system_file import load_system
+        from harness.system_images import system_image
+
+        for path in system_files:
+            tag, _ = system_image(load_system(Path(path)), log)
+            click.echo(f"{path}: {tag}", err=True)
     return 0
 
 

@@ -31,7 +31,7 @@ from rich.table import Table
 
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, LeaselineError
 from harness.run_args import RunConfig, validate
-from harness.run_dir import JUNIT, RunDir
+from harness.run_dir import JUNIT, RunDir, point_latest
 from harness.runner import print_path, run
 
 EXPECTATIONS = ("valid", "strict-valid", "strict-flagged", "invalid")
@@ -135,6 +135,7 @@ def _check_and_summarise(
     summary = [_case_summary(case, reports) for case in cases]
     camp_dir = results_dir / "campaigns" / name / time.strftime("%Y%m%dT%H%M%S")
     camp_dir.mkdir(parents=True, exist_ok=True)
+    point_latest(camp_dir.parent, camp_dir)
     (camp_dir / "campaign.json").write_text(json.dumps({"name": name, "cases": summary}, indent=2))
     from checkers.junit import write_campaign_junit
 

@@ -10,8 +10,9 @@
     report.html, junit.xml, nodes/<service>/   the report, CI's view, the node logs
     compose.yml     a described system's compose project, generated for the run
 
-results/latest is a relative symlink to the newest run, made when the run STARTS so an
-interrupted run is as easy to find as a finished one. JSON files are written to a
+results/latest and results/<test-name>/latest are relative symlinks to the newest run (of
+all, of that test), made when the run STARTS so an interrupted run is as easy to find as a
+finished one. JSON files are written to a
 temporary name and renamed, so a reader (the runs browser) never sees half a file; the
 readers are tolerant: a missing or damaged file is a sentence in `problems`, never a raise.
 """
@@ -133,6 +134,16 @@ class _File:
         return run.path / self.name
 
 
+def point_latest(folder: Path, target: Path) -> None:
+    """folder/latest becomes a relative symlink to target, atomically: readers never see a
+    missing link."""
+    tmp = folder / f".{LATEST}-{os.getpid()}"
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    tmp.symlink_to(os.path.relpath(target, folder))
+    tmp.replace(folder / LATEST)
+
+
 @dataclass(frozen=True)
 class RunDir:
     path: Path
@@ -181,12 +192,9 @@ class RunDir:
         return found
 
     def point_latest(self, results_dir: Path) -> None:
-        latest = results_dir / LATEST
-        tmp = results_dir / f".{LATEST}-{os.getpid()}"
-        if tmp.is_symlink() or tmp.exists():
-            tmp.unlink()
-        tmp.symlink_to(os.path.relpath(self.path, results_dir))
-        tmp.replace(latest)  # atomic: readers never see a missing link
+        """results/latest and results/<test>/latest at this run, as Jepsen's store does."""
+        point_latest(results_dir, self.path)
+        point_latest(self.path.parent, self.path)
 
     def is_run(self) -> bool:
         return any((self.path / m).exists() for m in MARKERS)

@@ -187,7 +187,7 @@ def test_a_real_campaign_runs_checks_once_and_gates(tmp_path: Path) -> None:
         },
     )
     code = run_campaign(path, tmp_path / "results", "local[2]", Console(stderr=True))
-    (summary_file,) = (tmp_path / "results" / "campaigns" / "mini").glob("*/campaign.json")
+    summary_file = tmp_path / "results" / "campaigns" / "mini" / "latest" / "campaign.json"
     (case,) = json.loads(summary_file.read_text())["cases"]
     assert case["runs"] == 2 and case["errors"] == []
     for d in case["run_dirs"]:
