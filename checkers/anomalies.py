@@ -18,12 +18,16 @@ Two other changes may explain it instead, each decided by the same exact search
 Either relaxation only adds linearizations (a clone or a drop may always be left
 unused), so its minimal Δ is at most the key's. A relaxation is reported when it
 lowers it (no Δ helping counts as above every Δ); its `remaining_delta_ns` is the key's
-minimal Δ with that relaxation applied. What remains once the reported relaxations are
-applied together (one more search, only when both are reported and neither explains
-everything) is a `stale-read` with that Δ: an anomaly when it exceeds the lease, else
-reads served early within the lease as allowed. Where no relaxation leaves any Δ that
-helps, the key stays a `violation` (its counterexample explains it). Where a
-relaxation's search runs out of budget, that relaxation is unknown, never guessed.
+minimal Δ with that relaxation applied. It applies at the run's lease (the key's
+`anomaly_types`) unless another one alone explains the key at the lease (leaves a Δ
+within it) and it does not: the smallest change that explains the key is named, the
+others stay listed with what they leave. What remains once the reported relaxations
+are applied (together, by one more search, when both are reported and neither alone
+explains the key at the lease) is a `stale-read` with that Δ: an anomaly when it
+exceeds the lease, else reads served early within the lease as allowed. Where no
+relaxation leaves any Δ that helps, the key stays a `violation` (its counterexample
+explains it). Where a relaxation's search runs out of budget, that relaxation is
+unknown, never guessed.
 
 Witnesses are trimmed before they are reported, so that they name the writes the
 explanation needs rather than every write the search happened to leave out: each
@@ -240,7 +244,12 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
         if best is None or _lower(got.found.min_delta_ns, best.found.min_delta_ns):
             best = got
     remaining = delta_ns if best is None else best.found.min_delta_ns
-    if len(reported) == 2 and remaining:
+    if remaining is not None and remaining <= lease_ns:
+        # one change alone explains the key at the lease: the others are not needed
+        for a in out:
+            a.applies = a.decided and a.remaining_delta_ns is not None \
+                and a.remaining_delta_ns <= lease_ns
+    elif len(reported) == 2 and remaining:
         try:
             both = search_relaxed(ops, model, initial, reported, lease_ns, limits_for())
             if _lower(both.found.min_delta_ns, remaining):
@@ -289,6 +298,7 @@ def describe(key_result: dict[str, Any]) -> str:
             what = f"reads up to {rem:,.3f} ms early" + ("" if name in types
                                                           else ", within the lease")
         else:
-            what = f"minimal Δ {rem:,.3f} ms once it is allowed"
+            what = f"minimal Δ {rem:,.3f} ms once it is allowed" + (
+                "" if name in types else ", not needed: another change alone explains it")
         parts.append(f"{name} ({what}{'; ops ' + listed if ops else ''})")
     return "; ".join(parts)

@@ -21,7 +21,7 @@ from harness.profiles.base import Endpoint, Option, Profile
 
 PORTS = {"redis": 6379, "dynamodb": 8000, "admin": 8080}
 BUGS = ("none", "extend-after-round", "keep-lease-on-step-down",
-        "lease-longer-than-election", "local-read")
+        "lease-longer-than-election", "local-read", "retry-forwarded-write")
 
 
 def _http(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, Any]]:
@@ -48,7 +48,7 @@ class LeaseKV(Profile):
     fault_kinds = frozenset({"kill", "partition", "pause", "transfer-leader"})
     default_client_routing = "leader"
     options = {
-        "bug": Option("none", f"inject a lease bug: {', '.join(BUGS)}", "LL_LEASEKV_BUG"),
+        "bug": Option("none", f"inject a bug: {', '.join(BUGS)}", "LL_LEASEKV_BUG"),
     }
 
     @classmethod

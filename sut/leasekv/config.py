@@ -10,11 +10,14 @@ BUG_EXTEND_AFTER_ROUND = "extend-after-round"
 BUG_KEEP_LEASE_ON_STEP_DOWN = "keep-lease-on-step-down"
 BUG_LEASE_LONGER_THAN_ELECTION = "lease-longer-than-election"
 BUG_LOCAL_READ = "local-read"
+# Not a lease bug: a follower proxies writes to the leader and retries them (forward.py).
+BUG_RETRY_FORWARDED_WRITE = "retry-forwarded-write"
 BUGS = (
     BUG_EXTEND_AFTER_ROUND,
     BUG_KEEP_LEASE_ON_STEP_DOWN,
     BUG_LEASE_LONGER_THAN_ELECTION,
     BUG_LOCAL_READ,
+    BUG_RETRY_FORWARDED_WRITE,
 )
 
 

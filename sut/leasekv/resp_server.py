@@ -5,7 +5,8 @@ nulls and maps; everything else leasekv sends is the same in both protocols.
 
 Redirects: a follower answers `-MOVED 0 host:port` naming the leader's Redis endpoint
 (redis-py raises MovedError with .node_addr), or `-TRYAGAIN no leader` when it knows
-none. A command that may or may not have taken effect (commit timeout, leader change) gets
+none; with the `retry-forwarded-write` bug it proxies writes to the leader instead
+(forward.py). A command that may or may not have taken effect (commit timeout, leader change) gets
 no reply: the connection is closed. NotApplied answers `-TRYAGAIN ...` (it certainly
 did not happen).
 """
@@ -16,6 +17,8 @@ import logging
 import socketserver
 from typing import Any, BinaryIO
 
+from sut.leasekv import forward
+from sut.leasekv.config import BUG_RETRY_FORWARDED_WRITE
 from sut.leasekv.node import LeaseKV, NoScript, NotApplied, NotLeader, UnknownOutcome
 from sut.leasekv.replies import ReplyError, Status
 
@@ -55,11 +58,17 @@ def read_command(f: BinaryIO) -> list[bytes] | None:
 DROP_CONNECTION = object()
 
 
+class Raw(bytes):
+    """A reply already encoded (the leader's, passed on by a proxying follower)."""
+
+
 class Resp3Map(dict):
     """A map reply (RESP3 `%`; flattened to an array under RESP2)."""
 
 
 def encode(reply: Any, proto: int = 2) -> bytes:
+    if isinstance(reply, Raw):
+        return bytes(reply)
     if isinstance(reply, ReplyError):
         return b"-" + str(reply).replace("\r\n", " ").encode() + b"\r\n"
     if isinstance(reply, Status):
@@ -122,6 +131,10 @@ class RedisFrontend:
         except NotLeader as e:
             if e.leader is None:
                 return ReplyError("TRYAGAIN no leader is known; retry later")
+            if self.node.cfg.bug == BUG_RETRY_FORWARDED_WRITE \
+                    and argv[0].upper() in forward.WRITES:
+                reply = forward.forward(e.leader, argv)
+                return DROP_CONNECTION if reply is None else Raw(reply)
             return ReplyError(f"MOVED 0 {e.leader.redis_addr}")
         except NotApplied as e:
             return ReplyError(f"TRYAGAIN not applied: {e}")
