@@ -142,7 +142,11 @@ def images_build(system_files: tuple[str, ...]) -> int:
 @click.option("--spark-master", default=_RUN.spark_master, show_default=True,
               help=SPARK_MASTER_HELP)
 @click.option("--sut-opt", multiple=True, help="key=value option of the SUT (repeatable).")
-@click.option("--client-routing", default=None, help="leader | pinned (default: the SUT's).")
+@click.option("--client-routing", default=None, help=(
+    "The client model: node (a worker keeps one node), follow (asks who leads, stays until an "
+    "error), sentinel (redis-py's Sentinel client), oracle (the harness's own leader view, "
+    "which no real client has; for diagnosis). Default: the system's (redis-sentinel: "
+    "sentinel; others: node)."))
 @click.option("--project", default=None, help="docker-compose project (default: ll-<sut>).")
 @click.option("--hosts", default=None, type=click.Path(), help=(
     "TOML file naming your own machines (name, address, port, user, key_file): run the "

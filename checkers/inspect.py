@@ -25,7 +25,7 @@ from rich.text import Text
 from checkers.anomalies import describe
 from checkers.report.rundata import History, read_history
 from harness.errors import BadArguments
-from harness.run_dir import RunDir, sut_label
+from harness.run_dir import RunDir, client_model, sut_label
 
 NEIGHBOURS_SHOWN = 40
 VERDICT_STYLE = {True: ("VALID", "bold white on green"), False: ("INVALID", "bold white on red")}
@@ -49,7 +49,9 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
     lines = Text()
     if test.get("sut"):
         test["sut"] = sut_label(test)  # an injected bug shows beside the system's name
-    for k in ("sut", "workload", "nemesis", "lease_ms", "concurrency", "keys", "seed", "started"):
+    test["clients"] = client_model(test) or None
+    for k in ("sut", "workload", "clients", "nemesis", "lease_ms", "concurrency", "keys", "seed",
+              "started"):
         if test.get(k) is not None:
             lines.append(f"{k}: ", style="dim")
             v = test[k]

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness.client_models import MODELS, canonical
 from harness.errors import BadArguments
 
 if TYPE_CHECKING:
     from harness.profiles.base import Profile
 
 DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results"
-ROUTINGS = ("leader", "pinned")
 NEMESIS_MODES = ("one", "overlap")  # nemesis/schedule.py
 # Clients: a number, or "Nn" = N per data node (Jepsen's "2n"). Four per node, on one key:
 # a deposed leader's stale window can be a few hundred ms after a thaw or a hand-over, and
@@ -146,13 +146,25 @@ def validate(cfg: RunConfig) -> type[Profile]:
         raise BadArguments(f"--writes-per-key must be at least 1, got {cfg.writes_per_key}.")
     if cfg.lease_ms is not None and cfg.lease_ms < 0:
         raise BadArguments(f"--lease-ms must not be negative, got {cfg.lease_ms}.")
-    if cfg.client_routing is not None and cfg.client_routing not in ROUTINGS:
-        raise BadArguments(
-            f"unknown client routing {cfg.client_routing!r} (valid: {', '.join(ROUTINGS)})."
-        )
+    check_client_model(cfg.client_routing or profile.default_client_routing, profile)
     if cfg.test_name is not None:
         RunDir.check_test_name(cfg.test_name)
     return profile
+
+
+def check_client_model(name: str, profile: type[Profile]) -> None:
+    """Refuses a client model the system cannot have: an unknown name, or `sentinel` on a
+    system without Redis Sentinel."""
+    try:
+        model = canonical(name)
+    except ValueError:
+        raise BadArguments(
+            f"unknown client routing {name!r} (valid: {', '.join(MODELS)})."
+        ) from None
+    if model == "sentinel" and profile.sentinel_master is None:
+        others = ", ".join(m for m in MODELS if m != "sentinel")
+        raise BadArguments(f"client routing 'sentinel' needs Redis Sentinel, which {profile.name} "
+                           f"does not have (valid for it: {others}).")
 
 
 def parse_list(text: str | None) -> list[str]:

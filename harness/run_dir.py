@@ -304,6 +304,15 @@ class RunDir:
         return n
 
 
+def client_model(test: TestJson | dict[str, Any]) -> str:
+    """The client model the run's clients had (README "Client models"), by its current name
+    also when test.json has an old one ("leader", "pinned"); "" when not recorded."""
+    from harness.client_models import ALIASES
+
+    name = str(test.get("client_routing") or "")
+    return ALIASES.get(name, name)
+
+
 def sut_label(test: TestJson | dict[str, Any]) -> str:
     """The system and the options it ran with that differ from its defaults, e.g.
     "leasekv bug=local-read": an injected bug must show wherever the run is listed."""

@@ -28,6 +28,7 @@ from typing import Any
 from rich.console import Console
 
 from harness import images
+from harness.client_models import alias_warning, canonical
 from harness.cluster import Cluster
 from harness.crashlog import write_crash_log
 from harness.errors import EnvironmentProblem, LeaselineError
@@ -36,9 +37,10 @@ from harness.phases import PhaseDriver, parse_phases
 from harness.profiles.base import Profile
 from harness.profiles.described import DescribedProfile, write_compose
 from harness.progress import live_progress
+from harness.routes import NodeRoute, route_for
 from harness.run_args import RunConfig, clients, total_rate, validate
 from harness.run_dir import RunDir
-from harness.workers import LeaderTracker, ProcessIds, Router, Stats, Worker
+from harness.workers import LeaderTracker, ProcessIds, Stats, Worker
 from nemesis import NemesisContext, nemesis_classes
 from nemesis.netns import NEMESIS_IMAGE, remove_helpers
 from nemesis.schedule import NemesisLog, NemesisSchedule
@@ -147,22 +149,21 @@ def final_reads(
     cfg: RunConfig,
     workload: Any,
     generator: Any,
-    router: Router,
     tracker: LeaderTracker,
     history: HistoryWriter,
     ids: ProcessIds,
     stats: Stats,
 ) -> Worker:
-    """One read of every key ever used, each by a fresh process, after healing. Returns the
-    reader: its `error` is set when a read raised (the reads stop there)."""
-    tracker.refresh()
+    """One read of every key ever used, each by a fresh process, after healing, from the
+    leader the harness finds (whatever the client model: a follower may only redirect).
+    Returns the reader: its `error` is set when a read raised (the reads stop there)."""
+    node = tracker.refresh() or profile.nodes[0]
     stop = threading.Event()
     reader = Worker(
         -1,
         workload=workload,
         generator=generator,
-        profile=profile,
-        router=router,
+        route=NodeRoute(profile, workload, node),
         history=history,
         ids=ids,
         stats=stats,
@@ -171,14 +172,12 @@ def final_reads(
         stop_event=stop,
     )
     try:
-        node = router.final_node()
         for key in generator.all_keys():
             reader.perform(ids.fresh(), node, generator.final_op(key))
     except Exception as e:  # noqa: BLE001 - said by the runner after the cleanup
         reader.crashed(e)
     finally:
-        for node in list(reader.clients):
-            reader._drop_client(node)
+        reader.route.close()
     return reader
 
 
@@ -234,7 +233,10 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
     console = console or Console(stderr=True)
     profile_cls = validate(cfg)
     lease_ms = profile_cls.lease_ms if cfg.lease_ms is None else cfg.lease_ms
-    routing = cfg.client_routing or profile_cls.default_client_routing
+    named = cfg.client_routing or profile_cls.default_client_routing
+    routing = canonical(named)
+    if (warning := alias_warning(named)) is not None:
+        console.print(f"[yellow]warning: {warning}[/]")
     test_name = cfg.test_name or f"{profile_cls.name}-{cfg.workload}"
     project = cfg.project or f"ll-{profile_cls.name}"
 
@@ -335,7 +337,6 @@ def _lifecycle(
     n_clients, rate = clients(cfg, profile_cls), total_rate(cfg, profile_cls)
     stats, ids = Stats(), ProcessIds(n_clients)
     tracker = LeaderTracker(profile)
-    router = Router(routing, profile, tracker)
     stop_workers = threading.Event()
     worker_died = threading.Event()
     workers: list[Worker] = []
@@ -383,8 +384,7 @@ def _lifecycle(
                     wid,
                     workload=workload,
                     generator=generator,
-                    profile=profile,
-                    router=router,
+                    route=route_for(routing, wid, profile, workload, tracker),
                     history=history,
                     ids=ids,
                     stats=stats,
@@ -416,7 +416,7 @@ def _lifecycle(
                                     f"after healing ({why}); the final reads ran anyway.")
                     nem_log(f"cluster not ready after healing: {why}")
                     console.print(f"[yellow]warning: {warnings[-1]}[/]")
-                final_reader = final_reads(profile, cfg, workload, generator, router, tracker,
+                final_reader = final_reads(profile, cfg, workload, generator, tracker,
                                            history, ids, stats)
             tracker.stop()
             try:

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.run_dir import LATEST, RunDir, sut_label
+from harness.run_dir import LATEST, RunDir, client_model, sut_label
 
 # Folders under results/ that are not tests.
 NOT_TESTS = {LATEST, "screenshots", "campaigns"}
@@ -30,6 +30,7 @@ class RunInfo:
     verdict: str  # valid | invalid | unknown | running | incomplete
     sut: str = ""  # with the options that differ from the system's defaults
     workload: str = ""
+    clients: str = ""  # the client model (node, follow, sentinel, oracle)
     nemesis: list[str] = field(default_factory=list)
     started: str = ""
     ops: int | None = None
@@ -75,6 +76,7 @@ def read_run_info(run_dir: Path, test_name: str) -> RunInfo:
     )
     info.sut = sut_label(test)
     info.workload = str(test.get("workload") or "")
+    info.clients = client_model(test)
     nem = test.get("nemesis") or []
     info.nemesis = [str(n) for n in (nem if isinstance(nem, list) else [nem])]
     info.started = str(test.get("started") or "")

@@ -94,7 +94,8 @@ def _words(items: list[str]) -> str:
 def _row(r: RunInfo) -> str:
     nem = " ".join(r.nemesis)
     data = f'data-verdict="{_e(r.verdict)}" data-sut="{_e(r.sut)}" '
-    data += f'data-workload="{_e(r.workload)}" data-nemesis="{_e(nem)}"'
+    data += f'data-workload="{_e(r.workload)}" data-clients="{_e(r.clients)}" '
+    data += f'data-nemesis="{_e(nem)}"'
     warn = ""
     if r.warnings:
         warn = f' <span class="warn" title="{_e(" ".join(r.warnings))}">⚠</span>'
@@ -106,6 +107,7 @@ def _row(r: RunInfo) -> str:
         ("", _e(r.stamp)),
         ("wrap", _e(r.sut)),
         ("wrap", _e(r.workload)),
+        ("", _e(r.clients)),
         ("wrap", _words(r.nemesis) or "none"),
     ]
     num = ["" if r.ops is None else f"{r.ops:,}"]
@@ -123,6 +125,7 @@ def render_index(runs: list[RunInfo], results_dir: Path) -> str:
     filters = (
         _options("sut", "system", {r.sut for r in runs})
         + _options("workload", "workload", {r.workload for r in runs})
+        + _options("clients", "clients", {r.clients for r in runs})
         + _options("nemesis", "nemesis", nemeses)
         + _options("verdict", "verdict", {r.verdict for r in runs})
         + '<label>search <input id="filter-text" type="search" placeholder="test, stamp, …">'
@@ -135,7 +138,7 @@ def render_index(runs: list[RunInfo], results_dir: Path) -> str:
         js=_asset("index.js"),
         results_dir=_e(results_dir),
         filters=filters,
-        rows=rows or '<tr><td colspan="11" class="muted">No runs yet.</td></tr>',
+        rows=rows or '<tr><td colspan="12" class="muted">No runs yet.</td></tr>',
     )
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.client_models import MODELS, NAMES, canonical
 from harness.errors import BadArguments
 from harness.templates import (
     Command,
@@ -39,7 +40,6 @@ TOP_FIELDS = {"name", "lease_ms", "protocols", "fault_kinds", "redis_protocol",
 PROTOCOLS = ("redis", "dynamodb")
 FAULT_KINDS = ("kill", "partition", "pause", "transfer-leader")
 LEADER_KINDS = ("redis-info", "http", "http-json", "command")
-ROUTINGS = ("leader", "pinned")
 IMAGE_SOURCES = ("name", "build", "binary", "source")
 OPT_VARS = ("opt.",)
 NODE_VARS = ("name", "id", "ip", "port.", "opt.", "list.", "exe")
@@ -385,9 +385,13 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
     redis_protocol = data.get("redis_protocol")
     if redis_protocol not in (None, 2, 3):
         raise fail(label, "redis_protocol", "must be 2 or 3")
-    routing = data.get("default_client_routing", "leader")
-    if routing not in ROUTINGS:
-        raise fail(label, "default_client_routing", f"must be one of {', '.join(ROUTINGS)}")
+    routing = data.get("default_client_routing", "node")
+    model = canonical(routing) if isinstance(routing, str) and routing in NAMES else None
+    if model is None:
+        raise fail(label, "default_client_routing", f"must be one of {', '.join(MODELS)}")
+    if model == "sentinel":
+        raise fail(label, "default_client_routing", "cannot be sentinel: a system file "
+                   "describes no Redis Sentinel (node, follow or oracle)")
     if leader.kind == "redis-info" and "redis" not in protocols:
         raise fail(label, "[leader] kind", "is redis-info, but the system has no redis port")
     desc = SystemDescription(

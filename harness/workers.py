@@ -1,11 +1,10 @@
-"""Client worker threads: ops from the shared generator, routed to a node, recorded.
+"""Client worker threads: ops from the shared generator, sent where the worker's route says
+(harness/routes.py, the client models), recorded.
 
-Routing: "leader" sends every op to the node the system currently calls leader (as a
-Sentinel-aware client would); "pinned" binds worker thread w to nodes[w % len(nodes)] for
-the whole run, as Jepsen binds a thread to a node.
 Process ids (Jepsen's): worker w starts as process w and, after every "info" completion,
 becomes process p + concurrency (the old process may still have an operation in flight), so
-p % concurrency names the worker, and under "pinned" a new process keeps its worker's node.
+p % concurrency names the worker, and a new process keeps its worker's route (its node,
+its connection, what it knows of the leader).
 Clients classify every outcome; a worker that dies anyway (an exception from its client or
 the generator) keeps the exception and its traceback and sets `died`, so the run can stop.
 """
@@ -21,7 +20,8 @@ from typing import Any
 
 from harness.history import HistoryWriter
 from harness.profiles.base import Profile
-from workloads.base import INFO, OK, Client, Generator, Op, Workload
+from harness.routes import Route
+from workloads.base import FAIL, INFO, Completion, Generator, Op, Workload
 
 
 class ProcessIds:
@@ -65,7 +65,9 @@ class Stats:
 
 
 class LeaderTracker(threading.Thread):
-    """Polls the profile for the leader so workers route without querying it per op."""
+    """The harness's own view of the leader, polled every period: for the progress view,
+    the workload's setup, the final reads and the oracle client model. No real client has
+    it, so no other model's route reads it."""
 
     def __init__(self, profile: Profile, period_s: float = 0.25) -> None:
         super().__init__(name="leader-tracker", daemon=True)
@@ -91,24 +93,6 @@ class LeaderTracker(threading.Thread):
         self._stop_event.set()
 
 
-class Router:
-    def __init__(self, routing: str, profile: Profile, tracker: LeaderTracker) -> None:
-        self.routing = routing
-        self.nodes = profile.nodes
-        self.tracker = tracker
-
-    def node_for(self, worker: int) -> str | None:
-        """The node worker `worker` sends its next op to (None: no leader known yet)."""
-        if self.routing == "pinned":
-            return self.nodes[worker % len(self.nodes)]
-        return self.tracker.current
-
-    def final_node(self) -> str:
-        """Where the final reads go whatever the routing: the leader, which every system
-        answers (a pinned follower may only redirect), else the first node."""
-        return self.tracker.current or self.nodes[0]
-
-
 class Worker(threading.Thread):
     def __init__(
         self,
@@ -116,8 +100,7 @@ class Worker(threading.Thread):
         *,
         workload: Workload,
         generator: Generator,
-        profile: Profile,
-        router: Router,
+        route: Route,
         history: HistoryWriter,
         ids: ProcessIds,
         stats: Stats,
@@ -127,14 +110,13 @@ class Worker(threading.Thread):
         died: threading.Event | None = None,
     ) -> None:
         super().__init__(name=f"worker-{wid}", daemon=True)
-        self.workload, self.generator, self.profile = workload, generator, profile
-        self.router, self.history, self.ids, self.stats = router, history, ids, stats
+        self.workload, self.generator, self.route = workload, generator, route
+        self.history, self.ids, self.stats = history, ids, stats
         # A function when phases change the rate during the run (harness/phases.py).
         self.rate_per_worker = rate_per_worker
         self.wid = wid
         self.rng = random.Random(seed * 1_000_003 + wid)
         self.stop_event = stop_event
-        self.clients: dict[str, Client] = {}
         self.error: BaseException | None = None
         self.trace = ""  # the error's traceback, for a crash log
         self.died = died
@@ -152,20 +134,6 @@ class Worker(threading.Thread):
         rate = rate() if callable(rate) else rate
         return 1.0 / rate if rate > 0 else 0.0
 
-    def _client(self, node: str) -> Client:
-        c = self.clients.get(node)
-        if c is None:
-            c = self.workload.new_client()
-            # Resolved on every (re)open: a restarted container may have a new address.
-            c.open(node, self.profile.endpoint(node, self.workload.protocol))
-            self.clients[node] = c
-        return c
-
-    def _drop_client(self, node: str) -> None:
-        c = self.clients.pop(node, None)
-        if c is not None:
-            c.close()
-
     def run(self) -> None:
         try:
             process = self.ids.first(self.wid)
@@ -174,8 +142,8 @@ class Worker(threading.Thread):
                 gap_s = self.mean_gap_s()
                 if gap_s and self.stop_event.wait(self.rng.uniform(0, 2 * gap_s)):
                     break
-                node = self.router.node_for(self.wid)
-                if node is None:  # no leader known yet: nothing sensible to send
+                node = self.route.target()
+                if node is None:  # nowhere to send now (no leader known): wait a moment
                     self.stop_event.wait(0.05)
                     continue
                 op = self.generator.next_op(self.rng)
@@ -184,22 +152,22 @@ class Worker(threading.Thread):
         except BaseException as e:  # noqa: BLE001 - reported by the runner, never silently lost
             self.crashed(e)
         finally:
-            for node in list(self.clients):
-                self._drop_client(node)
+            self.route.close()
 
     def perform(self, process: int, node: str, op: Op) -> str:
         try:
-            client = self._client(node)
+            client = self.route.client(node)
         except Exception as e:  # noqa: BLE001 - e.g. the node's container is gone
             self.history.record(process, "invoke", op.f, op.key, op.value, node)
             self.history.record(process, "fail", op.f, op.key, None, node, f"no endpoint: {e}")
-            self.stats.add("fail")
-            return "fail"
+            self.stats.add(FAIL)
+            self.route.settled(node, Completion(FAIL, None, str(e)))
+            return FAIL
         self.history.record(process, "invoke", op.f, op.key, op.value, node)
         done = client.invoke(op)
         value: Any = done.value
-        self.history.record(process, done.type, op.f, op.key, value, node, done.error)
+        self.history.record(process, done.type, op.f, op.key, value,
+                            self.route.reached(node, client), done.error)
         self.stats.add(done.type)
-        if done.type != OK:
-            self._drop_client(node)  # reconnect (and re-resolve the address) next time
+        self.route.settled(node, done)
         return done.type

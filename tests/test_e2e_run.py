@@ -86,7 +86,7 @@ def test_run_redis_sentinel_register_with_faults(tmp_path: Path, ll_project: str
     assert test.keys() >= TEST_JSON_FIELDS
     assert test["nemesis"] == ["kill-leader", "partition-leader"]
     assert test["lease_ms"] == 0.0 and test["nodes"] == ["n1", "n2", "n3"]
-    assert test["writes_per_key"] == 150 and test["client_routing"] == "leader"
+    assert test["writes_per_key"] == 150 and test["client_routing"] == "sentinel"
 
     records = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
     assert [x["index"] for x in records] == list(range(len(records)))
@@ -183,7 +183,7 @@ def test_pinned_clients_serve_every_node_through_every_fault_and_json_for_script
     test = json.loads((run_dir / "test.json").read_text())
     nodes = test["nodes"]
     concurrency = test["concurrency"]
-    assert test["client_routing"] == "pinned"
+    assert test["client_routing"] == "node"  # "pinned" is its old name
     assert concurrency == parse_concurrency(RunConfig().concurrency, len(nodes)) >= 2 * len(nodes)
     records = [json.loads(x) for x in (run_dir / "history.jsonl").read_text().splitlines()]
     clients = [x for x in records if x["process"] != "nemesis"]

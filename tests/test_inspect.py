@@ -30,6 +30,7 @@ def test_overview_shows_verdict_and_violation(run: Path) -> None:
     assert "INVALID" in out and "violation on key k0" in out
     assert "anomaly types: stale-read 1 key" in out
     assert "anomaly types: stale-read (reads up to" in out
+    assert "clients: node" in out  # the client model the run had
     text = json.loads((run / "results.json").read_text())["keys"]["k0"]["counterexample"]["text"]
     assert text.split(" ")[1] in out  # the read's index from the explanation
 

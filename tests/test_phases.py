@@ -128,8 +128,20 @@ class OneNode:
     def endpoint(self, node: str, protocol: str) -> Any:
         return None
 
-    def node_for(self, worker: int) -> str:
+    def target(self) -> str:
         return "n1"
+
+    def client(self, node: str) -> Any:
+        return InstantClient()
+
+    def reached(self, node: str, client: Any) -> str:
+        return node
+
+    def settled(self, node: str, done: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def test_a_run_through_phases_changes_rate_mix_and_faults(tmp_path: Path) -> None:
@@ -152,7 +164,7 @@ def test_a_run_through_phases_changes_rate_mix_and_faults(tmp_path: Path) -> Non
     ids = ProcessIds(4)
     workers = [
         Worker(wid, workload=SimpleNamespace(new_client=InstantClient, protocol="redis"),
-               generator=generator, profile=OneNode(), router=OneNode(),  # type: ignore[arg-type]
+               generator=generator, route=OneNode(),  # type: ignore[arg-type]
                history=history, ids=ids, stats=Stats(),
                rate_per_worker=driver.rate_per_worker, seed=3, stop_event=stop)
         for wid in range(4)

@@ -239,7 +239,7 @@ def test_header_names_the_system_options_and_the_page_shows_warnings(tmp_path: P
                             warnings=(warning,))
     page = render_report(buggy)
     sub = re.search(r'<div class="sub">(.*?)</div>', page, re.S)
-    assert sub and sub.group(1).startswith("leasekv bug=local-read · register")
+    assert sub and sub.group(1).startswith("leasekv bug=local-read · register · node clients")
     assert warning.replace("'", "&#x27;") in page and 'id="warnings"' in page
     # A default option is no news: a plain run's header says only the system.
     plain = make_sample_run(tmp_path / "t" / "2", ops=200, sut_opts={"bug": "none"})

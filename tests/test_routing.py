@@ -1,6 +1,8 @@
-"""Client routing as in Jepsen: under "pinned" a worker thread keeps its node for the whole
-run, also after an info gives it a new process id; --concurrency accepts Nn (per node).
-Real Worker loops and Router, a fake client that times out on chosen nodes; no Docker."""
+"""Client models (harness/routes.py): under "node" a worker thread keeps its node for the
+whole run, also after an info gives it a new process id, as in Jepsen; "follow" asks who
+leads only when it must; "oracle" follows the tracker; old names still work;
+--concurrency accepts Nn (per node). Real Worker loops and routes, a fake client that
+times out on chosen nodes; no Docker."""
 
 from __future__ import annotations
 
@@ -10,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from harness.client_models import alias_warning, canonical
 from harness.errors import BadArguments
+from harness.routes import FollowRoute, NodeRoute, OracleRoute, route_for
 from harness.run_args import RunConfig, clients, parse_concurrency, total_rate, validate
-from harness.workers import ProcessIds, Router, Stats, Worker
-from workloads.base import INFO, OK, Completion, Op, WorkloadOptions
+from harness.workers import ProcessIds, Stats, Worker
+from workloads.base import FAIL, INFO, OK, Completion, Op, WorkloadOptions
 from workloads.register import RegisterGenerator
 
 NODES = ("n1", "n2", "n3", "n4", "n5")
@@ -21,9 +25,18 @@ NODES = ("n1", "n2", "n3", "n4", "n5")
 
 class Profile:
     nodes = NODES
+    name = "fake"
+
+    def __init__(self, leaders: list[str | None] | None = None) -> None:
+        self.leaders = list(leaders or [])
+        self.asked = 0  # how often a worker asked who leads
 
     def endpoint(self, node: str, protocol: str) -> Any:
         return None
+
+    def leader(self) -> str | None:
+        self.asked += 1
+        return self.leaders.pop(0) if self.leaders else None
 
 
 class Tracker:
@@ -64,15 +77,18 @@ class ThreadHistory:
                                  "process": process, "type": type_, "f": f, "node": node})
 
 
+WORKLOAD = SimpleNamespace(new_client=lambda: TimesOutOn({"n2", "n4"}), protocol="redis")
+
+
 def run_workers(routing: str, concurrency: int, ops: int) -> list[dict[str, Any]]:
     history = ThreadHistory()
     generator = RegisterGenerator(WorkloadOptions(keys=2))
-    router = Router(routing, Profile(), Tracker())  # type: ignore[arg-type]
     ids, stats, stop = ProcessIds(concurrency), Stats(), threading.Event()
-    workload = SimpleNamespace(new_client=lambda: TimesOutOn({"n2", "n4"}), protocol="redis")
     workers = [
-        Worker(wid, workload=workload, generator=generator, profile=Profile(),  # type: ignore[arg-type]
-               router=router, history=history, ids=ids, stats=stats,  # type: ignore[arg-type]
+        Worker(wid, workload=WORKLOAD, generator=generator,  # type: ignore[arg-type]
+               route=route_for(canonical(routing), wid, Profile(), WORKLOAD,  # type: ignore[arg-type]
+                               Tracker()),  # type: ignore[arg-type]
+               history=history, ids=ids, stats=stats,  # type: ignore[arg-type]
                rate_per_worker=300, seed=1, stop_event=stop)
         for wid in range(concurrency)
     ]
@@ -87,8 +103,9 @@ def run_workers(routing: str, concurrency: int, ops: int) -> list[dict[str, Any]
     return history.records
 
 
-def test_a_pinned_worker_keeps_its_node_after_an_info() -> None:
-    recs = run_workers("pinned", concurrency=10, ops=3000)
+@pytest.mark.parametrize("name", ["node", "pinned"])
+def test_a_node_worker_keeps_its_node_after_an_info(name: str) -> None:
+    recs = run_workers(name, concurrency=10, ops=3000)
     by_thread: dict[int, list[dict[str, Any]]] = {}
     for r in recs:
         by_thread.setdefault(int(r["thread"].removeprefix("worker-")), []).append(r)
@@ -112,17 +129,66 @@ def test_a_pinned_worker_keeps_its_node_after_an_info() -> None:
             open_.discard(r["process"])
 
 
-def test_leader_routing_follows_the_tracker_and_final_reads_go_to_the_leader() -> None:
+def test_the_oracle_follows_the_tracker_and_the_old_name_leader_warns() -> None:
     tracker = Tracker()
-    router = Router("leader", Profile(), tracker)  # type: ignore[arg-type]
-    assert router.node_for(7) == "n3"
+    oracle = route_for(canonical("leader"), 7, Profile(), WORKLOAD, tracker)  # type: ignore[arg-type]
+    assert isinstance(oracle, OracleRoute) and oracle.target() == "n3"
     tracker.current = "n5"
-    assert router.node_for(7) == "n5" and router.final_node() == "n5"
-    pinned = Router("pinned", Profile(), tracker)  # type: ignore[arg-type]
-    assert [pinned.node_for(w) for w in range(7)] == [*NODES, "n1", "n2"]
-    assert pinned.final_node() == "n5"  # a pinned follower might only redirect
-    tracker.current = None
-    assert pinned.final_node() == "n1"
+    assert oracle.target() == "n5"
+    assert "oracle" in (alias_warning("leader") or "")
+    assert alias_warning("pinned") is None and alias_warning("node") is None
+    nodes = [route_for("node", w, Profile(), WORKLOAD, tracker) for w in range(7)]  # type: ignore[arg-type]
+    assert all(isinstance(r, NodeRoute) for r in nodes)
+    assert [r.target() for r in nodes] == [*NODES, "n1", "n2"]
+    with pytest.raises(ValueError, match="unknown client model"):
+        canonical("majority")
+
+
+def test_follow_asks_once_and_again_only_after_an_error_a_timeout_or_a_redirect() -> None:
+    profile = Profile(leaders=[None, "n2", "n4", "n5"])
+    route = FollowRoute(profile, WORKLOAD)  # type: ignore[arg-type]
+    assert route.target() is None  # nobody leads yet: the worker waits
+    assert route.target() == "n2" and profile.asked == 2
+    for done in (Completion(OK, 1), Completion(FAIL, 1, "compare failed", answered=True)):
+        route.settled("n2", done)
+        assert route.target() == "n2" and profile.asked == 2  # no need to ask
+    route.settled("n2", Completion(FAIL, None, "MOVED 0 n4:6379"))  # a redirect
+    assert route.target() == "n4" and profile.asked == 3
+    route.settled("n4", Completion(INFO, 2, "timeout"))
+    assert route.target() == "n5" and profile.asked == 4
+
+
+def test_a_follow_worker_sends_where_it_was_told_until_an_info() -> None:
+    profile = Profile(leaders=["n2", "n3"])  # n2 times out every write
+    history = ThreadHistory()
+    generator = RegisterGenerator(WorkloadOptions(keys=1))
+    stop, stats = threading.Event(), Stats()
+    worker = Worker(0, workload=WORKLOAD, generator=generator,  # type: ignore[arg-type]
+                    route=FollowRoute(profile, WORKLOAD),  # type: ignore[arg-type]
+                    history=history, ids=ProcessIds(1), stats=stats,  # type: ignore[arg-type]
+                    rate_per_worker=500, seed=3, stop_event=stop)
+    worker.start()
+    while sum(stats.snapshot().values()) < 200:
+        stop.wait(0.01)
+    stop.set()
+    worker.join(5)
+    assert worker.error is None
+    nodes = [r["node"] for r in history.records if r["type"] == "invoke"]
+    first_info = next(i for i, r in enumerate(r for r in history.records if r["type"] != "invoke")
+                      if r["type"] == INFO)
+    assert set(nodes[: first_info + 1]) == {"n2"} and set(nodes[first_info + 1:]) == {"n3"}
+    assert profile.asked == 2
+
+
+def test_client_models_are_validated_per_system() -> None:
+    assert validate(RunConfig(sut="redis-sentinel")).default_client_routing == "sentinel"
+    assert validate(RunConfig()).default_client_routing == "node"
+    for name in ("node", "pinned", "follow", "oracle", "leader"):
+        validate(RunConfig(client_routing=name))
+    with pytest.raises(BadArguments, match="needs Redis Sentinel, which leasekv"):
+        validate(RunConfig(client_routing="sentinel"))
+    with pytest.raises(BadArguments, match="unknown client routing 'majority'"):
+        validate(RunConfig(sut="redis-sentinel", client_routing="majority"))
 
 
 def test_fresh_process_ids_come_after_every_worker_id() -> None:

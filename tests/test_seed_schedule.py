@@ -23,7 +23,8 @@ import pytest
 
 from harness.history import HistoryWriter, MonotonicClock
 from harness.profiles.base import Endpoint, Profile
-from harness.workers import LeaderTracker, ProcessIds, Router, Stats, Worker
+from harness.routes import NodeRoute
+from harness.workers import ProcessIds, Stats, Worker
 from nemesis import NemesisContext, nemesis_classes
 from nemesis.schedule import NemesisLog, NemesisSchedule
 from workloads import WORKLOADS, workload_class
@@ -188,13 +189,13 @@ def op_schedule(seed: int, workload: str, workers: int = 3, per_worker: int = 40
     wl = workload_class(workload)(WorkloadOptions(keys=3, writes_per_key=5, seed=seed))
     generator = wl.new_generator()
     profile = FakeProfile(FakeCluster(FakeProfile.nodes), {})  # type: ignore[arg-type]
-    router = Router("pinned", profile, LeaderTracker(profile))
     ids, ops = ProcessIds(workers), []
     for wid in range(workers):
         stop = threading.Event()
         recorder = OpRecorder(stop, per_worker)
-        w = Worker(wid, workload=SimpleNamespace(new_client=FakeClient, protocol=wl.protocol),
-                   generator=generator, profile=profile, router=router, history=recorder,
+        workload = SimpleNamespace(new_client=FakeClient, protocol=wl.protocol)
+        route = NodeRoute(profile, workload, profile.nodes[wid % len(profile.nodes)])  # type: ignore[arg-type]
+        w = Worker(wid, workload=workload, generator=generator, route=route, history=recorder,  # type: ignore[arg-type]
                    ids=ids, stats=Stats(), rate_per_worker=5000, seed=seed, stop_event=stop)
         w.start()
         w.join(30)

@@ -41,6 +41,7 @@ def results(tmp_path: Path) -> Path:
         violation=False,
         workload="cas-register",
         nemesis=("pause",),
+        client_routing="leader",  # its old name: listed as the oracle
     )
     (res / "latest").symlink_to("cas/20250102T000000")
     return res
@@ -65,12 +66,15 @@ def test_index_lists_runs_with_verdicts_filters_and_links(server: tuple, results
     assert status == 200 and headers["Content-Type"].startswith("text/html")
     assert page.count("<tr class=") == 2  # latest is a link, not a third run
     assert 'class="invalid"' in page and 'class="valid"' in page
-    for f in ("filter-sut", "filter-workload", "filter-nemesis", "filter-verdict"):
+    for f in ("filter-sut", "filter-workload", "filter-clients", "filter-nemesis",
+              "filter-verdict"):
         assert f'id="{f}"' in page
     assert "/runs/reg/20250101T000000/report.html" in page
     assert "/runs/reg/20250101T000000/nodes/n1/" in page and "/zip/reg/20250101T000000" in page
     runs = json.loads(_get(base + "/api/runs.json")[1])
     assert {(r["test"], r["verdict"]) for r in runs} == {("reg", "invalid"), ("cas", "valid")}
+    assert {(r["test"], r["clients"]) for r in runs} == {("reg", "node"), ("cas", "oracle")}
+    assert 'data-clients="oracle"' in page and '<option value="sentinel">' not in page
 
 
 def test_files_reports_on_demand_and_node_logs(server: tuple, results: Path) -> None:

@@ -74,6 +74,10 @@ def test_minimal_description_makes_a_profile(tmp_path: Path) -> None:
     assert cls.protocols == frozenset({"redis"})
     assert cls.fault_kinds == frozenset({"kill", "partition", "pause"})
     assert cls.redis_protocol is None
+    assert cls.default_client_routing == "node"  # what an application of it would do
+    follow = described_profile(write(tmp_path, MINIMAL.replace(
+        "lease_ms = 500", "lease_ms = 500\ndefault_client_routing = \"follow\""), "f.toml"))
+    assert follow.default_client_routing == "follow"
 
 
 def test_compose_document_fixes_addresses_and_names(tmp_path: Path) -> None:
@@ -171,6 +175,10 @@ def test_elastickv_refusals(opts: dict[str, str], words: str) -> None:
     (("field = \"leader_addr\"", ""), "[leader] field is missing"),
     (("confirm = \"role:master\"", "confirm = \"master\""), "[leader] confirm must be FIELD:VALUE"),
     (("lease_ms = 500", "lease_ms = 500\nredis_protocol = 4"), "redis_protocol must be 2 or 3"),
+    (("lease_ms = 500", "lease_ms = 500\ndefault_client_routing = \"nearest\""),
+     "default_client_routing must be one of node, follow, sentinel, oracle"),
+    (("lease_ms = 500", "lease_ms = 500\ndefault_client_routing = \"sentinel\""),
+     "default_client_routing cannot be sentinel"),
     (("lease_ms = 500", "lease_ms = 500\nprotocols = [\"dynamodb\"]"),
      "ports.dynamodb is missing"),
     (("lease_ms = 500", "lease_ms = 500\nfault_kinds = [\"kill\", \"transfer-leader\"]"),

@@ -128,7 +128,7 @@ def test_a_final_read_that_raises_is_said_too(
     monkeypatch.setattr(runner, "Cluster", FakeCluster)
     monkeypatch.setattr(runner, "ensure_images", lambda *_: None)
     monkeypatch.setattr(runner, "remove_helpers", lambda _project: None)
-    monkeypatch.setattr(runner.Router, "final_node", lambda _self: "final")
+    monkeypatch.setattr(runner.LeaderTracker, "refresh", lambda _self: "final")
     FakeCluster.downs = 0
     cfg = RunConfig(sut="steady", workload="late", results_dir=tmp_path, time_limit=1,
                     concurrency=2, check=False)

@@ -128,3 +128,23 @@ def test_other_connect_errors_do_not_change_the_protocol() -> None:
     done = c.invoke(Op("write", "r0", 1))
     assert (done.type, done.error) == (FAIL, "connect: WRONGPASS invalid password")
     assert made == [3]
+
+
+def test_readonly_behind_a_sentinel_connection_is_a_refusal_not_an_unknown() -> None:
+    """redis-py's Sentinel connection turns READONLY into a ConnectionError (to make its pool
+    ask the Sentinels again): the write was refused, so fail; a lost reply stays info."""
+    def sentinel_style() -> redis.ConnectionError:
+        try:
+            raise redis.ReadOnlyError("You can't write against a read only replica.")
+        except redis.ReadOnlyError:
+            try:
+                raise redis.ConnectionError("The previous master is now a slave")
+            except redis.ConnectionError as e:
+                return e
+
+    conn = FakeConnection(replies=[sentinel_style(), redis.ConnectionError("closed")])
+    c = RegisterClient(connect=lambda _ep, _proto: conn)
+    c.open_through(lambda _protocol: conn)
+    refused, lost = c.invoke(Op("write", "r0", 1)), c.invoke(Op("write", "r0", 2))
+    assert (refused.type, lost.type) == (FAIL, INFO)
+    assert "read only replica" in str(refused.error) and conn.connects == 2

@@ -13,7 +13,8 @@ import pytest
 from resp2_server import Resp2Server
 
 from harness.profiles.base import Endpoint
-from harness.workers import ProcessIds, Router, Stats, Worker
+from harness.routes import NodeRoute
+from harness.workers import ProcessIds, Stats, Worker
 from workloads.base import FAIL, OK, Completion, Op, WorkloadOptions
 from workloads.lua_cas import LuaCas
 from workloads.register import Register
@@ -122,10 +123,10 @@ def test_workers_survive_the_server(hello: str, workload: type[Any]) -> None:
                                   endpoint=lambda _node, _proto: Endpoint("127.0.0.1", s.port))
         wl = workload(WorkloadOptions(keys=2))
         generator, history, stats = wl.new_generator(), _History(), Stats()
-        router = Router("pinned", profile, SimpleNamespace(current=None))  # type: ignore[arg-type]
         stop = threading.Event()
-        workers = [Worker(wid, workload=wl, generator=generator, profile=profile,  # type: ignore[arg-type]
-                          router=router, history=history, ids=ProcessIds(4),  # type: ignore[arg-type]
+        workers = [Worker(wid, workload=wl, generator=generator,
+                          route=NodeRoute(profile, wl, profile.nodes[wid % 2]),  # type: ignore[arg-type]
+                          history=history, ids=ProcessIds(4),  # type: ignore[arg-type]
                           stats=stats, rate_per_worker=200, seed=1, stop_event=stop)
                    for wid in range(4)]
         for w in workers:

@@ -33,6 +33,9 @@ class Completion:
     type: str  # OK | FAIL | INFO
     value: Any = None  # read: what was read; otherwise usually the op's value
     error: str | None = None
+    # A fail the data decided (a compare that did not match): the node and the link are
+    # fine, so the client keeps both (harness/routes.py).
+    answered: bool = False
 
 
 @dataclass

@@ -76,7 +76,7 @@ def classify(e: BaseException, op: Op, writes: bool) -> Completion:
         text = f"{code}: {message}" if message else code
         if status >= 500:
             return Completion(unknown, value, f"unknown outcome: {text}")
-        return Completion(FAIL, value, text)
+        return Completion(FAIL, value, text, answered=code == "ConditionalCheckFailedException")
     if isinstance(e, bex.ConnectionError):  # refused, DNS, connect timeout: nothing was sent
         return Completion(FAIL, value, f"connect: {e}")
     if isinstance(e, bex.ReadTimeoutError):

@@ -170,7 +170,8 @@ class LuaCasClient(RedisClient):
             if reply == 1:
                 return ok(op.value)
             if reply == 0:
-                return Completion(FAIL, op.value, "compare failed: not the expected value")
+                return Completion(FAIL, op.value, "compare failed: not the expected value",
+                                  answered=True)
             return Completion(FAIL, op.value, f"unexpected reply {reply!r}")
         return Completion(FAIL, op.value, f"lua-cas has no operation {op.f!r}")
 

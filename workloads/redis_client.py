@@ -104,10 +104,16 @@ class RedisClient(Client):
         self.node, self._endpoint = node, endpoint
         self._new_connection()
 
+    def open_through(self, connect: Callable[[int], Connection]) -> None:
+        """Prepare to talk through the connections `connect(protocol)` makes, which choose
+        their node themselves (a Sentinel client's ask the Sentinels when they connect)."""
+        self.node, self._endpoint = None, None
+        self._factory = lambda _endpoint, protocol: connect(protocol)
+        self._new_connection()
+
     def _new_connection(self) -> None:
-        assert self._endpoint is not None, "open() first"
         self.protocol = self.resp.version(self.node)
-        self._conn = self._factory(self._endpoint, self.protocol)
+        self._conn = self._factory(self._endpoint, self.protocol)  # type: ignore[arg-type]
         self._connected = False
 
     def connect(self) -> str | None:
@@ -163,6 +169,11 @@ class RedisClient(Client):
             return None, Completion(FAIL, op.value if writes else None, str(e))
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
             self.close()
+            if isinstance(e.__context__, redis.ReadOnlyError):
+                # redis-py's Sentinel connection turns READONLY (a refusal: nothing was
+                # written) into a connection error so that it asks the Sentinels again.
+                return None, Completion(FAIL, op.value if writes else None,
+                                        f"{e.__context__} ({e})")
             kind = "timeout" if isinstance(e, redis.TimeoutError) else "connection lost"
             if writes:
                 return None, Completion(INFO, op.value, f"{kind}: {e}")

@@ -26,7 +26,7 @@ from checkers.report.rundata import (
     nemesis_intervals,
     read_history,
 )
-from harness.run_dir import TEST, TEXT_FILES, RunDir, sut_label
+from harness.run_dir import TEST, TEXT_FILES, RunDir, client_model, sut_label
 
 STATUS_ORDER = {"violation": 0, "unknown": 1, "lease-bounded": 2, "linearizable": 3}
 MAX_KEY_ROWS = 2000  # the key table is a scroll box; beyond this the page says how many more
@@ -364,8 +364,9 @@ def render_report(run_dir: Path) -> str:
     blob = _data_blob(h, test, results, found, history_problem)
     name = test.get("name") or run.path.parent.name
     nemesis = "+".join(str(n) for n in test.get("nemesis") or []) or None
-    sub_parts = (sut_label(test), test.get("workload"), nemesis, test.get("started"),
-                 run.path.name)
+    clients = client_model(test)
+    sub_parts = (sut_label(test), test.get("workload"), clients and f"{clients} clients",
+                 nemesis, test.get("started"), run.path.name)
     problems_html = ""
     if problems:
         items = "".join(f"<li>{_e(p)}</li>" for p in problems)

@@ -42,6 +42,7 @@ def make_sample_run(
     nemesis: tuple[str, ...] = ("partition", "kill"),
     sut_opts: dict[str, str] | None = None,
     warnings: tuple[str, ...] = (),
+    client_routing: str = "node",
 ) -> Path:
     rng = random.Random(seed)
     run_dir = Path(run_dir)
@@ -262,7 +263,7 @@ def make_sample_run(
         "rate": 0,
         "keys": keys,
         "writes_per_key": 0,
-        "client_routing": "any",
+        "client_routing": client_routing,
         "seed": seed,
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
         "argv": ["leaseline", "run", "--sut", sut],

@@ -45,7 +45,11 @@ class Profile(ABC):
     fault_kinds: ClassVar[frozenset[str]]
     # A fault kind this configuration lacks, and why (e.g. no transfer tool beside a binary).
     unavailable_faults: ClassVar[dict[str, str]] = {}
-    default_client_routing: ClassVar[str] = "leader"  # or "pinned"
+    # The client model an application of this system has (harness/client_models.py).
+    default_client_routing: ClassVar[str] = "node"
+    # The name Redis Sentinel monitors the primary under; None: no Sentinel (then the
+    # "sentinel" client model does not apply).
+    sentinel_master: ClassVar[str | None] = None
     options: ClassVar[dict[str, Option]] = {}
     # The Redis protocol version, 2 or 3; None: RESP3, falling back to RESP2 on NOPROTO.
     redis_protocol: ClassVar[int | None] = None
@@ -92,6 +96,10 @@ class Profile(ABC):
         "transfer-leader" in fault_kinds; a refusal (no leader, the target not caught up) is
         an EnvironmentProblem, which a nemesis records as not applied."""
         raise EnvironmentProblem(f"{self.name} cannot hand over leadership on request.")
+
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        """Where a Sentinel client reaches the Sentinels (a system with sentinel_master)."""
+        return []
 
     def peers(self, node: str) -> list[str]:
         """Services a partition of `node` cuts it from: every other node and aux service."""

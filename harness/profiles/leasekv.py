@@ -46,7 +46,6 @@ class LeaseKV(Profile):
     # How a node is set up and started on a machine of the user's own (`run --hosts`).
     hosts_description = Path(__file__).with_name("leasekv.hosts.toml")
     fault_kinds = frozenset({"kill", "partition", "pause", "transfer-leader"})
-    default_client_routing = "leader"
     options = {
         "bug": Option("none", f"inject a bug: {', '.join(BUGS)}", "LL_LEASEKV_BUG"),
     }

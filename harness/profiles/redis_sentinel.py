@@ -54,7 +54,9 @@ class RedisSentinel(Profile):
     lease_ms = 0.0
     images = ("leaseline/redis:latest",)
     fault_kinds = frozenset({"kill", "partition"})
-    default_client_routing = "leader"
+    # Applications find the primary through their own Sentinel client, as redis-py's.
+    default_client_routing = "sentinel"
+    sentinel_master = MASTER_NAME
     options = {
         "down-after-ms": Option(
             "1500", "Sentinel down-after-milliseconds", "LL_SENTINEL_DOWN_AFTER_MS"
@@ -69,6 +71,9 @@ class RedisSentinel(Profile):
 
     def endpoint(self, node: str, protocol: str) -> Endpoint:
         return Endpoint(self.cluster.ip(node), REDIS_PORT)
+
+    def sentinel_addresses(self) -> list[tuple[str, int]]:
+        return [(ip, SENTINEL_PORT) for s in self.aux_services if (ip := self.cluster.ip(s))]
 
     def _sentinel_views(self) -> dict[str, Any]:
         """sentinel -> its `SENTINEL MASTER` fields, or the exception it raised."""
@@ -118,6 +123,8 @@ class RedisSentinel(Profile):
                 return f"sentinel {s} knows {f.get('num-other-sentinels')} other sentinels"
             if "s_down" in f.get("flags", "") or "o_down" in f.get("flags", ""):
                 return f"sentinel {s} considers the primary down"
+            if f.get("num-slaves", "0") == "0":  # it learns them from the primary's INFO
+                return f"sentinel {s} knows no replica yet (it could not fail over)"
         leader = self.leader()
         if leader is None:
             return "the sentinels do not agree on a primary"
