@@ -39,12 +39,12 @@ def project(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def run(tmp: Path, project: str, sut: str, workload: str, nemesis: str,
-        time_limit: int = 12) -> tuple[subprocess.CompletedProcess[str], Path]:
+        time_limit: int = 12, *extra: str) -> tuple[subprocess.CompletedProcess[str], Path]:
     r = subprocess.run(
         [sys.executable, str(ROOT / "cli.py"), "run", "--sut", sut, "--workload", workload,
          "--nemesis", nemesis, "--nemesis-interval", "3", "--time-limit", str(time_limit),
          "--rate", "50", "--concurrency", "3", "--keys", "3", "--writes-per-key", "25",
-         "--test-name", workload, "--project", project, "--results-dir", str(tmp)],
+         "--test-name", workload, "--project", project, "--results-dir", str(tmp), *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=420,
     )
     assert "Traceback" not in r.stderr, r.stderr[-3000:]
@@ -131,7 +131,10 @@ def check_final_reads(clients: list[dict[str, Any]]) -> None:
 ])
 def test_protocol_workload_on_leasekv(tmp_path: Path, project: str, workload: str,
                                       nemesis: str, method: str) -> None:
-    r, run_dir = run(tmp_path, project, "leasekv", workload, nemesis)
+    # 3 clients on 5 nodes: `follow` clients find the leader (as `node` ones might never),
+    # so the workload's every operation kind is exercised end to end.
+    r, run_dir = run(tmp_path, project, "leasekv", workload, nemesis, 12,
+                     "--client-routing", "follow")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert Cluster(project, "leasekv").containers() == []
     clients, nem = client_records(run_dir)
@@ -139,7 +142,8 @@ def test_protocol_workload_on_leasekv(tmp_path: Path, project: str, workload: st
     outcomes = check_values(pairs)
     check_final_reads(clients)
     check_results(run_dir, clients, method)
-    assert json.loads((run_dir / "test.json").read_text())["workload"] == workload
+    test = json.loads((run_dir / "test.json").read_text())
+    assert test["workload"] == workload and test["client_routing"] == "follow"
     assert outcomes[("read", "ok")] > 20 and outcomes[("write", "ok")] > 5
     if method == "wgl":
         assert outcomes[("cas", "ok")] > 5, outcomes
