@@ -30,6 +30,7 @@ from harness import images
 from harness.docker_client import client
 from harness.history import HistoryWriter, MonotonicClock
 from harness.profiles.base import Endpoint
+from harness.routes import NodeRoute
 from harness.run_dir import HISTORY
 from harness.workers import ProcessIds, Stats, Worker
 from workloads.base import WorkloadOptions
@@ -47,16 +48,13 @@ class DroppingHistory:
 
 
 class OneNode:
-    """The little of a profile and router the worker loop asks for: one fixed Redis."""
+    """The little of a profile the worker loop's route asks for: one fixed Redis."""
 
     def __init__(self, endpoint: Endpoint) -> None:
         self._endpoint = endpoint
 
     def endpoint(self, node: str, protocol: str) -> Endpoint:
         return self._endpoint
-
-    def node_for(self, worker: int) -> str:
-        return NODE
 
 
 class Phase(NamedTuple):
@@ -77,8 +75,7 @@ def run_phases(endpoint: Endpoint, writer: HistoryWriter, args: argparse.Namespa
             wid,
             workload=workload,
             generator=generator,
-            profile=node,  # type: ignore[arg-type]
-            router=node,  # type: ignore[arg-type]
+            route=NodeRoute(node, workload, NODE),  # type: ignore[arg-type]
             history=dropping,  # type: ignore[arg-type]
             ids=ids,
             stats=stats,
