@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from harness.client_models import MODELS as CLIENT_MODELS
 from harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, LeaselineError
 from harness.run_args import RATE_PER_CLIENT, RunConfig
 
@@ -143,10 +144,8 @@ def images_build(system_files: tuple[str, ...]) -> int:
               help=SPARK_MASTER_HELP)
 @click.option("--sut-opt", multiple=True, help="key=value option of the SUT (repeatable).")
 @click.option("--client-routing", default=None, help=(
-    "The client model: node (a worker keeps one node), follow (asks who leads, stays until an "
-    "error), sentinel (redis-py's Sentinel client), oracle (the harness's own leader view, "
-    "which no real client has; for diagnosis). Default: the system's (redis-sentinel: "
-    "sentinel; others: node)."))
+    "The client model (default: the system's; redis-sentinel: sentinel, the others: node): "
+    + "; ".join(f"{name}: {what}" for name, what in CLIENT_MODELS.items()) + "."))
 @click.option("--project", default=None, help="docker-compose project (default: ll-<sut>).")
 @click.option("--hosts", default=None, type=click.Path(), help=(
     "TOML file naming your own machines (name, address, port, user, key_file): run the "

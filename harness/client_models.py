@@ -5,6 +5,7 @@ heavy is imported; harness/routes.py is where each model decides where an operat
 
 from __future__ import annotations
 
+# name -> what a client of that model does (the CLI's help says it)
 MODELS: dict[str, str] = {
     "node": "worker w talks to nodes[w mod n] for the whole run, as Jepsen binds a thread",
     "follow": "each worker asks who leads when it needs to know, then keeps sending there "
