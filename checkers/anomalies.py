@@ -47,13 +47,26 @@ before.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
+from checkers import zone
 from checkers.models import Model
-from checkers.ops import CAS, READ, UNKNOWN_END, WRITE, Operation
-from checkers.wgl import BudgetExceeded, DeltaSearch, SearchLimits, _Moves, min_delta
+from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
+from checkers.wgl import (
+    BudgetExceeded,
+    DeltaSearch,
+    SearchLimits,
+    _Candidates,
+    _columns,
+    _Moves,
+    linearizable,
+    min_delta,
+)
 
 DUPLICATED_WRITE = "duplicated-write"
 LOST_WRITE = "lost-write"
@@ -86,23 +99,42 @@ class Anomaly:
         return out
 
 
-def relax(ops: Sequence[Operation], names: Sequence[str]) -> list[Operation]:
+def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
+          ) -> list[Operation]:
     """The history with the named relaxations applied: positions 0..n-1 are ops (lost
-    writes marked droppable), clones of the info writes follow (same index)."""
-    out = [dataclasses.replace(o, droppable=True)
-           if LOST_WRITE in names and o.f in (WRITE, CAS) and o.complete != UNKNOWN_END
+    writes marked droppable), clones of the info writes follow (same index).
+
+    Two changes that cannot help are left out, so the search has fewer choices (the
+    relaxed minimal Δ is the same): without failed compares, a clone of a write whose
+    value no operation observes (no read returns it, no compare expects it) only ever
+    sets a state no read accepts, so removing it from a linearization (the next
+    operation being a blind write or nothing) keeps it one; and a write that alone
+    produces a value some read returns (not the initial one) is never dropped in any
+    linearization, as that read needs it before it."""
+    f = [o.f for o in ops]
+    values = [o.value for o in ops]
+    read = {v for k, v in zip(f, values, strict=True) if k == READ}
+    produced = Counter(v for k, v in zip(f, values, strict=True) if k in (WRITE, CAS))
+    lose = LOST_WRITE in names
+    out = [Operation(o.index, o.process, o.f, o.value, o.invoke, o.complete, o.expected,
+                     o.node, o.complete_index, True)
+           if lose and o.f in (WRITE, CAS) and o.complete != UNKNOWN_END
+           and not (o.value in read and produced[o.value] == 1 and o.value != initial)
            else o for o in ops]
     if DUPLICATED_WRITE in names:
-        out += [o for o in ops if o.f in (WRITE, CAS) and o.complete == UNKNOWN_END]
+        blind = CAS_FAILED not in f  # else any other value may let a failed compare pass
+        observed = read | {o.expected for o in ops if o.f in (CAS, CAS_FAILED)}
+        out += [o for o in ops if o.f in (WRITE, CAS) and o.complete == UNKNOWN_END
+                and not (blind and o.value not in observed)]
     return out
 
 
 def applicable(ops: Sequence[Operation], name: str) -> bool:
     """Whether the relaxation changes anything (else its Δ is the key's: no search)."""
-    info = [o.f in (WRITE, CAS) and o.complete == UNKNOWN_END for o in ops]
-    if name == DUPLICATED_WRITE:
-        return any(info)
-    return any(o.f in (WRITE, CAS) and not i for o, i in zip(ops, info, strict=True))
+    f, _, complete = _columns(ops)
+    writes = (f == WRITE) | (f == CAS)
+    info = complete == UNKNOWN_END
+    return bool((writes & (info if name == DUPLICATED_WRITE else ~info)).any())
 
 
 @dataclass
@@ -121,9 +153,19 @@ def _lower(a: int | None, b: int | None) -> bool:
 
 
 def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
-                   names: Sequence[str], lease_ns: int, limits: SearchLimits) -> Relaxed:
-    """The minimal Δ of the relaxed history; BudgetExceeded if its verdict is undecided."""
-    relaxed = relax(ops, names)
+                   names: Sequence[str], delta_ns: int | None, lease_ns: int,
+                   limits: SearchLimits) -> Relaxed:
+    """The minimal Δ of the relaxed history, the key's being delta_ns; BudgetExceeded if
+    undecided. One search first asks whether the relaxation lowers Δ at all: the relaxed
+    history at the largest candidate below delta_ns (at the largest candidate when no Δ
+    helps the key). The candidates are the key's (clones complete never, drops change no
+    completion), so if that fails the relaxed minimal Δ is the key's, and most keys a
+    relaxation does not explain cost that one search."""
+    relaxed = relax(ops, initial, names)
+    cands = _Candidates(relaxed)
+    probe = cands.top() if delta_ns is None else cands.below(delta_ns)
+    if not linearizable(relaxed, model, initial, probe, limits).ok:
+        return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [])
     found = min_delta(relaxed, model, initial, lease_ns, limits)
     if found.min_delta_ns is None:
         return Relaxed(relaxed, found, [])
@@ -145,8 +187,8 @@ def _legal(ops: Sequence[Operation], model: Model, initial: str | None,
 
 def _clones(ops: Sequence[Operation], n: int) -> dict[int, int]:
     """{position of a clone (>= n): position of the info write it repeats}."""
-    info = [i for i in range(n) if ops[i].f in (WRITE, CAS) and ops[i].complete == UNKNOWN_END]
-    return {n + k: i for k, i in enumerate(info)}
+    first = {id(ops[i]): i for i in range(n)}  # a clone is the same object as its original
+    return {k: first[id(ops[k])] for k in range(n, len(ops))}
 
 
 def _trim(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
@@ -217,11 +259,66 @@ def _changed(ops: Sequence[Operation], model: Model, initial: str | None, n: int
     return sorted(changed)
 
 
+def zone_bound(h: KeyHistory, name: str) -> tuple[bool, int | None]:
+    """For a unique-value register (zone.applicable): (True, Δ) with Δ at most the
+    relaxed minimal Δ, by the zone method, or (False, None) where there is none this way.
+    If Δ is not below the key's, the relaxation does not lower it: no search needed.
+
+    lost-write: the droppable writes (relax) are the acknowledged writes whose value no
+    read returns, when no write of the initial value is read (else skipped). Removing such
+    a write keeps every linearization one (no read sits right after it), so dropping all
+    of them gives the least Δ any subset does: exactly the relaxed minimal Δ.
+    duplicated-write: each read of a value an info write wrote gets a copy of that write
+    of its own (a value of its own, invoked when the write was, info), a unique-value
+    history again. Any linearization with the write applied twice is one of it (each
+    read's application becomes its copy; copies serving no read are left out, which only
+    drops constraints), so its minimal Δ is at most the relaxed one."""
+    f, value = h.f, h.value
+    is_read = f == READ
+    read_values = set(value[is_read].tolist())
+    info = h.complete == UNKNOWN_END
+    if name == LOST_WRITE:
+        writes = f == WRITE
+        initial_read = bool(((writes & ~info) & (value == h.initial)).any()) \
+            and h.initial in read_values
+        if initial_read:
+            return False, None
+        unread = np.fromiter((v not in read_values for v in value.tolist()), bool, len(h))
+        keep = ~(writes & ~info & unread)
+        return True, zone.check_zone(_rows(h, keep)).min_delta_ns
+    info_writes = np.flatnonzero((f == WRITE) & info)
+    source = {value[w]: w for w in info_writes.tolist()}
+    reads = [r for r in np.flatnonzero(is_read).tolist() if value[r] in source]
+    if not reads:
+        return True, zone.check_zone(h).min_delta_ns
+    copy = h.value.copy()
+    for r in reads:
+        copy[r] = f"{copy[r]}\x00copy{r}"  # canonical JSON text never looks like this
+    writes = np.array([source[value[r]] for r in reads], dtype=np.intp)
+    rows = np.concatenate((np.arange(len(h)), writes))
+    values = np.concatenate((copy, copy[np.array(reads, dtype=np.intp)]))
+    out = _rows(h, rows)
+    out.value = values
+    order = np.argsort(out.invoke, kind="stable")
+    return True, zone.check_zone(_rows(out, order)).min_delta_ns
+
+
+def _rows(h: KeyHistory, rows: np.ndarray) -> KeyHistory:
+    """h's rows selected (a mask or positions), the rest of it as it is."""
+    cols = {c: getattr(h, c)[rows] for c in ("index", "process", "f", "value", "expected",
+                                              "invoke", "complete", "node", "complete_index")}
+    return dataclasses.replace(h, **cols)
+
+
 def classify(ops: Sequence[Operation], model: Model, initial: str | None,
              delta_ns: int | None, exact: bool, lease_ns: int,
-             limits_for: Callable[[], SearchLimits]) -> tuple[list[Anomaly], Relaxed | None]:
+             limits_for: Callable[[], SearchLimits],
+             bound: Callable[[str], tuple[bool, int | None]] | None = None,
+             ) -> tuple[list[Anomaly], Relaxed | None]:
     """The anomalies of a violating key whose minimal Δ is delta_ns (None: none helps).
-    exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search.
+    exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search;
+    bound(name): as zone_bound, a lower bound of the relaxed Δ that spares the search
+    when it is not below delta_ns.
     Returns them (relaxations first, then stale-read or violation) and the search that
     explains the most (None when no relaxation lowers Δ), over which each read's
     staleness is then decided."""
@@ -231,8 +328,13 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     for name in RELAXATIONS:
         if not applicable(ops, name):
             continue
+        if bound is not None:
+            known, low = bound(name)
+            if known and not _lower(low, delta_ns):
+                continue
         try:
-            got = search_relaxed(ops, model, initial, (name,), lease_ns, limits_for())
+            got = search_relaxed(ops, model, initial, (name,), delta_ns, lease_ns,
+                                 limits_for())
         except BudgetExceeded:
             out.append(Anomaly(name, decided=False, applies=False))
             continue
@@ -251,7 +353,8 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
                 and a.remaining_delta_ns <= lease_ns
     elif len(reported) == 2 and remaining:
         try:
-            both = search_relaxed(ops, model, initial, reported, lease_ns, limits_for())
+            both = search_relaxed(ops, model, initial, reported, remaining, lease_ns,
+                                  limits_for())
             if _lower(both.found.min_delta_ns, remaining):
                 best, remaining = both, both.found.min_delta_ns
         except BudgetExceeded:

@@ -15,12 +15,13 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from checkers import explain, zone
-from checkers.anomalies import STALE_READ, Anomaly, classify
+from checkers.anomalies import STALE_READ, Anomaly, classify, zone_bound
 from checkers.anomalies import VIOLATION as VIOLATION_TYPE
 from checkers.models import CasRegister, Model, model_for
 from checkers.ops import CAS, READ, KeyHistory, Operation
@@ -43,6 +44,14 @@ STATE_MEMORY_BYTES = 1 << 30
 # one stale read: 7.6x the verdict's states to shrink to the 2 operations that show it).
 EXPLAIN_WORK = 8
 EXPLAIN_MIN_STATES = 20_000
+# Each relaxation's search (checkers/anomalies.py) of a violating key may memoise
+# CLASSIFY_WORK times the entries the searches deciding its verdict did (at least
+# CLASSIFY_MIN_STATES; a zone key's verdict takes none), else that relaxation is unknown:
+# a relaxed history's failing searches can cost far more than the key's (each clone and
+# each droppable write is one more choice), and naming the anomaly must not cost more
+# than a fraction of the check.
+CLASSIFY_WORK = 1
+CLASSIFY_MIN_STATES = 100_000
 # Time for shrinking a lease-bounded key's worst stale read: far more common than
 # violations under faults, so kept short (the explanation is then less shrunk, or absent).
 STALE_EXPLAIN_SECONDS = 1.0
@@ -85,6 +94,7 @@ class KeyResult:
     # False: the budget ran out deciding reads' staleness; some shifts are upper bounds
     staleness_exact: bool = True
     anomalies: list[Anomaly] = field(default_factory=list)  # violations only
+    verdict_states: int = 0  # memoised entries the WGL searches deciding the verdict took
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -141,8 +151,16 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     already invalid, so only violations pay for it)."""
     model = search_model(h)
     ops = HistoryOperations(h)
+    work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states)
+
+    def limits_for() -> SearchLimits:
+        limits = _limits(h, budget)[0]
+        limits.max_work = work
+        return limits
+
+    bound = partial(zone_bound, h) if result.method == "zone" else None
     found, best = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
-                           lease_ns, lambda: _limits(h, budget)[0])
+                           lease_ns, limits_for, bound)
     if best is not None:
         delta = best.found.min_delta_ns or 0
         moved, result.staleness_exact = _staleness(
@@ -252,4 +270,5 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     if not staleness_exact:
         reason += " (the budget ran out deciding each read's staleness: shifts are upper bounds)"
     return KeyResult(h.key, status, delta, len(h), "wgl", shifted, counterexample, reason,
-                     exact=found.exact, staleness_exact=staleness_exact)
+                     exact=found.exact, staleness_exact=staleness_exact,
+                     verdict_states=found.verdict_states)

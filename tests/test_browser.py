@@ -134,6 +134,18 @@ def test_report_renders_timeline_graph_and_record(driver: object, tmp_path: Path
     drawn = int(canvas.get_attribute("data-drawn"))
     assert 0 < drawn < 3000
     assert _js_errors(driver) == []
+
+    # The anomaly types' section: the stale read is outlined on the timeline, and marked
+    # in the counterexample's graph.
+    section = driver.find_element(By.ID, "type-stale-read")  # type: ignore[attr-defined]
+    assert "stale-read (1 keys)" in section.text
+    assert len(graph.find_elements(By.CSS_SELECTOR, "g.node.involved")) == 1
+    driver.find_element(By.CSS_SELECTOR, "#record-panel .btn").click()  # type: ignore[attr-defined]
+    button = driver.find_element(By.ID, "show-type-0")  # type: ignore[attr-defined]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)  # type: ignore[attr-defined]
+    button.click()
+    assert int(canvas.get_attribute("data-highlighted")) == 1
+    assert _js_errors(driver) == []
     _shot(driver, "report-anomaly-zoom.png", full_page=False)
 
 

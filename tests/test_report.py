@@ -156,6 +156,11 @@ def test_report_shows_verdict_anomaly_and_undecided_keys(run: Path) -> None:
     blob = _blob(page)
     assert [a["key"] for a in blob["anomalies"]] == ["k0"]
     assert len(blob["anomalies"][0]["graph"]["nodes"]) == 3
+    # a section per anomaly type, its operations what the timeline and graph highlight
+    stale = k0["anomalies"]["stale-read"]["ops"]
+    assert 'id="type-stale-read"' in page and "stale-read (1 keys)" in page
+    assert blob["anomalyTypes"] == [{"type": "stale-read", "key": "k0", "ops": stale}]
+    assert blob["anomalies"][0]["types"] == {"stale-read": stale}
 
 
 def test_report_is_self_contained(run: Path) -> None:

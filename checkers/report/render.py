@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from checkers.anomalies import TYPES as ANOMALY_TYPES
 from checkers.report.rundata import (
     Anomaly,
     History,
@@ -89,7 +90,9 @@ def _data_blob(
         "leaseMs": lease,
         "shifts": shifts,
         "historyProblem": history_problem,
-        "anomalies": [{"key": a.key, "graph": a.graph, "ops": a.ops} for a in found],
+        "anomalies": [{"key": a.key, "graph": a.graph, "ops": a.ops,
+                       "types": _involved(res, a.key)} for a in found],
+        "anomalyTypes": _type_entries(res),
         "ops": {"n": 0},
         "values": [],
         "errors": {},
@@ -212,6 +215,71 @@ def _config_html(test: dict[str, Any]) -> str:
     )
 
 
+def _involved(results: dict[str, Any], key: str) -> dict[str, list[int]]:
+    """{anomaly type that applies: the operations involved} of one key."""
+    kr = (results.get("keys") or {}).get(key)
+    if not isinstance(kr, dict):
+        return {}
+    found = kr.get("anomalies") or {}
+    return {t: list((found.get(t) or {}).get("ops") or []) for t in kr.get("anomaly_types") or []
+            if isinstance(found.get(t), dict)}
+
+
+def _type_entries(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per (anomaly type, key) that applies: what the type sections' buttons highlight."""
+    out = []
+    for key, kr in (results.get("keys") or {}).items():
+        if not isinstance(kr, dict):
+            continue
+        for t, ops in _involved(results, str(key)).items():
+            out.append({"type": t, "key": str(key), "ops": ops})
+    return out
+
+
+def _types_html(results: dict[str, Any] | None) -> str:
+    """A section per anomaly type: the keys it explains, the operations involved (shown
+    highlighted on the timeline by each key's button), and what Δ it leaves."""
+    entries = _type_entries(results or {})
+    if not entries:
+        return ""
+    keys = (results or {}).get("keys") or {}
+    parts = []
+    for t in ANOMALY_TYPES:
+        mine = [(i, e) for i, e in enumerate(entries) if e["type"] == t]
+        if not mine:
+            continue
+        rows = []
+        for i, e in mine[:MAX_KEY_ROWS]:
+            a = keys[e["key"]]["anomalies"][t]
+            ops = ", ".join(str(o) for o in e["ops"][:40]) + (" …" if len(e["ops"]) > 40 else "")
+            rows.append("<tr>" + _td(e["key"], code=True)
+                        + _td(_fmt_ms(a.get("remaining_delta_ms")), "num")
+                        + _td(ops, code=True)
+                        + f'<td><button class="show-type" id="show-type-{i}">'
+                        "Show in timeline</button></td></tr>")
+        more = (f'<p class="muted">{len(mine) - MAX_KEY_ROWS:,} more keys are in results.json.</p>'
+                if len(mine) > MAX_KEY_ROWS else "")
+        parts.append(
+            f'<div class="anomaly-type" id="type-{t}"><h3>{_e(t)} ({len(mine):,} keys)</h3>'
+            f'<p class="muted">{_e(TYPE_MEANING[t])}</p>'
+            + _table(["key", "minimal Δ once applied#", "operations involved", ""], rows)
+            + more + "</div>")
+    return (f'<section class="card" id="anomaly-types"><h2>Anomaly types</h2>{"".join(parts)}'
+            "</section>")
+
+
+TYPE_MEANING = {
+    "duplicated-write": "A write whose outcome was unknown took effect twice (a retried "
+                        "request): the writes applied twice and the reads of their second effect.",
+    "lost-write": "An acknowledged write never took effect (e.g. a failover discarded it): "
+                  "the writes dropped.",
+    "stale-read": "Reads served older values than the lease allows, once any duplicated or "
+                  "lost write is accounted for: the stale reads.",
+    "violation": "No change explains the key (a value never written, …): the "
+                 "counterexample's operations.",
+}
+
+
 def _keys_html(results: dict[str, Any] | None) -> str:
     keys = (results or {}).get("keys") or {}
     if not keys:
@@ -233,6 +301,7 @@ def _keys_html(results: dict[str, Any] | None) -> str:
             _td(_fmt_ms(kr.get("min_delta_ms")), "num"),
             _td(kr.get("ops"), "num"),
             _td(len(kr.get("shifted_reads") or []), "num"),
+            _td(", ".join(kr.get("anomaly_types") or [])),
             _td(kr.get("method")),
             _td(kr.get("reason")),
         ]
@@ -240,7 +309,8 @@ def _keys_html(results: dict[str, Any] | None) -> str:
     more = ""
     if len(items) > MAX_KEY_ROWS:
         more = f'<p class="muted">{len(items) - MAX_KEY_ROWS:,} more keys are in results.json.</p>'
-    headers = ["key", "status", "minimal Δ#", "ops#", "stale reads#", "method", "why"]
+    headers = ["key", "status", "minimal Δ#", "ops#", "stale reads#", "anomaly types",
+               "method", "why"]
     return (
         f'<section class="card" id="keys"><h2>Keys ({len(items):,})</h2>'
         f'<div class="scroll">{_table(headers, rows)}</div>{more}</section>'
@@ -396,7 +466,7 @@ def render_report(run_dir: Path) -> str:
         summary=_summary_html(test, results, h),
         problems=problems_html,
         key_select=key_select,
-        anomalies=_anomalies_html(found, results),
+        anomalies=_types_html(results) + _anomalies_html(found, results),
         keys=_keys_html(results),
         nemesis=_nemesis_html(h),
         config=_config_html(test),

@@ -61,7 +61,7 @@
   panel.querySelector("button").addEventListener("click", () => { panel.style.display = "none"; });
 
   // ---------- shared x view (ms) across timeline and plots ----------
-  const view = { t0: 0, t1: END, key: -1, selected: -1, listeners: [] };
+  const view = { t0: 0, t1: END, key: -1, selected: -1, highlight: new Set(), listeners: [] };
   view.set = function (t0, t1) {
     const span = Math.max(t1 - t0, 0.01);
     if (span >= END) { t0 = 0; t1 = END; } else {
@@ -183,6 +183,7 @@
       // there would leave whichever came last on top and hide the failures.
       const dense = (hi - lastRow) / Math.max(1, cols * nLanes) > 0.35;
       let drawn = 0, sel = null;
+      const marked = [];  // the highlighted anomaly's operations (outlined)
       const buckets = new Map();
       const bucket = (color) => { let p = buckets.get(color); if (!p) { p = new Path2D(); buckets.set(color, p); } return p; };
       const agg = dense ? [0, 1, 2, 3].map(() => new Uint32Array(cols * nLanes)) : null; // reads ok, writes ok, fail, info
@@ -194,6 +195,7 @@
         drawn++;
         const y = M.top + OPS.lane[i] * laneH + pad;
         if (i === view.selected) sel = [a, y, b - a, laneH - 2 * pad];
+        if (view.highlight.has(i)) marked.push([a, y, b - a, laneH - 2 * pad]);
         if (dense) {
           const t = OPS.type[i], which = t === 1 ? 2 : t >= 2 ? 3 : (OPS.f[i] === 0 ? 0 : 1), base = OPS.lane[i] * cols;
           for (let x = Math.floor(a - x0c), e = Math.floor(b - x0c); x <= e && x < cols; x++) agg[which][base + x]++;
@@ -216,6 +218,9 @@
       for (const [color, p] of paint) { ctx.fillStyle = color; ctx.fill(p); }
       if (dense) drawNemesis(ctx, w, M.top, plotBottom, false); // tint over the solid columns
       canvas.dataset.mode = dense ? "density" : "operations";
+      ctx.strokeStyle = "#d9534f"; ctx.lineWidth = 2.5;
+      for (const [x, y, bw, bh] of marked) ctx.strokeRect(x - 2, y - 2, bw + 4, bh + 4);
+      canvas.dataset.highlighted = marked.length;
       if (sel) { ctx.strokeStyle = "#1d2733"; ctx.lineWidth = 2; ctx.strokeRect(sel[0] - 1, sel[1] - 1, sel[2] + 2, sel[3] + 2); }
       ctx.fillStyle = "#6b7785"; ctx.font = (laneH >= 12 ? 11 : 9) + "px sans-serif"; ctx.textAlign = "right";
       const every = Math.ceil(11 / laneH);
@@ -261,6 +266,18 @@
     // Programmatic access for tests and the anomaly "show in timeline" buttons.
     window.leaselineTimeline = { select: (i) => { view.selected = i; showRecord("Operation " + OPS.index[i], record(i)); redrawAll(); },
                                  rowOfIndex: (idx) => OPS.index.indexOf(idx) };
+    // An anomaly type's operations of one key: filter to the key, outline them, zoom onto them.
+    window.leaselineShowOps = (key, indices) => {
+      const rows = indices.map((idx) => OPS.index.indexOf(idx)).filter((r) => r >= 0);
+      view.highlight = new Set(rows);
+      const keySel = document.getElementById("key-filter"), k = D.keys.indexOf(key);
+      if (keySel && k >= 0) { keySel.value = String(k); view.key = k; }
+      if (rows.length) {
+        const a = Math.min(...rows.map((r) => OPS.inv[r])), b = Math.max(...rows.map((r) => OPS.cmp[r]));
+        const pad = Math.max(50, (b - a) * 0.15); view.set(a - pad, b + pad);
+      } else redrawAll();
+      document.getElementById("timeline-card").scrollIntoView({ behavior: "smooth" });
+    };
   }
 
   // ---------- latency (log scale) ----------
@@ -438,8 +455,12 @@
         label.setAttribute("x", (ax + 2 * mx + bx) / 4); label.setAttribute("y", (ay + 2 * my + by) / 4 - 4);
       }
     }
+    const involved = new Map();  // operation index -> the anomaly types it is part of
+    for (const [t, ops] of Object.entries(A.types || {})) for (const o of ops) involved.set(String(o), (involved.get(String(o)) || []).concat(t));
     for (const n of nodes) {
-      const f = String(n.f || ""), grp = el("g", { class: "node " + f, transform: `translate(${n._x},${n._y})` }, nodeLayer);
+      const f = String(n.f || ""), types = involved.get(String(n.index ?? n.id));
+      const grp = el("g", { class: "node " + f + (types ? " involved" : ""), transform: `translate(${n._x},${n._y})` }, nodeLayer);
+      if (types) { const tt = el("text", { x: 0, y: -6, class: "small involved" }, grp); tt.textContent = types.join(", "); }
       grp.dataset.id = n.id;
       el("rect", { width: NW, height: NH, rx: 7 }, grp);
       const t1 = el("text", { x: 9, y: 18 }, grp);
@@ -474,6 +495,10 @@
   }
 
   function anomalies() {
+    (D.anomalyTypes || []).forEach((T, i) => {
+      const btn = document.getElementById("show-type-" + i);
+      if (btn) btn.addEventListener("click", () => window.leaselineShowOps && window.leaselineShowOps(T.key, T.ops));
+    });
     (D.anomalies || []).forEach((A, i) => {
       A.id = i;
       const c = document.getElementById("graph-" + i);
