@@ -138,7 +138,7 @@ def images_build(system_files: tuple[str, ...]) -> int:
 @click.option("--lease-ms", type=float, default=None, help="Lease window (default: the SUT's).")
 @click.option("--seed", default=_RUN.seed, show_default=True)
 @click.option("--test-name", default=None, help="Results folder name (default: <sut>-<workload>).")
-@click.option("--results-dir", default=None, help="Default: results/ in the project.")
+@click.option("--results-dir", default=None, help="Default: ./results.")
 @click.option("--leave-running", is_flag=True, help="Do not tear the cluster down at the end.")
 @click.option("--spark-master", default=_RUN.spark_master, show_default=True,
               help=SPARK_MASTER_HELP)

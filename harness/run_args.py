@@ -19,7 +19,7 @@ from harness.errors import BadArguments
 if TYPE_CHECKING:
     from harness.profiles.base import Profile
 
-DEFAULT_RESULTS = Path(__file__).resolve().parent.parent / "results"
+DEFAULT_RESULTS = Path("results")  # of the working directory, as for every command
 NEMESIS_MODES = ("one", "overlap")  # nemesis/schedule.py
 # Clients: a number, or "Nn" = N per data node (Jepsen's "2n"). Four per node, on one key:
 # a deposed leader's stale window can be a few hundred ms after a thaw or a hand-over, and
@@ -232,6 +232,5 @@ def run_config(
         ssh_accept_new_keys=ssh_accept_new_keys,
         argv=list(sys.argv),
     )
-    if results_dir:
-        cfg.results_dir = Path(results_dir).resolve()
+    cfg.results_dir = Path(results_dir or DEFAULT_RESULTS).resolve()
     return cfg

@@ -3,7 +3,7 @@
 One master and two workers (compose profile `spark`) on their own bridge network; the
 driver (this machine) submits to spark://<master's bridge IP>:7077. Executors read the
 histories by the paths the driver names where they can, so `up` mounts host directories
-read-only at their own paths in every worker: the project's results folder, the system temp
+read-only at their own paths in every worker: ./results of where `up` runs, the system temp
 folder and any --mount DIR (a history elsewhere is shipped to them by the driver, see
 checkers/job.py). The mounts go in a small compose override written at `up`; the containers
 carry them, so `status` reads them back from Docker.
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cluster import ROOT, SERVICE_LABEL, Cluster
+from harness.cluster import SERVICE_LABEL, Cluster
 from harness.errors import BadArguments, EnvironmentProblem
 
 DEFAULT_PROJECT = "ll-spark"
@@ -34,7 +34,8 @@ READY_TIMEOUT_S = 90.0
 
 
 def default_mounts() -> list[Path]:
-    return [ROOT / "results", Path(tempfile.gettempdir())]
+    """./results (where run and campaign write by default) and the temp folder."""
+    return [Path.cwd() / "results", Path(tempfile.gettempdir())]
 
 
 @dataclass
