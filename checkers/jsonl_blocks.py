@@ -218,9 +218,13 @@ class Bucket:
         parts, self._parts = self._parts, []
         if not parts:
             return
-        # one code per (file, key) across the blocks: each block's key codes index its `keys`
-        codes, uniques = pd.factorize(np.concatenate(
-            [np.array([f"{p['fid']}\0{k}" for k in p["keys"]], dtype=object) for p in parts]))
+        # one code per (file, key) across the blocks: each block's key codes index its `keys`.
+        # A dict, not pd.factorize of joined strings: before pandas 3.1 it hashed strings
+        # only up to a NUL character.
+        pairs: dict[tuple[int, str], int] = {}
+        codes = np.array([pairs.setdefault((p["fid"], k), len(pairs))
+                          for p in parts for k in p["keys"]], dtype=np.int64)
+        uniques = list(pairs)
         firsts = np.cumsum([0] + [len(p["keys"]) for p in parts])[:-1]
         group = np.concatenate([codes[first + p["key_code"]]
                                 for first, p in zip(firsts, parts, strict=True)])
@@ -233,8 +237,8 @@ class Bucket:
         cols = {name: c[order] for name, c in cols.items()}  # each group is now a slice
         starts = np.flatnonzero(np.diff(group, prepend=-1))
         for s, e in zip(starts, np.append(starts[1:], len(order)), strict=True):
-            fid_text, _, key = uniques[group[s]].partition("\0")
+            fid, key = uniques[group[s]]
             frame = {name: c[s:e] for name, c in cols.items()}
             frame["line"] = np.full(e - s, -1, dtype=np.int64)
             frame["key"] = np.full(e - s, key, dtype=object)
-            yield int(fid_text), key, frame
+            yield fid, key, frame

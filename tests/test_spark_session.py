@@ -45,9 +45,13 @@ def silent_port() -> Iterator[int]:
 def test_a_silent_master_is_the_same_sentence_within_the_connect_timeout(
     tmp_path: Path, silent_port: int
 ) -> None:
+    """It costs at most the connect timeout more than a refusing one (measured beside it:
+    the process's own start varies with the machine's load)."""
+    _, refused_s = _check("spark://127.0.0.1:1", stale(tmp_path))
     master = f"spark://127.0.0.1:{silent_port}"
     res, seconds = _check(master, stale(tmp_path))
-    assert res.returncode == 255 and seconds < CONNECT_TIMEOUT_S + 5, (seconds, res.stderr)
+    assert res.returncode == 255, res.stderr
+    assert seconds - refused_s < CONNECT_TIMEOUT_S + 2, (seconds, refused_s)
     assert res.stderr == (f"leaseline: the Spark master {master} does not answer "
                           f"(no reply within {CONNECT_TIMEOUT_S:g} s).\n")
 
@@ -68,8 +72,10 @@ def test_a_master_whose_host_drops_packets(tmp_path: Path) -> None:
             time.sleep(0.2)
         box.reload()
         master = f"spark://{box.attrs['NetworkSettings']['IPAddress']}:7077"
+        _, refused_s = _check("spark://127.0.0.1:1", stale(tmp_path))
         res, seconds = _check(master, stale(tmp_path))
-        assert res.returncode == 255 and seconds < CONNECT_TIMEOUT_S + 5, (seconds, res.stderr)
+        assert res.returncode == 255, res.stderr
+        assert seconds - refused_s < CONNECT_TIMEOUT_S + 2, (seconds, refused_s)
         assert res.stderr == (f"leaseline: the Spark master {master} does not answer "
                               f"(no reply within {CONNECT_TIMEOUT_S:g} s).\n")
     finally:
