@@ -145,6 +145,8 @@ class Relaxed:
     found: DeltaSearch
     changed: list[int]  # history indices (sorted) of the writes doubled or dropped, and
     # the reads that returned a doubled write's second effect
+    # decided by the zone method instead (found.order empty): the relaxed history
+    history: KeyHistory | None = None
 
 
 def _lower(a: int | None, b: int | None) -> bool:
@@ -259,10 +261,13 @@ def _changed(ops: Sequence[Operation], model: Model, initial: str | None, n: int
     return sorted(changed)
 
 
-def zone_bound(h: KeyHistory, name: str) -> tuple[bool, int | None]:
-    """For a unique-value register (zone.applicable): (True, Δ) with Δ at most the
-    relaxed minimal Δ, by the zone method, or (False, None) where there is none this way.
-    If Δ is not below the key's, the relaxation does not lower it: no search needed.
+def zone_bound(h: KeyHistory, name: str, delta_ns: int | None
+               ) -> tuple[bool, int | None, Relaxed | None]:
+    """For a unique-value register (zone.applicable): (True, Δ, _) with Δ at most the
+    relaxed minimal Δ, by the zone method, or (False, None, None) where there is none
+    this way. If Δ is not below the key's (delta_ns), the relaxation does not lower it:
+    no search needed. For lost-write Δ is exact, and where it is below the key's the
+    third item is the decided relaxation (no search at all, see _zone_lost).
 
     lost-write: the droppable writes (relax) are the acknowledged writes whose value no
     read returns, when no write of the initial value is read (else skipped). Removing such
@@ -282,15 +287,18 @@ def zone_bound(h: KeyHistory, name: str) -> tuple[bool, int | None]:
         initial_read = bool(((writes & ~info) & (value == h.initial)).any()) \
             and h.initial in read_values
         if initial_read:
-            return False, None
+            return False, None, None
         unread = np.fromiter((v not in read_values for v in value.tolist()), bool, len(h))
-        keep = ~(writes & ~info & unread)
-        return True, zone.check_zone(_rows(h, keep)).min_delta_ns
+        droppable = writes & ~info & unread
+        low = zone.check_zone(_rows(h, ~droppable)).min_delta_ns
+        if not _lower(low, delta_ns):
+            return True, low, None
+        return True, low, _zone_lost(h, droppable, low)
     info_writes = np.flatnonzero((f == WRITE) & info)
     source = {value[w]: w for w in info_writes.tolist()}
     reads = [r for r in np.flatnonzero(is_read).tolist() if value[r] in source]
     if not reads:
-        return True, zone.check_zone(h).min_delta_ns
+        return True, zone.check_zone(h).min_delta_ns, None
     copy = h.value.copy()
     for r in reads:
         copy[r] = f"{copy[r]}\x00copy{r}"  # canonical JSON text never looks like this
@@ -300,7 +308,43 @@ def zone_bound(h: KeyHistory, name: str) -> tuple[bool, int | None]:
     out = _rows(h, rows)
     out.value = values
     order = np.argsort(out.invoke, kind="stable")
-    return True, zone.check_zone(_rows(out, order)).min_delta_ns
+    return True, zone.check_zone(_rows(out, order)).min_delta_ns, None
+
+
+# Rounds of _zone_lost's walk before it settles for every droppable write.
+ZONE_LOST_ROUNDS = 32
+
+
+def _zone_lost(h: KeyHistory, droppable: np.ndarray, delta: int | None) -> Relaxed:
+    """The lost-write relaxation of a unique-value register decided by the zone method:
+    its minimal Δ is `delta` (every droppable write dropped, zone_bound). The writes
+    reported are found by a walk: while the key without the writes dropped so far needs
+    more than `delta`, each read that needs more has a write completing exactly its own
+    staleness before its invoke (the completion its shift passes); those that are
+    droppable are dropped. A read's need only falls as writes are dropped, so the walk
+    ends with `delta`, dropping only writes some read's shift passed; where it stalls
+    (no droppable write at a read's bound) or takes more than ZONE_LOST_ROUNDS rounds,
+    every droppable write is reported."""
+    drop = np.zeros(len(h), dtype=bool)
+    for _ in range(ZONE_LOST_ROUNDS):
+        z = zone.check_zone(_rows(h, ~drop))
+        if z.min_delta_ns == delta:
+            break
+        rows = np.flatnonzero(~drop)  # the checked history's rows in h
+        added = False
+        for r, s in z.staleness:
+            if delta is not None and s <= delta:
+                continue
+            at = droppable & ~drop & (h.complete == h.invoke[rows[r]] - s)
+            added = added or bool(at.any())
+            drop |= at
+        if not added:
+            drop = droppable.copy()
+            break
+    else:
+        drop = droppable.copy()
+    return Relaxed([], DeltaSearch(delta, True, [], None), sorted(h.index[drop].tolist()),
+                   _rows(h, ~drop))
 
 
 def _rows(h: KeyHistory, rows: np.ndarray) -> KeyHistory:
@@ -313,12 +357,13 @@ def _rows(h: KeyHistory, rows: np.ndarray) -> KeyHistory:
 def classify(ops: Sequence[Operation], model: Model, initial: str | None,
              delta_ns: int | None, exact: bool, lease_ns: int,
              limits_for: Callable[[], SearchLimits],
-             bound: Callable[[str], tuple[bool, int | None]] | None = None,
+             bound: Callable[[str, int | None], tuple[bool, int | None, Relaxed | None]]
+             | None = None,
              ) -> tuple[list[Anomaly], Relaxed | None]:
     """The anomalies of a violating key whose minimal Δ is delta_ns (None: none helps).
     exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search;
-    bound(name): as zone_bound, a lower bound of the relaxed Δ that spares the search
-    when it is not below delta_ns.
+    bound(name, delta_ns): as zone_bound, a lower bound of the relaxed Δ that spares the
+    search when it is not below delta_ns (or decides the relaxation outright).
     Returns them (relaxations first, then stale-read or violation) and the search that
     explains the most (None when no relaxation lowers Δ), over which each read's
     staleness is then decided."""
@@ -328,13 +373,12 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     for name in RELAXATIONS:
         if not applicable(ops, name):
             continue
-        if bound is not None:
-            known, low = bound(name)
-            if known and not _lower(low, delta_ns):
-                continue
+        known, low, got = bound(name, delta_ns) if bound else (False, None, None)
+        if known and not _lower(low, delta_ns):
+            continue
         try:
-            got = search_relaxed(ops, model, initial, (name,), delta_ns, lease_ns,
-                                 limits_for())
+            got = got or search_relaxed(ops, model, initial, (name,), delta_ns, lease_ns,
+                                        limits_for())
         except BudgetExceeded:
             out.append(Anomaly(name, decided=False, applies=False))
             continue

@@ -161,7 +161,12 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     bound = partial(zone_bound, h) if result.method == "zone" else None
     found, best = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
                            lease_ns, limits_for, bound)
-    if best is not None:
+    if best is not None and best.history is not None:  # decided by the zone method
+        z = zone.check_zone(best.history)
+        result.shifted_reads = sorted(
+            (ShiftedRead(int(best.history.index[r]), int(s)) for r, s in z.staleness),
+            key=lambda s: s.index)
+    elif best is not None:
         delta = best.found.min_delta_ns or 0
         moved, result.staleness_exact = _staleness(
             best.ops, model, h.initial, best.found.order, delta, _limits(h, budget)[0])

@@ -29,6 +29,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from checkers.anomalies import TYPES as ANOMALY_TYPES
 from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, LeaselineError
 from harness.run_args import RunConfig, validate
 from harness.run_dir import JUNIT, RunDir, point_latest
@@ -162,6 +163,9 @@ def _case_summary(case: Case, reports: dict[Path, dict[str, Any]]) -> dict[str, 
         for k in r["keys"].values()
     )
     finite = [d for d in deltas if d is not None]
+    # runs in which some key has each anomaly type
+    types = {t: sum(any(t in (k.get("anomaly_types") or []) for k in r["keys"].values())
+                    for r in runs) for t in ANOMALY_TYPES}
     lease = case.settings.get("lease_ms")
     if lease is None and case.run_dirs:
         lease = RunDir(case.run_dirs[0]).read_test().get("lease_ms")
@@ -181,6 +185,7 @@ def _case_summary(case: Case, reports: dict[Path, dict[str, Any]]) -> dict[str, 
         "unknown_runs": unknown,
         "max_delta_ms": max(finite) if finite else None,
         "no_delta_helps": no_delta_helps,
+        "anomaly_runs": {t: n for t, n in types.items() if n},
         "lease_ms": lease,
         "exceeded_lease": invalid > 0,
         "expect": case.expect,
@@ -193,7 +198,8 @@ def _print_table(name: str, summary: list[dict[str, Any]], console: Console) -> 
     t = Table(title=f"campaign {name}", caption="strict: runs with any stale read (Δ > 0)")
     # Case labels are what the reader scans for: never wrapped or cut.
     t.add_column("case", no_wrap=True)
-    for col in ("runs", "strict", "Δ > L", "max Δ ms", "L ms", "expect", "met"):
+    for col in ("runs", "strict", "Δ > L", "anomaly types (runs)", "max Δ ms", "L ms", "expect",
+                "met"):
         t.add_column(col, overflow="fold")
     for s in summary:
         max_delta = (
@@ -208,6 +214,7 @@ def _print_table(name: str, summary: list[dict[str, Any]], console: Console) -> 
             runs,
             f"{s['strict_flagged_runs']}/{s['runs']}",
             f"{s['invalid_runs']}/{s['runs']}",
+            ", ".join(f"{t} {n}" for t, n in s["anomaly_runs"].items()) or "-",
             max_delta,
             "-" if s["lease_ms"] is None else f"{s['lease_ms']:g}",
             s["expect"] or "-",

@@ -37,6 +37,7 @@ class RunInfo:
     lease_ms: float | None = None
     max_delta_ms: float | None = None
     summary: dict[str, int] = field(default_factory=dict)
+    anomaly_types: dict[str, int] = field(default_factory=dict)  # keys per type, nonzero
     files: list[str] = field(default_factory=list)  # which of the well-known files exist
     nodes: list[str] = field(default_factory=list)
     problem: str = ""
@@ -91,6 +92,12 @@ def read_run_info(run_dir: Path, test_name: str) -> RunInfo:
         info.summary = (
             {str(k): int(n) for k, n in s.items() if isinstance(n, int)}
             if isinstance(s, dict)
+            else {}
+        )
+        a = results.get("anomaly_types")
+        info.anomaly_types = (
+            {str(k): int(n) for k, n in a.items() if isinstance(n, int) and n}
+            if isinstance(a, dict)
             else {}
         )
         info.warnings = [str(w) for w in results.get("warnings") or []]

@@ -114,6 +114,7 @@ def _row(r: RunInfo) -> str:
     tds = "".join(f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>" for c, v in cells)
     tds += f'<td class="num">{num[0]}</td>'
     tds += f"<td>{_summary(r.summary)}</td>"
+    tds += f'<td class="wrap">{_words([f"{t} {n}" for t, n in r.anomaly_types.items()])}</td>'
     tds += (
         f'<td class="num">{_fmt_ms(r.max_delta_ms)}</td><td class="num">{_fmt_ms(r.lease_ms)}</td>'
     )

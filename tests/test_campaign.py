@@ -119,7 +119,8 @@ def test_a_typo_in_the_last_case_is_refused_before_any_run_starts(
 def _report(valid: object, *deltas: float | None) -> dict:
     status = {None: "violation", 0: "linearizable"}
     keys = {
-        f"k{i}": {"min_delta_ms": d, "status": status.get(d, "lease-bounded")}
+        f"k{i}": {"min_delta_ms": d, "status": status.get(d, "lease-bounded"),
+                  "anomaly_types": ["violation"] if d is None else []}
         for i, d in enumerate(deltas)
     }
     return {"valid": valid, "keys": keys}
@@ -136,6 +137,7 @@ def test_summary_counts_strict_flags_separately_from_lease_violations(tmp_path: 
     s = _case_summary(case, reports)
     assert (s["runs"], s["strict_flagged_runs"], s["invalid_runs"]) == (3, 2, 1)
     assert s["max_delta_ms"] == 120.5 and s["no_delta_helps"] is True
+    assert s["anomaly_runs"] == {"violation": 1}  # runs with each anomaly type
     assert s["expectation_met"] is False
     case.expect = "strict-flagged"
     assert _case_summary(case, reports)["expectation_met"] is True
@@ -148,12 +150,13 @@ def test_the_table_keeps_one_line_per_case_in_a_log_file(tmp_path: Path) -> None
     case = Case(
         "bug-lease-longer-than-election", {"lease_ms": 700}, 1, "strict-flagged", run_dirs=dirs
     )
-    summary = _case_summary(case, {dirs[0]: _report(True, 0, 1194.25)})
+    summary = _case_summary(case, {dirs[0]: _report(False, 0, 1194.25, None)})
     log = io.StringIO()  # not a terminal: Rich would assume 80 columns and fold the cells
     console = Console(file=log)
     _print_table("proof", [summary], console)
     rows = [line for line in log.getvalue().splitlines() if "bug-lease" in line]
-    assert len(rows) == 1 and "strict-flagged" in rows[0] and "1194.2" in rows[0]
+    assert len(rows) == 1 and "strict-flagged" in rows[0] and "∞" in rows[0]
+    assert "violation 1" in rows[0]
     assert console.width == 80, "the console's own width is given back"
 
 

@@ -75,6 +75,9 @@ def test_index_lists_runs_with_verdicts_filters_and_links(server: tuple, results
     assert {(r["test"], r["verdict"]) for r in runs} == {("reg", "invalid"), ("cas", "valid")}
     assert {(r["test"], r["clients"]) for r in runs} == {("reg", "node"), ("cas", "oracle")}
     assert 'data-clients="oracle"' in page and '<option value="sentinel">' not in page
+    # the anomaly types column: keys per type
+    assert {r["test"]: r["anomaly_types"] for r in runs} == {"reg": {"stale-read": 1}, "cas": {}}
+    assert '<span class="nw">stale-read 1</span>' in page
 
 
 def test_files_reports_on_demand_and_node_logs(server: tuple, results: Path) -> None:
