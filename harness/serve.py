@@ -113,8 +113,10 @@ def _row(r: RunInfo) -> str:
     num = ["" if r.ops is None else f"{r.ops:,}"]
     tds = "".join(f'<td class="{c}">{v}</td>' if c else f"<td>{v}</td>" for c, v in cells)
     tds += f'<td class="num">{num[0]}</td>'
-    tds += f"<td>{_summary(r.summary)}</td>"
-    tds += f'<td class="wrap">{_words([f"{t} {n}" for t, n in r.anomaly_types.items()])}</td>'
+    # keys per anomaly type under the counts: the table must fit a 1400-px window
+    types = ", ".join(f"{t} {n}" for t, n in r.anomaly_types.items())
+    tds += f"<td>{_summary(r.summary)}" + (
+        f'<div class="types">{_e(types)}</div>' if types else "") + "</td>"
     tds += (
         f'<td class="num">{_fmt_ms(r.max_delta_ms)}</td><td class="num">{_fmt_ms(r.lease_ms)}</td>'
     )

@@ -77,7 +77,7 @@ def test_index_lists_runs_with_verdicts_filters_and_links(server: tuple, results
     assert 'data-clients="oracle"' in page and '<option value="sentinel">' not in page
     # the anomaly types column: keys per type
     assert {r["test"]: r["anomaly_types"] for r in runs} == {"reg": {"stale-read": 1}, "cas": {}}
-    assert '<span class="nw">stale-read 1</span>' in page
+    assert '<div class="types">stale-read 1</div>' in page
 
 
 def test_files_reports_on_demand_and_node_logs(server: tuple, results: Path) -> None:
