@@ -147,8 +147,9 @@ def _limits(h: KeyHistory, budget: Budget) -> tuple[SearchLimits, int]:
 
 def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyResult) -> None:
     """result.anomalies, and its reads' staleness once a duplicated or lost write that
-    explains more is accounted for (a zone key is searched by WGL for this: it is
-    already invalid, so only violations pay for it)."""
+    explains more is accounted for. A zone key's relaxations are bounded by the zone
+    method first (its lost writes decided by it), and searched by WGL where that cannot
+    rule them out: it is already invalid, so only violations pay for it."""
     model = search_model(h)
     ops = HistoryOperations(h)
     work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states)
