@@ -200,6 +200,25 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     auto legal = [&](int32_t s, int32_t i) {  // may op i (read / failed cas) run in s?
         return kind[i] == READ ? s == val[i] : s != exp[i];
     };
+    // a step taken (memoised as n1, n2): onto the stack, then a fresh scan
+    auto advance = [&](int32_t node, int32_t new_state, bool committed, bool dropped,
+                       uint64_t n1, uint64_t n2, bool info_step) {
+        stack.push_back(Frame{node, state, committed, dropped});
+        state = new_state;
+        h1 = n1;
+        h2 = n2;
+        after_info = info_step;
+        lift(node);
+        if ((int32_t)stack.size() > *longest_len) {
+            for (size_t k = longest_valid; k < stack.size(); ++k)
+                longest[k] = op_of[stack[k].node];
+            *longest_len = (int32_t)stack.size();
+            longest_valid = *longest_len;
+        }
+        entry = nxt[0];
+        infos = waiting = false;
+        ++scan;
+    };
     auto emit = [&](int rc) {
         if (rc == OK) {
             int32_t len = 0;
@@ -256,21 +275,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
                 if (cache.insert(n1 ^ state_mix(new_state, 0x1234567ULL ^ salt),
                                  n2 ^ state_mix(new_state, 0xABCDEF01ULL ^ salt))) {
                     if (++*states > max_states) return OUT_OF_STATES;
-                    stack.push_back(Frame{entry, state, passive, false});
-                    state = new_state;
-                    h1 = n1;
-                    h2 = n2;
-                    after_info = info_i;
-                    lift(entry);
-                    if ((int32_t)stack.size() > *longest_len) {
-                        for (size_t k = longest_valid; k < stack.size(); ++k)
-                            longest[k] = op_of[stack[k].node];
-                        *longest_len = (int32_t)stack.size();
-                        longest_valid = *longest_len;
-                    }
-                    entry = nxt[0];
-                    infos = waiting = false;
-                    ++scan;
+                    advance(entry, new_state, passive, false, n1, n2, info_i);
                     continue;
                 }
                 dead = passive;
@@ -297,20 +302,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
             if (cache.insert(n1 ^ state_mix(state, 0x1234567ULL),
                              n2 ^ state_mix(state, 0xABCDEF01ULL))) {
                 if (++*states > max_states) return OUT_OF_STATES;
-                stack.push_back(Frame{call, state, true, true});
-                h1 = n1;
-                h2 = n2;
-                after_info = false;
-                lift(call);
-                if ((int32_t)stack.size() > *longest_len) {
-                    for (size_t k = longest_valid; k < stack.size(); ++k)
-                        longest[k] = op_of[stack[k].node];
-                    *longest_len = (int32_t)stack.size();
-                    longest_valid = *longest_len;
-                }
-                entry = nxt[0];
-                infos = waiting = false;
-                ++scan;
+                advance(call, state, true, true, n1, n2, false);
                 continue;
             }
         }
