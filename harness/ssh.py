@@ -22,18 +22,14 @@ import socket
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 import paramiko
 
-from harness.errors import EnvironmentProblem, LeaselineError
+from harness.errors import EnvironmentProblem
 from harness.hosts import HostSpec
 
-T = TypeVar("T")
 _known_hosts_lock = threading.Lock()
 # paramiko logs transport errors (with tracebacks) from its own threads; every failure that
 # matters reaches the user as one sentence from here instead.
@@ -321,26 +317,3 @@ class SshNode:
                 sftp.stat(at)
             except FileNotFoundError:
                 sftp.mkdir(at)
-
-
-def in_parallel(fn: Callable[[T], object], items: Iterable[T]) -> dict[T, object]:
-    """fn on every item at once; waits for all, then raises the first failure (in item
-    order), so one bad node never leaves the others half done."""
-    todo = list(items)
-    if not todo:
-        return {}
-    results: dict[T, object] = {}
-    errors: list[BaseException] = []
-    with ThreadPoolExecutor(max_workers=len(todo)) as pool:
-        futures = [(item, pool.submit(fn, item)) for item in todo]
-        for item, fut in futures:
-            try:
-                results[item] = fut.result()
-            except BaseException as e:  # noqa: BLE001 - re-raised below, after the others
-                errors.append(e)
-    for e in errors:
-        if isinstance(e, LeaselineError):
-            raise e
-    if errors:
-        raise errors[0]
-    return results

@@ -20,12 +20,14 @@ import socket
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from harness.cluster_base import in_parallel
 from harness.errors import EnvironmentProblem
 from harness.host_system import HostCommands
 from harness.hosts import HostsFile
-from harness.ssh import CommandFailed, SshFailure, SshNode, in_parallel, last_line, q
+from harness.ssh import CommandFailed, SshFailure, SshNode, last_line, q
 from harness.templates import TemplateProblem, render
 from nemesis import netem
+from nemesis.netrules import heal_script
 
 STATE = ".leaseline"  # inside each node's folder: pid files, the delay handler
 HANDLER_SOURCE = Path(__file__).resolve().parent.parent / "nemesis" / "nfqueue.py"
@@ -321,8 +323,6 @@ kill -{signal} -"$(cat {STATE}/pid)" && echo yes
     def heal_chain(self, names: Iterable[str], chain: str) -> list[str]:
         """Removes chain on every node (a node whose server is down keeps its rules: the
         machine's network outlives the server, so it is healed too)."""
-        from nemesis.netns import heal_script
-
         names = list(names)
         in_parallel(lambda n: self.run_in_netns(n, heal_script(chain)), names)
         return names

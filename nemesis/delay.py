@@ -36,21 +36,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from harness.cluster_base import in_parallel
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.profiles.base import Profile
 from nemesis import netem
 from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
-from nemesis.netns import (
-    Helper,
-    heal_chain,
-    heal_script,
-    helpers,
-    in_parallel,
-    queue_script,
-    run_in_netns,
-    run_offline,
-    start_in_netns,
-)
+from nemesis.netns import Helper, heal_chain, helpers, run_in_netns, run_offline, start_in_netns
+from nemesis.netrules import heal_script, queue_script
 from nemesis.spec import TARGETS, NemesisSpec
 from nemesis.targets import pick_nodes
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.cluster_base import in_parallel
 from harness.errors import BadArguments
 from harness.profiles.base import Profile
 from nemesis.base import FaultNotApplied, Nemesis
-from nemesis.netns import heal_chain, in_parallel, loss_script, run_in_netns
+from nemesis.netns import heal_chain, run_in_netns
+from nemesis.netrules import loss_script
 from nemesis.spec import TARGETS, NemesisSpec
 from nemesis.targets import pick_nodes
 

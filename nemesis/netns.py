@@ -4,9 +4,8 @@ With harness.cluster, this is the one place nemeses reach Docker through: a comm
 a leaseline/nemesis container that joins the target's namespaces, so faults work on SUT
 images without a shell or iptables (distroless). A long-lived helper is a `Helper`, which
 offers what a fault needs of it (its output, a signal, removal) and nothing of Docker.
-On the user's own machines (harness.ssh_cluster) the same scripts run on the host itself.
-Each network fault owns one iptables chain (CHAIN, or CHAIN-<suffix>), hooked into INPUT
-and OUTPUT, so faults overlap without touching each other's rules and healing is a flush.
+The scripts themselves (nemesis/netrules.py) are the same on the user's own machines
+(harness.ssh_cluster), which run them on the host itself.
 """
 
 from __future__ import annotations
@@ -16,21 +15,19 @@ import io
 import tarfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
 
 from docker.errors import ContainerError, DockerException, NotFound
 from docker.models.containers import Container
 
 from harness.cluster import Cluster
+from harness.cluster_base import in_parallel
 from harness.docker_client import client
 from harness.errors import EnvironmentProblem
+from nemesis.netrules import CHAIN, armed_cut_script, heal_script
 
 NEMESIS_IMAGE = "leaseline/nemesis:latest"
 HELPER_LABEL = "io.leaseline.nemesis-helper"
-CHAIN = "LEASELINE"
 READY_TIMEOUT_S = 10.0  # how long an armed cut helper may take to say it is ready
-T = TypeVar("T")
 
 
 class Helper:
@@ -169,69 +166,6 @@ def tar_of(files: dict[str, bytes]) -> bytes:
     return buf.getvalue()
 
 
-def in_parallel(fn: Callable[[str], T], services: Iterable[str]) -> dict[str, T]:
-    """fn on every service at once (each helper container takes ~0.5 s to start)."""
-    names = list(services)
-    if not names:
-        return {}
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        return dict(zip(names, pool.map(fn, names), strict=True))
-
-
-def _hook(chain: str) -> list[str]:
-    return [
-        f"iptables -w -N {chain} 2>/dev/null || true",
-        f"iptables -w -C INPUT -j {chain} 2>/dev/null || iptables -w -I INPUT 1 -j {chain}",
-        f"iptables -w -C OUTPUT -j {chain} 2>/dev/null || iptables -w -I OUTPUT 1 -j {chain}",
-        f"iptables -w -F {chain}",
-    ]
-
-
-def drop_script(peer_ips: list[str], chain: str = CHAIN) -> str:
-    """Drop every packet to/from the peers, in our own chain so healing is one flush."""
-    lines = _hook(chain)
-    for ip in peer_ips:
-        lines.append(f"iptables -w -A {chain} -s {ip} -j DROP")
-        lines.append(f"iptables -w -A {chain} -d {ip} -j DROP")
-    return "\n".join(lines)
-
-
-def loss_script(in_ips: list[str], out_ips: list[str], probability: float, chain: str) -> str:
-    """Drop packets from in_ips (and to out_ips) at random with the given probability."""
-    stat = f"-m statistic --mode random --probability {probability:.4f} -j DROP"
-    lines = _hook(chain)
-    lines += [f"iptables -w -A {chain} -s {ip} {stat}" for ip in in_ips]
-    lines += [f"iptables -w -A {chain} -d {ip} {stat}" for ip in out_ips]
-    return "\n".join(lines)
-
-
-def queue_script(in_ips: list[str], out_ips: list[str], queue: int, chain: str) -> str:
-    """Send packets from in_ips (and to out_ips) to an nfnetlink queue; with --queue-bypass
-    they flow on untouched whenever no process listens on it (e.g. the handler died)."""
-    target = f"-j NFQUEUE --queue-num {queue} --queue-bypass"
-    lines = _hook(chain)
-    lines += [f"iptables -w -A {chain} -s {ip} {target}" for ip in in_ips]
-    lines += [f"iptables -w -A {chain} -d {ip} {target}" for ip in out_ips]
-    return "\n".join(lines)
-
-
-def armed_cut_script(peer_ips: list[str], chain: str) -> str:
-    """Prepares the chain, prints `ready`, hooks it into INPUT/OUTPUT on SIGUSR1, exits."""
-    lines = [
-        f"iptables -w -N {chain} 2>/dev/null || true",
-        f"iptables -w -F {chain}",
-        *(f"iptables -w -A {chain} -s {ip} -j DROP\niptables -w -A {chain} -d {ip} -j DROP"
-          for ip in peer_ips),
-        f"trap 'iptables -w -I INPUT 1 -j {chain}; iptables -w -I OUTPUT 1 -j {chain}; "
-        "echo cut; exit 0' USR1",
-        "echo ready",
-        # `wait` returns at once when the trapped signal arrives (a foreground sleep would not).
-        "sleep 600 & wait $!",
-        "exit 1",
-    ]
-    return "\n".join(lines)
-
-
 @contextlib.contextmanager
 def armed_cut(cluster: Cluster, service: str, peer_ips: list[str], chain: str
               ) -> Iterator[Callable[[], None]]:
@@ -263,17 +197,6 @@ def armed_cut(cluster: Cluster, service: str, peer_ips: list[str], chain: str
     finally:
         with contextlib.suppress(DockerException):
             helper.remove()
-
-
-def heal_script(chain: str = CHAIN) -> str:
-    return "\n".join(
-        [
-            f"iptables -w -F {chain} 2>/dev/null || true",
-            f"while iptables -w -D INPUT -j {chain} 2>/dev/null; do :; done",
-            f"while iptables -w -D OUTPUT -j {chain} 2>/dev/null; do :; done",
-            f"iptables -w -X {chain} 2>/dev/null || true",
-        ]
-    )
 
 
 def heal_chain(cluster: Cluster, services: Iterable[str], chain: str = CHAIN) -> list[str]:

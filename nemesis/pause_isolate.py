@@ -38,7 +38,8 @@ from harness.errors import BadArguments, EnvironmentProblem
 from harness.profiles.base import Profile
 from nemesis.base import FaultNotApplied
 from nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
-from nemesis.netns import CHAIN, armed_cut, heal_chain
+from nemesis.netns import armed_cut, heal_chain
+from nemesis.netrules import CHAIN
 from nemesis.spec import NemesisSpec
 
 DEFAULT_FREEZE_S = 2.4

@@ -23,7 +23,8 @@ from typing import Any
 from harness.errors import LeaselineError
 from nemesis.base import FaultNotApplied
 from nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
-from nemesis.netns import CHAIN, armed_cut
+from nemesis.netns import armed_cut
+from nemesis.netrules import CHAIN
 from nemesis.transfer_leader import NeedsTransfer
 
 

@@ -19,7 +19,8 @@ from harness.cluster import Cluster
 from harness.docker_client import client
 from harness.profiles import profile_class
 from harness.runner import remove_helpers
-from nemesis.netns import CHAIN, HELPER_LABEL, list_rules
+from nemesis.netns import HELPER_LABEL, list_rules
+from nemesis.netrules import CHAIN
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,8 @@ from harness.docker_client import client
 from harness.profiles import profile_class
 from harness.runner import RunConfig, remove_helpers, run
 from nemesis.delay import CHAIN as DELAY_CHAIN
-from nemesis.netns import CHAIN, HELPER_LABEL, list_rules
+from nemesis.netns import HELPER_LABEL, list_rules
+from nemesis.netrules import CHAIN
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,7 +21,7 @@ from harness.profiles import PROFILES
 from harness.profiles.redis_sentinel import RedisSentinel
 from nemesis import transfer_isolate
 from nemesis.base import FaultNotApplied, NemesisContext
-from nemesis.netns import armed_cut_script
+from nemesis.netrules import armed_cut_script
 from nemesis.spec import parse_spec
 from nemesis.transfer_isolate import TransferIsolate
 

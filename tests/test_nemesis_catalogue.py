@@ -17,7 +17,8 @@ from harness.docker_client import client
 from harness.profiles.base import Profile
 from nemesis import NEMESES, FaultNotApplied, Nemesis, NemesisContext, nemesis_classes
 from nemesis.delay import nfqueue_missing
-from nemesis.netns import CHAIN, HELPER_LABEL, list_rules, run_in_netns
+from nemesis.netns import HELPER_LABEL, list_rules, run_in_netns
+from nemesis.netrules import CHAIN
 
 pytestmark = pytest.mark.docker
 RAFT = 4321

@@ -18,7 +18,8 @@ from conftest import booted_cluster, wait_until_ready
 from harness.cluster import Cluster
 from harness.profiles.base import Profile
 from nemesis import NEMESES, NemesisContext
-from nemesis.netns import CHAIN, list_rules, run_in_netns
+from nemesis.netns import list_rules, run_in_netns
+from nemesis.netrules import CHAIN
 
 pytestmark = pytest.mark.docker
 

@@ -23,7 +23,8 @@ from harness.profiles.base import Endpoint, Profile
 from harness.runner import remove_helpers
 from nemesis import NemesisContext, nemesis_classes
 from nemesis.base import Nemesis
-from nemesis.netns import CHAIN, HELPER_LABEL, list_rules, run_in_netns
+from nemesis.netns import HELPER_LABEL, list_rules, run_in_netns
+from nemesis.netrules import CHAIN
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 IMAGE = "leaseline/test-noshell:latest"
