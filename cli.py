@@ -13,9 +13,9 @@ from typing import Any
 
 import click
 
-from harness.client_models import MODELS as CLIENT_MODELS
 from harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, LeaselineError
-from harness.run_args import RATE_PER_CLIENT, RunConfig
+from harness.run.config import RATE_PER_CLIENT, RunConfig
+from harness.systems.client_models import MODELS as CLIENT_MODELS
 
 # `run` and campaign cases share one set of defaults: RunConfig's.
 _RUN = RunConfig()
@@ -35,7 +35,7 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except Exception as e:  # noqa: BLE001 - the last line of defence: never a traceback
             import traceback
 
-            from harness.crashlog import write_crash_log
+            from harness.store.crashlog import write_crash_log
 
             where = write_crash_log(traceback.format_exc())
             click.echo(
@@ -88,7 +88,7 @@ def images_build(system_files: tuple[str, ...]) -> int:
     """Build the base image and every system-under-test image that changed."""
     from pathlib import Path
 
-    from harness.images import build_all
+    from harness.clusters.docker.images import build_all
 
     def log(message: str) -> None:
         click.echo(message, err=True)
@@ -96,8 +96,8 @@ def images_build(system_files: tuple[str, ...]) -> int:
     built = build_all(log=log)
     click.echo(f"images up to date ({len(built)} rebuilt)", err=True)
     if system_files:
-        from harness.system_file import load_system
-        from harness.system_images import system_image
+        from harness.clusters.docker.system_images import system_image
+        from harness.systems.system_file import load_system
 
         for path in system_files:
             tag, _ = system_image(load_system(Path(path)), log)
@@ -157,9 +157,9 @@ def images_build(system_files: tuple[str, ...]) -> int:
 @_guard
 def run(as_json: bool, **kwargs: Any) -> int:
     """Boot the cluster, run the workload under faults, record and check the history."""
-    from harness.run_args import run_config
-    from harness.runner import run as run_test
-    from harness.runner import run_for_scripts
+    from harness.run.config import run_config
+    from harness.run.runner import run as run_test
+    from harness.run.runner import run_for_scripts
 
     cfg = run_config(**kwargs)
     return run_for_scripts(cfg) if as_json else run_test(cfg).exit_code
@@ -189,7 +189,7 @@ def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
     """Run every case of a campaign file, check all histories in one Spark job, gate on `expect`."""
     from pathlib import Path
 
-    from harness.campaign import run_campaign
+    from harness.run.campaign import run_campaign
 
     return run_campaign(Path(campaign_file), Path(results_dir), spark_master)
 
@@ -220,7 +220,8 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
     return run_check(files, fmt, lease_ms, as_json, spark_master)
 
 
-# harness.spark_cluster.DEFAULT_PROJECT, spelled here so --help needs no Docker SDK import.
+# harness.clusters.docker.spark_cluster.DEFAULT_PROJECT, spelled here so --help needs no Docker SDK
+# import.
 _spark_project = click.option("--project", default="ll-spark", show_default=True,
                               help="docker-compose project.")
 
@@ -248,7 +249,7 @@ def _print_spark_state(state: Any) -> None:
 @_guard
 def spark_up(project: str, mount: tuple[str, ...]) -> int:
     """Start the cluster (building its image if needed) and print its master URL."""
-    from harness import spark_cluster
+    from harness.clusters.docker import spark_cluster
 
     _print_spark_state(spark_cluster.up(project, mount))
     return 0
@@ -259,7 +260,7 @@ def spark_up(project: str, mount: tuple[str, ...]) -> int:
 @_guard
 def spark_down(project: str) -> int:
     """Stop and remove the cluster."""
-    from harness import spark_cluster
+    from harness.clusters.docker import spark_cluster
 
     spark_cluster.down(project)
     return 0
@@ -270,7 +271,7 @@ def spark_down(project: str) -> int:
 @_guard
 def spark_status(project: str) -> int:
     """Print the master URL (nothing running: exit 1), alive workers and mounted folders."""
-    from harness import spark_cluster
+    from harness.clusters.docker import spark_cluster
 
     state = spark_cluster.status(project)
     _print_spark_state(state)
@@ -286,7 +287,7 @@ def serve_cmd(host: str, port: int, results_dir: str) -> int:
     """Browse every run: verdicts, reports, histories, node logs, zip downloads."""
     from pathlib import Path
 
-    from harness.serve import serve
+    from harness.browser.serve import serve
 
     serve(host, port, Path(results_dir), log=lambda m: click.echo(m, err=True))
     return 0

@@ -1,4 +1,4 @@
-"""Recording overhead: the harness's own client loop (harness.workers.Worker with the real
+"""Recording overhead: the harness's own client loop (harness.run.workers.Worker with the real
 register workload and redis-py) against a real Redis in a container, with history recording
 (HistoryWriter, as in a run) and without it (a history that drops records). Workers run
 unthrottled (rate 0), the worst case for recording: a real run at --rate 100 records a few
@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness import images
-from harness.docker_client import client
-from harness.history import HistoryWriter, MonotonicClock
-from harness.profiles.base import Endpoint
-from harness.routes import NodeRoute
-from harness.run_dir import HISTORY
-from harness.workers import ProcessIds, Stats, Worker
+from harness.clusters.docker import images
+from harness.clusters.docker.client import client
+from harness.run.routes import NodeRoute
+from harness.run.workers import ProcessIds, Stats, Worker
+from harness.store.history import HistoryWriter, MonotonicClock
+from harness.store.run_dir import HISTORY
+from harness.systems.profile import Endpoint
 from workloads.base import WorkloadOptions
 from workloads.register import Register
 

@@ -26,7 +26,7 @@ from checkers.errors import HistoryFormatError
 from checkers.job import FORMATS, CheckerCrashed, check_histories, worst
 from checkers.summary import exit_code, print_summary
 from harness.errors import BadArguments, LeaselineError
-from harness.run_dir import TEST, RunDir
+from harness.store.run_dir import TEST, RunDir
 
 NOTHING_CHECKED = ("no client operation in the history completed (ok or fail), so nothing "
                    "was checked")
@@ -113,7 +113,7 @@ def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None
         except CheckerCrashed as e:
             if not e.details:  # the sentence says it all (Spark unavailable, ...)
                 raise LeaselineError(f"{e}.") from None
-            from harness.crashlog import write_crash_log
+            from harness.store.crashlog import write_crash_log
 
             where = write_crash_log(e.details)
             raise LeaselineError(f"{e} (details in {where})") from None

@@ -25,7 +25,7 @@ from rich.text import Text
 from checkers.anomalies import describe
 from checkers.report.rundata import History, read_history
 from harness.errors import BadArguments
-from harness.run_dir import RunDir, client_model, sut_label
+from harness.store.run_dir import RunDir, client_model, sut_label
 
 NEIGHBOURS_SHOWN = 40
 VERDICT_STYLE = {True: ("VALID", "bold white on green"), False: ("INVALID", "bold white on red")}

@@ -18,9 +18,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from harness.cluster import Cluster
+from harness.clusters.docker.cluster import Cluster
 from harness.errors import BadArguments
-from harness.profiles.base import Profile
+from harness.systems.profile import Profile
 from nemesis.spec import NemesisSpec
 
 # Which cluster the faults are being checked for: "docker", or "ssh" (the user's own

@@ -1,13 +1,13 @@
 """delay: hold the packets of the target nodes' peer links for ms +- jitter milliseconds.
 
-Two mechanisms, the same fault. On the user's own machines (harness.ssh_cluster) each
-host is probed once, when a delay first needs it, for tc netem (nemesis.netem); a link
+Two mechanisms, the same fault. On the user's own machines (harness.clusters.ssh.cluster) each
+host is probed once, when a delay first needs it, for tc netem (harness.clusters.netem); a link
 whose sender has it is delayed by netem at the sender's egress: an HTB class per spec with
 a netem leaf, fed by iptables CLASSIFY rules in the spec's mangle chain. Every other link
 goes through NFQUEUE, and so does every link of a Docker run (Docker keeps NFQUEUE only:
 its nodes share the control machine's kernel, and the reference machine's has no netem to
 test a second path on): iptables sends the chosen links' packets to an nfnetlink queue
-(`-j NFQUEUE --queue-bypass`) and a small stdlib-only handler (nemesis/nfqueue.py) holds
+(`-j NFQUEUE --queue-bypass`) and a small stdlib-only handler (harness/clusters/nfqueue.py) holds
 each one and then accepts it. In Docker, rules and handler live in one helper container
 per target, in the target's network namespace, which stays up while the fault is in force;
 if it dies, --queue-bypass lets traffic flow again. On a host, rules and handler run on
@@ -36,13 +36,20 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from harness.cluster_base import in_parallel
+from harness.clusters import netem, nfqueue
+from harness.clusters.base import in_parallel
+from harness.clusters.docker.netns import (
+    Helper,
+    heal_chain,
+    helpers,
+    run_in_netns,
+    run_offline,
+    start_in_netns,
+)
+from harness.clusters.netrules import heal_script, queue_script
 from harness.errors import BadArguments, EnvironmentProblem
-from harness.profiles.base import Profile
-from nemesis import netem
+from harness.systems.profile import Profile
 from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
-from nemesis.netns import Helper, heal_chain, helpers, run_in_netns, run_offline, start_in_netns
-from nemesis.netrules import heal_script, queue_script
 from nemesis.spec import TARGETS, NemesisSpec
 from nemesis.targets import pick_nodes
 
@@ -51,7 +58,7 @@ QUEUE = 7000  # each spec's queue number is QUEUE + its id
 INSTANCES = 1000
 HANDLER_LABEL = "io.leaseline.nemesis-delay"  # on the handler helpers; value: "<id>:<target>"
 HANDLER = "/tmp/leaseline-nfqueue.py"
-HANDLER_SOURCE = Path(__file__).with_name("nfqueue.py")
+HANDLER_SOURCE = Path(nfqueue.__file__)
 BOUND_TIMEOUT_S = 20.0
 MAX_MS = 10_000.0
 NO_NFQUEUE = (

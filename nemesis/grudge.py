@@ -14,11 +14,11 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
-from harness.cluster_base import in_parallel
-from harness.profiles.base import Profile
+from harness.clusters.base import in_parallel
+from harness.clusters.docker.netns import heal_chain, run_in_netns
+from harness.clusters.netrules import CHAIN, drop_script
+from harness.systems.profile import Profile
 from nemesis.base import FaultNotApplied, Nemesis
-from nemesis.netns import heal_chain, run_in_netns
-from nemesis.netrules import CHAIN, drop_script
 
 Grudge = dict[str, set[str]]
 

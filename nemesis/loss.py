@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.cluster_base import in_parallel
+from harness.clusters.base import in_parallel
+from harness.clusters.docker.netns import heal_chain, run_in_netns
+from harness.clusters.netrules import loss_script
 from harness.errors import BadArguments
-from harness.profiles.base import Profile
+from harness.systems.profile import Profile
 from nemesis.base import FaultNotApplied, Nemesis
-from nemesis.netns import heal_chain, run_in_netns
-from nemesis.netrules import loss_script
 from nemesis.spec import TARGETS, NemesisSpec
 from nemesis.targets import pick_nodes
 

@@ -7,7 +7,7 @@ they can reach a quorum. Needs at least 4 nodes (leasekv has 5).
 from __future__ import annotations
 
 from harness.errors import BadArguments
-from harness.profiles.base import Profile
+from harness.systems.profile import Profile
 from nemesis.grudge import Grudge, GrudgePartition, majorities_ring
 from nemesis.spec import NemesisSpec
 

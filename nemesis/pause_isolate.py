@@ -13,7 +13,8 @@ the lease arithmetic decides:
 
 The cut must be in place before the rival's first message reaches the frozen node (it
 would be read at the thaw), i.e. well within the election timeout after the freeze, so it
-is armed beforehand (nemesis.netns.armed_cut) and hooked right after the freeze: the cut
+is armed beforehand (harness.clusters.docker.netns.armed_cut) and hooked right after the freeze:
+the cut
 follows the freeze within milliseconds. `freeze=SECONDS` (default 2.4) is how long the
 leader stays frozen (the start op spans it, and the fault is in force from its start's
 invocation); `d=` how long it then stays cut off; `stop` heals the cut.
@@ -34,12 +35,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from harness.clusters.docker.netns import armed_cut, heal_chain
+from harness.clusters.netrules import CHAIN
 from harness.errors import BadArguments, EnvironmentProblem
-from harness.profiles.base import Profile
+from harness.systems.profile import Profile
 from nemesis.base import FaultNotApplied
 from nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
-from nemesis.netns import armed_cut, heal_chain
-from nemesis.netrules import CHAIN
 from nemesis.spec import NemesisSpec
 
 DEFAULT_FREEZE_S = 2.4
@@ -76,7 +77,8 @@ class PauseIsolate(GrudgePartition):
                     cut()
                     time.sleep(max(0.0, frozen_at + freeze_s - time.monotonic()))
                 finally:
-                    cluster.thaw(leader)  # the thaw every pause shares (harness.cluster)
+                    # the thaw every pause shares (harness.clusters.docker.cluster)
+                    cluster.thaw(leader)
         except EnvironmentProblem as e:
             raise FaultNotApplied(str(e)) from None
         self.active = {"nodes": [leader], "frozen_s": round(time.monotonic() - frozen_at, 3),

@@ -10,7 +10,7 @@ it could not be applied ("applied": false) or its effect is unknown. A fault is 
 from start to stop: all four records carry its id in their value ({"fault": 3, ...}), so
 the checker and the report pair them without guessing (checkers.faults). `heal_all` stops
 whatever is in force (recorded too) and then heals every nemesis blindly, so it is safe
-after a crash and safe to call twice. Phases (harness/phases.py) switch faults off and on
+after a crash and safe to call twice. Phases (harness/run/phases.py) switch faults off and on
 with `enter_phase`.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.errors import BadArguments
-from harness.history import NEMESIS, HistoryWriter
+from harness.store.history import NEMESIS, HistoryWriter
 from nemesis.base import FaultNotApplied, Nemesis
 
 MODES = ("one", "overlap")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from harness.profiles.base import Profile
+from harness.systems.profile import Profile
 from nemesis.base import FaultNotApplied
 
 

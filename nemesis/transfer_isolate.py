@@ -11,7 +11,8 @@ hand-over and serves nothing stale.
 Works with any profile that offers transfer (Profile.transfer_leader). Starting a helper
 takes 0.5 s or more, longer than the lease, so the cut is armed in the leader's network
 namespace before the hand-over and hooked as soon as the profile says it is done
-(nemesis.netns.armed_cut): the cut follows the transfer within milliseconds. Clients still
+(harness.clusters.docker.netns.armed_cut): the cut follows the transfer within milliseconds.
+Clients still
 reach the node (the rules match only peers). `stop` heals the cut; the hold time is `d=`
 (default: the schedule's interval).
 """
@@ -20,11 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.clusters.docker.netns import armed_cut
+from harness.clusters.netrules import CHAIN
 from harness.errors import LeaselineError
 from nemesis.base import FaultNotApplied
 from nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
-from nemesis.netns import armed_cut
-from nemesis.netrules import CHAIN
 from nemesis.transfer_leader import NeedsTransfer
 
 

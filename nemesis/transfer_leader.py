@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.errors import BadArguments, LeaselineError
-from harness.profiles.base import Profile
+from harness.systems.profile import Profile
 from nemesis.base import FaultNotApplied, Nemesis
 from nemesis.spec import NemesisSpec
 

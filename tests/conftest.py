@@ -14,8 +14,8 @@ _project_ids = itertools.count()
 
 
 def _teardown_project(project: str, compose_profile: str) -> None:
-    from harness.cluster import Cluster
-    from harness.runner import remove_helpers
+    from harness.clusters.docker.cluster import Cluster
+    from harness.run.runner import remove_helpers
 
     Cluster(project, compose_profile).down()
     remove_helpers(project)
@@ -51,9 +51,9 @@ def wait_until_ready(profile: object, timeout: float = 90) -> None:
 
 def booted_cluster(sut: str, project: str, timeout: float = 90) -> Iterator[tuple[object, object]]:
     """Generator for module fixtures: a profile's cluster, up and ready, removed afterwards."""
-    from harness.cluster import Cluster
-    from harness.profiles import profile_class
-    from harness.runner import remove_helpers
+    from harness.clusters.docker.cluster import Cluster
+    from harness.run.runner import remove_helpers
+    from harness.systems.registry import profile_class
 
     cls = profile_class(sut)
     cluster = Cluster(project, cls.compose_profile, cls.compose_env({}))

@@ -64,8 +64,8 @@ def _toml_str(s: str) -> str:
 
 
 def build_image() -> None:
-    from harness.images import build_base
-    from harness.images import build_image as build
+    from harness.clusters.docker.images import build_base
+    from harness.clusters.docker.images import build_image as build
 
     build_base(lambda _m: None)
     with tempfile.TemporaryDirectory(prefix="ll-sshd-ctx-") as tmp:
@@ -81,7 +81,7 @@ def ssh_machines(count: int = 5, tmpfs: dict[int, str] | None = None) -> Iterato
     """count sshd containers on a network of their own, removed afterwards.
 
     tmpfs: container index -> "path:size" mounted there (a small disk to fill)."""
-    from harness.docker_client import client
+    from harness.clusters.docker.client import client
 
     build_image()
     dc = client()

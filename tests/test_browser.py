@@ -194,7 +194,7 @@ def test_runs_browser_lists_filters_and_links(driver: object, tmp_path: Path) ->
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 
-    from harness.serve import make_server
+    from harness.browser.serve import make_server
 
     results = tmp_path / "results"
     make_sample_run(results / "reg-partition" / "20250101T000000", ops=300, name="reg-partition")

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness.campaign import Case, _case_summary, _print_table, load_campaign
 from harness.errors import BadArguments
-from harness.run_args import RunConfig, validate
+from harness.run.campaign import Case, _case_summary, _print_table, load_campaign
+from harness.run.config import RunConfig, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -166,7 +166,7 @@ def test_the_table_keeps_one_line_per_case_in_a_log_file(tmp_path: Path) -> None
 def test_a_real_campaign_runs_checks_once_and_gates(tmp_path: Path) -> None:
     from rich.console import Console
 
-    from harness.campaign import run_campaign
+    from harness.run.campaign import run_campaign
 
     path = write(
         tmp_path,

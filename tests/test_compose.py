@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import compose
+from harness.clusters.docker import compose
 from harness.errors import EnvironmentProblem
 
 MACHINE_PATH = os.environ["PATH"]

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import wait_until_ready
 
-from harness.cluster import Cluster
-from harness.profiles import profile_class
-from harness.profiles.described import DescribedProfile, static_ip, write_compose
-from harness.run_dir import RunDir
-from harness.runner import remove_helpers
-from harness.system_images import system_image
+from harness.clusters.docker.cluster import Cluster
+from harness.clusters.docker.system_images import system_image
+from harness.run.runner import remove_helpers
+from harness.store.run_dir import RunDir
+from harness.systems.described import DescribedProfile, static_ip, write_compose
+from harness.systems.registry import profile_class
 
 pytestmark = [pytest.mark.docker]
 ROOT = Path(__file__).resolve().parent.parent
@@ -100,7 +100,7 @@ def test_a_subnet_taken_meanwhile_is_replaced(tmp_path: Path, project: str) -> N
     file anew for another subnet and starts."""
     import docker.types
 
-    from harness.docker_client import client
+    from harness.clusters.docker.client import client
 
     cls = profile_class(str(LEASEKV_FILE))
     tag, _ = system_image(cls.description, lambda m: None)

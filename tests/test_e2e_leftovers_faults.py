@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from conftest import wait_for_nemesis_record
 
-from harness.cluster import Cluster
-from harness.docker_client import client
-from harness.profiles import profile_class
-from harness.runner import remove_helpers
-from nemesis.netns import HELPER_LABEL, list_rules
-from nemesis.netrules import CHAIN
+from harness.clusters.docker.client import client
+from harness.clusters.docker.cluster import Cluster
+from harness.clusters.docker.netns import HELPER_LABEL, list_rules
+from harness.clusters.netrules import CHAIN
+from harness.run.runner import remove_helpers
+from harness.systems.registry import profile_class
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent

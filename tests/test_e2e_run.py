@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from checkers.faults import fault_periods
-from harness.cluster import Cluster
-from harness.run_args import RunConfig, parse_concurrency
-from harness.run_dir import anomaly_file_name
+from harness.clusters.docker.cluster import Cluster
+from harness.run.config import RunConfig, parse_concurrency
+from harness.store.run_dir import anomaly_file_name
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.history import (
+from harness.store.history import (
     FLUSH_INTERVAL_S,
     PAGE_BYTES,
     HistoryWriter,
@@ -36,7 +36,7 @@ def test_a_record_sends_the_backlog_when_the_flusher_is_late(
 ) -> None:
     """A client loop hogging the GIL can starve the flusher: the next record() that finds
     no send for two flush intervals sends the backlog itself, so it reaches the file."""
-    monkeypatch.setattr("harness.history.FLUSH_INTERVAL_S", 3600.0)  # the flusher sleeps
+    monkeypatch.setattr("harness.store.history.FLUSH_INTERVAL_S", 3600.0)  # the flusher sleeps
     path = tmp_path / "history.jsonl"
     w = HistoryWriter(path, MonotonicClock())
     try:
@@ -212,7 +212,7 @@ def test_a_killed_harness_leaves_whole_lines_and_loses_little(tmp_path: Path) ->
     script = f"""
 import time
 from pathlib import Path
-from harness.history import HistoryWriter, MonotonicClock
+from harness.store.history import HistoryWriter, MonotonicClock
 w = HistoryWriter(Path({str(path)!r}), MonotonicClock())
 i = 0
 while True:
@@ -266,7 +266,7 @@ def test_ctrl_c_while_recording_leaves_every_record_on_disk(tmp_path: Path) -> N
     script = f"""
 import os, signal, sys
 from pathlib import Path
-from harness.history import HistoryWriter, MonotonicClock
+from harness.store.history import HistoryWriter, MonotonicClock
 w = HistoryWriter(Path({str(path)!r}), MonotonicClock())
 try:
     with w:
@@ -338,7 +338,7 @@ def test_killing_a_writer_mid_write_never_leaves_half_a_line(tmp_path: Path) -> 
     script = """
 import sys
 from pathlib import Path
-from harness.history import HistoryWriter, MonotonicClock
+from harness.store.history import HistoryWriter, MonotonicClock
 w = HistoryWriter(Path(sys.argv[1]), MonotonicClock())
 i = 0
 while True:

@@ -15,7 +15,7 @@ from checkers.errors import HistoryFormatError
 from checkers.job import check_histories
 from checkers.summary import exit_code, print_summary
 from cli import main
-from harness.run_dir import RunDir
+from harness.store.run_dir import RunDir
 
 pytestmark = pytest.mark.spark
 
@@ -250,9 +250,9 @@ def test_run_and_campaign_check_through_the_same_entry_point(tmp_path: Path,
         check_runs([good, bad], "local[2]", Console(file=None, quiet=True))
     assert e.value.exit_code == EXIT_BAD_ARGS and str(bad.history) in str(e.value)
     # `run` and `campaign` get there the same way: a malformed recorded history is 254 too.
-    from harness.campaign import Case, _check_and_summarise
-    from harness.runner import RunOutcome
-    from harness.runner import check as check_outcome
+    from harness.run.campaign import Case, _check_and_summarise
+    from harness.run.runner import RunOutcome
+    from harness.run.runner import check as check_outcome
 
     with pytest.raises(BadArguments) as e:
         check_outcome(RunOutcome(bad.path, 0), "local[2]", Console(file=None, quiet=True))

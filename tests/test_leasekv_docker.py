@@ -7,9 +7,9 @@ import time
 import pytest
 import redis
 
-from harness import images
-from harness.cluster import Cluster
-from harness.profiles.leasekv import LeaseKV
+from harness.clusters.docker import images
+from harness.clusters.docker.cluster import Cluster
+from harness.systems.leasekv import LeaseKV
 
 pytestmark = pytest.mark.docker
 

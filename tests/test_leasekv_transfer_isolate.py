@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
+from harness.clusters.netrules import armed_cut_script
 from harness.errors import BadArguments, EnvironmentProblem
-from harness.profiles import PROFILES
-from harness.profiles.redis_sentinel import RedisSentinel
+from harness.systems.redis_sentinel import RedisSentinel
+from harness.systems.registry import PROFILES
 from nemesis import transfer_isolate
 from nemesis.base import FaultNotApplied, NemesisContext
-from nemesis.netrules import armed_cut_script
 from nemesis.spec import parse_spec
 from nemesis.transfer_isolate import TransferIsolate
 

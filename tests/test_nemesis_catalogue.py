@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 from conftest import booted_cluster, wait_until_ready
 
-from harness.cluster import Cluster
-from harness.docker_client import client
-from harness.profiles.base import Profile
-from nemesis import NEMESES, FaultNotApplied, Nemesis, NemesisContext, nemesis_classes
+from harness.clusters.docker.client import client
+from harness.clusters.docker.cluster import Cluster
+from harness.clusters.docker.netns import HELPER_LABEL, list_rules, run_in_netns
+from harness.clusters.netrules import CHAIN
+from harness.systems.profile import Profile
+from nemesis.base import FaultNotApplied, Nemesis, NemesisContext
 from nemesis.delay import nfqueue_missing
-from nemesis.netns import HELPER_LABEL, list_rules, run_in_netns
-from nemesis.netrules import CHAIN
+from nemesis.registry import NEMESES, nemesis_classes
 
 pytestmark = pytest.mark.docker
 RAFT = 4321

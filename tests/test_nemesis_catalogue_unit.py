@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from harness.errors import BadArguments
-from harness.history import HistoryWriter, MonotonicClock
-from harness.profiles import profile_class
-from nemesis import NEMESES, nemesis_classes
+from harness.store.history import HistoryWriter, MonotonicClock
+from harness.systems.registry import profile_class
 from nemesis.base import Nemesis, NemesisContext
 from nemesis.grudge import bridge, cover, halves, isolate, majorities_ring
+from nemesis.registry import NEMESES, nemesis_classes
 from nemesis.schedule import NemesisLog, NemesisSchedule
 from nemesis.spec import parse_spec
 

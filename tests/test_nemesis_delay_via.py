@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from harness.profiles.leasekv import LeaseKV
-from harness.ssh import SshFailure
-from nemesis import NemesisContext, nemesis_classes
-from nemesis.base import FaultNotApplied, Nemesis
+from harness.clusters.ssh.transport import SshFailure
+from harness.systems.leasekv import LeaseKV
+from nemesis.base import FaultNotApplied, Nemesis, NemesisContext
 from nemesis.delay import split_links, via
+from nemesis.registry import nemesis_classes
 
 NAMES = ["m1", "m2", "m3", "m4", "m5"]
 

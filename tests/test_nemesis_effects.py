@@ -15,11 +15,12 @@ import pytest
 import redis
 from conftest import booted_cluster, wait_until_ready
 
-from harness.cluster import Cluster
-from harness.profiles.base import Profile
-from nemesis import NEMESES, NemesisContext
-from nemesis.netns import list_rules, run_in_netns
-from nemesis.netrules import CHAIN
+from harness.clusters.docker.cluster import Cluster
+from harness.clusters.docker.netns import list_rules, run_in_netns
+from harness.clusters.netrules import CHAIN
+from harness.systems.profile import Profile
+from nemesis.base import NemesisContext
+from nemesis.registry import NEMESES
 
 pytestmark = pytest.mark.docker
 

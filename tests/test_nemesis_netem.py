@@ -1,4 +1,4 @@
-"""`delay` through tc netem (nemesis/netem.py): the command text, and the real scripts run
+"""`delay` through tc netem (harness/clusters/netem.py): the command text, and the real scripts run
 as root in a fresh network namespace (`unshare -n`) with a veth pair. This kernel may lack
 netem, so those runs put a pfifo leaf where netem goes (the leaf is the scripts' one seam)
 and count packets with `tc -s class show`: only the chosen link's go through the class,
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.ssh_cluster import HEAL_ALL_CHAINS
-from nemesis import netem
+from harness.clusters import netem
+from harness.clusters.ssh.cluster import HEAL_ALL_CHAINS
 
 LEAF = "pfifo limit 1000"
 DEV = "llv0"

@@ -11,10 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.clusters import nfqueue
+from harness.clusters.docker import netns
 from harness.errors import BadArguments
-from harness.profiles import profile_class
-from nemesis import delay, nemesis_classes, netns, nfqueue
+from harness.systems.registry import profile_class
+from nemesis import delay
 from nemesis.delay import links
+from nemesis.registry import nemesis_classes
 
 
 def attrs_of(message: bytes) -> tuple[int, int, dict[int, bytes]]:

@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 from docker.errors import APIError, NotFound
 
-from harness.cluster import PROJECT_LABEL, SERVICE_LABEL, Cluster
-from harness.docker_client import client
-from harness.images import build_image
-from harness.profiles.base import Endpoint, Profile
-from harness.runner import remove_helpers
-from nemesis import NemesisContext, nemesis_classes
-from nemesis.base import Nemesis
-from nemesis.netns import HELPER_LABEL, list_rules, run_in_netns
-from nemesis.netrules import CHAIN
+from harness.clusters.docker.client import client
+from harness.clusters.docker.cluster import PROJECT_LABEL, SERVICE_LABEL, Cluster
+from harness.clusters.docker.images import build_image
+from harness.clusters.docker.netns import HELPER_LABEL, list_rules, run_in_netns
+from harness.clusters.netrules import CHAIN
+from harness.run.runner import remove_helpers
+from harness.systems.profile import Endpoint, Profile
+from nemesis.base import Nemesis, NemesisContext
+from nemesis.registry import nemesis_classes
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 IMAGE = "leaseline/test-noshell:latest"

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.history import HistoryWriter, MonotonicClock
+from harness.store.history import HistoryWriter, MonotonicClock
 from nemesis.base import FaultNotApplied, Nemesis, NemesisContext
 from nemesis.schedule import NemesisLog, NemesisSchedule
 

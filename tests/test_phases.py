@@ -15,10 +15,10 @@ import pytest
 from test_nemesis_schedule import FakeFault
 
 from harness.errors import BadArguments
-from harness.history import HistoryWriter, MonotonicClock
-from harness.phases import Phase, PhaseDriver, parse_phases
-from harness.runner import run_clock
-from harness.workers import ProcessIds, Stats, Worker
+from harness.run.phases import Phase, PhaseDriver, parse_phases
+from harness.run.runner import run_clock
+from harness.run.workers import ProcessIds, Stats, Worker
+from harness.store.history import HistoryWriter, MonotonicClock
 from nemesis.schedule import NemesisLog, NemesisSchedule
 from workloads.base import OK, Completion, Op, WorkloadOptions
 from workloads.cas_ops import CasGenerator
@@ -96,7 +96,7 @@ def test_reads_reshape_the_mix_and_keep_write_cas_proportions() -> None:
 
 
 def test_a_generator_without_a_mix_says_so_and_reads_are_refused() -> None:
-    from harness.phases import check_mix
+    from harness.run.phases import check_mix
     from workloads.base import Generator
 
     class Plain(Generator):
@@ -218,7 +218,7 @@ def test_a_run_through_phases_changes_rate_mix_and_faults(tmp_path: Path) -> Non
 def test_the_live_view_names_the_phase() -> None:
     from rich.console import Console
 
-    from harness.progress import _view
+    from harness.run.progress import _view
 
     driver = PhaseDriver(parse_phases("warmup:5s,faults", 20),
                          SimpleNamespace(enter_phase=lambda value, faults_on: None),
@@ -238,7 +238,7 @@ def test_the_progress_display_only_watches_the_run() -> None:
 
     from rich.console import Console
 
-    from harness.progress import live_progress
+    from harness.run.progress import live_progress
 
     out = io.StringIO()
     driver = PhaseDriver(parse_phases("warmup:1800s,faults", 3600),

@@ -1,4 +1,4 @@
-"""Client models (harness/routes.py): under "node" a worker thread keeps its node for the
+"""Client models (harness/run/routes.py): under "node" a worker thread keeps its node for the
 whole run, also after an info gives it a new process id, as in Jepsen; "follow" asks who
 leads only when it must; "oracle" follows the tracker; old names still work;
 --concurrency accepts Nn (per node). Real Worker loops and routes, a fake client that
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from harness.client_models import alias_warning, canonical
 from harness.errors import BadArguments
-from harness.routes import FollowRoute, NodeRoute, OracleRoute, route_for
-from harness.run_args import RunConfig, clients, parse_concurrency, total_rate, validate
-from harness.workers import ProcessIds, Stats, Worker
+from harness.run.config import RunConfig, clients, parse_concurrency, total_rate, validate
+from harness.run.routes import FollowRoute, NodeRoute, OracleRoute, route_for
+from harness.run.workers import ProcessIds, Stats, Worker
+from harness.systems.client_models import alias_warning, canonical
 from workloads.base import FAIL, INFO, OK, Completion, Op, WorkloadOptions
 from workloads.register import RegisterGenerator
 

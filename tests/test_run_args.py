@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadArguments
-from harness.run_args import parse_list, parse_sut_opts
-from harness.runner import RunConfig, validate
+from harness.run.config import parse_list, parse_sut_opts
+from harness.run.runner import RunConfig, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,7 +64,7 @@ def test_the_run_folder_is_one_line_on_a_narrow_console(tmp_path: Path) -> None:
 
     from rich.console import Console
 
-    from harness.runner import print_path
+    from harness.run.runner import print_path
 
     out = io.StringIO()
     console = Console(file=out, width=30, force_terminal=True, color_system="truecolor")
@@ -80,7 +80,7 @@ def test_run_json_is_the_only_thing_on_stdout(
     import json
     import os
 
-    from harness import runner
+    from harness.run import runner
 
     def noisy_run(cfg: RunConfig) -> runner.RunOutcome:
         print("progress from python")

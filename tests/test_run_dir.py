@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from harness.run_dir import LATEST, RunDir
+from harness.store.run_dir import LATEST, RunDir
 
 
 def test_latest_links_follow_the_newest_run(tmp_path: Path) -> None:

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner
-from harness.cluster import Cluster, _explain_compose_failure
+from harness.clusters.docker.cluster import Cluster, _explain_compose_failure
 from harness.errors import EnvironmentProblem
-from harness.profiles import PROFILES
-from harness.profiles.redis_sentinel import RedisSentinel
-from harness.runner import RunConfig
+from harness.run import runner
+from harness.run.runner import RunConfig
+from harness.systems.redis_sentinel import RedisSentinel
+from harness.systems.registry import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 

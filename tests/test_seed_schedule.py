@@ -21,14 +21,15 @@ from unittest import mock
 
 import pytest
 
-from harness.history import HistoryWriter, MonotonicClock
-from harness.profiles.base import Endpoint, Profile
-from harness.routes import NodeRoute
-from harness.workers import ProcessIds, Stats, Worker
-from nemesis import NemesisContext, nemesis_classes
+from harness.run.routes import NodeRoute
+from harness.run.workers import ProcessIds, Stats, Worker
+from harness.store.history import HistoryWriter, MonotonicClock
+from harness.systems.profile import Endpoint, Profile
+from nemesis.base import NemesisContext
+from nemesis.registry import nemesis_classes
 from nemesis.schedule import NemesisLog, NemesisSchedule
-from workloads import WORKLOADS, workload_class
 from workloads.base import OK, Completion, Op, WorkloadOptions
+from workloads.registry import WORKLOADS, workload_class
 
 SPECS = [
     "kill:minority", "pause:one", "partition-leader", "partition-one", "partition-halves",

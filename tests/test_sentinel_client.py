@@ -14,10 +14,11 @@ from collections.abc import Iterator
 import pytest
 from conftest import booted_cluster
 
-from harness.cluster import Cluster
-from harness.profiles.base import Profile
-from harness.routes import SentinelRoute
-from nemesis import NEMESES, NemesisContext
+from harness.clusters.docker.cluster import Cluster
+from harness.run.routes import SentinelRoute
+from harness.systems.profile import Profile
+from nemesis.base import NemesisContext
+from nemesis.registry import NEMESES
 from workloads.base import FAIL, INFO, OK, Op, WorkloadOptions
 from workloads.register import Register
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from checkers.report.sample import make_sample_run
+from harness.browser.runs_index import RunsIndex
+from harness.browser.serve import make_server
 from harness.errors import EnvironmentProblem
-from harness.runs_index import RunsIndex
-from harness.serve import make_server
 
 
 def _get(url: str) -> tuple[int, bytes, dict[str, str]]:

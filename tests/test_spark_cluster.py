@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from test_job import H, stale
 
-from harness.cluster import ROOT, Cluster
-from harness.compose import compose_command
+from harness.clusters.docker.cluster import ROOT, Cluster
+from harness.clusters.docker.compose import compose_command
 from harness.errors import EnvironmentProblem
 
 sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
@@ -60,7 +60,7 @@ def _master_json(master: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def master() -> Iterator[str]:
-    from harness import spark_cluster
+    from harness.clusters.docker import spark_cluster
 
     project = f"ll-t-{os.getpid()}-spark"
     try:

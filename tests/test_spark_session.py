@@ -15,7 +15,7 @@ import pytest
 from test_job import stale
 
 from checkers.spark_session import CONNECT_TIMEOUT_S
-from harness.cluster import ROOT
+from harness.clusters.docker.cluster import ROOT
 
 
 def _check(master: str, path: Path) -> tuple[subprocess.CompletedProcess[str], float]:
@@ -59,7 +59,7 @@ def test_a_silent_master_is_the_same_sentence_within_the_connect_timeout(
 @pytest.mark.docker
 def test_a_master_whose_host_drops_packets(tmp_path: Path) -> None:
     """A container of the test's own whose firewall drops everything sent to port 7077."""
-    from harness.docker_client import client
+    from harness.clusters.docker.client import client
 
     box = client().containers.run(
         "leaseline/nemesis:latest", ["sh", "-c", "iptables -A INPUT -p tcp --dport 7077 -j DROP"

@@ -14,12 +14,13 @@ import pytest
 from conftest import wait_until_ready
 from ssh_machines import Machines, ssh_machines
 
-from harness.profiles.leasekv import LeaseKV
-from harness.remote import remote_cluster
-from harness.ssh_cluster import SshCluster
-from nemesis import NemesisContext, nemesis_classes, netem
-from nemesis.base import Nemesis
+from harness.clusters import netem
+from harness.clusters.ssh.cluster import SshCluster
+from harness.clusters.ssh.remote import remote_cluster
+from harness.systems.leasekv import LeaseKV
+from nemesis.base import Nemesis, NemesisContext
 from nemesis.delay import Delay
+from nemesis.registry import nemesis_classes
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 USER_RULE = "-A INPUT -p tcp -m tcp --dport 9999 -j ACCEPT"
@@ -205,7 +206,8 @@ def test_kill_pause_and_transfer_act_on_the_server(
 
 def test_an_armed_cut_is_ready_unhooked_and_hooks_on_request(
         cluster: tuple[Machines, SshCluster, LeaseKV]) -> None:
-    """For pause-isolate and transfer-isolate (nemesis.netns.armed_cut in Docker)."""
+    """For pause-isolate and transfer-isolate (harness.clusters.docker.netns.armed_cut in
+    Docker)."""
     m, c, profile = cluster
     peers = [c.ip(p) for p in ("m2", "m3")]
     with c.armed_cut("m1", peers, "LEASELINE-PI") as cut:

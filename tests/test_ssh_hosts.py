@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from harness.clusters.ssh.hosts import load_hosts
+from harness.clusters.ssh.transport import SshNode
 from harness.errors import BadArguments
-from harness.host_system import load_host_commands, parse_host_table
-from harness.hosts import load_hosts
-from harness.ssh import SshNode
-from harness.templates import Command
+from harness.systems.host_system import load_host_commands, parse_host_table
+from harness.systems.templates import Command
 
 ROOT = Path(__file__).resolve().parent.parent
-LEASEKV_HOSTS = ROOT / "harness/profiles/leasekv.hosts.toml"
+LEASEKV_HOSTS = ROOT / "harness/systems/leasekv.hosts.toml"
 NASTY = "n 1'; touch /tmp/pwned; echo \"$(id)\" `id` $HOME"
 
 
@@ -135,7 +135,7 @@ def test_a_description_without_host_table_says_what_is_missing(tmp_path: Path) -
 
 
 def test_run_refuses_what_cannot_run_on_the_hosts_before_anything_starts(tmp_path: Path) -> None:
-    from harness.runner import RunConfig, validate
+    from harness.run.runner import RunConfig, validate
 
     hosts = write(tmp_path, "[[node]]\nname = \"n1\"\naddress = \"127.0.0.1\"\n")
     validate(RunConfig(sut="leasekv", hosts=hosts, nemesis=[

@@ -11,10 +11,10 @@ import paramiko
 import pytest
 from ssh_machines import Machines, ssh_machines
 
-from harness.host_system import parse_host_table
-from harness.hosts import load_hosts
-from harness.ssh import CommandFailed, SshFailure, SshNode
-from harness.ssh_cluster import SshCluster
+from harness.clusters.ssh.cluster import SshCluster
+from harness.clusters.ssh.hosts import load_hosts
+from harness.clusters.ssh.transport import CommandFailed, SshFailure, SshNode
+from harness.systems.host_system import parse_host_table
 
 pytestmark = pytest.mark.docker
 NASTY = "n 1'; touch pwned; echo \"$(id)\" `id` $HOME"  # no '/': it names a folder

@@ -230,7 +230,7 @@ def test_lease_bounded_key_shows_its_worst_stale_read(tmp_path: Path) -> None:
     from checkers.job import file_report
     from checkers.report import write_report
     from cli import main
-    from harness.run_dir import RunDir, anomaly_file_name
+    from harness.store.run_dir import RunDir, anomaly_file_name
 
     run = tmp_path / "t" / "20250101T000000"
     run.mkdir(parents=True)

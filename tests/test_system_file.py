@@ -1,4 +1,4 @@
-"""A system in one file (harness/system_file.py, harness/profiles/described.py): the
+"""A system in one file (harness/systems/system_file.py, harness/systems/described.py): the
 descriptions shipped in the repository load, and every wrong or incomplete file is refused
 before anything starts with one sentence naming the field (exit 254)."""
 
@@ -12,17 +12,17 @@ from pathlib import Path
 import pytest
 
 from harness.errors import EXIT_BAD_ARGS, BadArguments
-from harness.host_system import load_host_commands
-from harness.profiles import SYSTEM_FILES, option_defaults, profile_class
-from harness.profiles.described import _escaped, described_profile, static_ip
-from harness.run_args import RunConfig, validate
+from harness.run.config import RunConfig, validate
+from harness.systems.described import _escaped, described_profile, static_ip
+from harness.systems.host_system import load_host_commands
+from harness.systems.registry import SYSTEM_FILES, option_defaults, profile_class
 
 
 @pytest.fixture(autouse=True)
 def named_images_exist(monkeypatch: pytest.MonkeyPatch) -> None:
     """The images these files name by name (example/kv:1) stand in for the user's own:
     validate asks Docker for them, which is faked here (one test fakes their absence)."""
-    from harness import images
+    from harness.clusters.docker import images
 
     monkeypatch.setattr(images, "image_exists", lambda tag: True)
 
@@ -227,7 +227,7 @@ def test_cli_exit_254_with_one_sentence(tmp_path: Path) -> None:
 
 
 def test_campaign_case_names_a_file(tmp_path: Path) -> None:
-    from harness.campaign import load_campaign
+    from harness.run.campaign import load_campaign
 
     write(tmp_path, MINIMAL)
     campaign = write(tmp_path, json.dumps({"cases": [{"sut": "system.toml"}]}), "c.json")
@@ -249,7 +249,7 @@ def test_readme_example_loads(tmp_path: Path) -> None:
 
 
 def test_ssh_runs_read_the_same_file() -> None:
-    from harness.remote import host_commands
+    from harness.clusters.ssh.remote import host_commands
 
     commands = host_commands(profile_class(str(LEASEKV_FILE)), {"bug": "local-read"})
     assert commands.opts == {"bug": "local-read"}
@@ -258,7 +258,7 @@ def test_ssh_runs_read_the_same_file() -> None:
 
 def test_source_build_runs_once_per_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                           ) -> None:
-    from harness import system_images
+    from harness.clusters.docker import system_images
 
     monkeypatch.setattr(system_images, "BUILD_CACHE", tmp_path / "cache")
     source = tmp_path / "checkout"
@@ -305,7 +305,7 @@ def test_leader_is_named_by_a_majority_and_confirms(tmp_path: Path) -> None:
 def test_an_image_name_not_in_docker_is_refused_by_validate(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A wrong image= is an argument problem (254) found before anything starts."""
-    from harness import images
+    from harness.clusters.docker import images
 
     asked: list[str] = []
     monkeypatch.setattr(images, "image_exists", lambda tag: asked.append(tag) or False)

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 
 import cli
-from harness import runner
-from harness.profiles import PROFILES
-from harness.profiles.base import Endpoint, Profile
-from harness.runner import RunConfig
-from workloads import WORKLOADS
+from harness.run import runner
+from harness.run.runner import RunConfig
+from harness.systems.profile import Endpoint, Profile
+from harness.systems.registry import PROFILES
 from workloads.base import Completion, Op
 from workloads.register import Register, RegisterClient
+from workloads.registry import WORKLOADS
 
 
 class FakeCluster:

@@ -17,11 +17,11 @@ from checkers.decide import check_key
 from checkers.importers.jsonl import read_jsonl
 from checkers.ops import KeyHistory
 from harness.errors import EnvironmentProblem
-from harness.profiles.base import Endpoint
-from workloads import WORKLOADS, WorkloadOptions, workload_class
-from workloads.base import FAIL, INFO, OK, Op
+from harness.systems.profile import Endpoint
+from workloads.base import FAIL, INFO, OK, Op, WorkloadOptions
 from workloads.cas_ops import DEFAULT_WRITES_PER_KEY, CasGenerator
 from workloads.lua_cas import CAS_SCRIPT, CAS_SHA, READ_SHA, LuaCasClient
+from workloads.registry import WORKLOADS, workload_class
 
 
 def client_with(conn: FakeConnection) -> LuaCasClient:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from harness.errors import EnvironmentProblem
-from harness.profiles.base import Endpoint
+from harness.systems.profile import Endpoint
 from workloads.base import FAIL, INFO, OK, Op
 from workloads.dynamo_cas import DynamoCasClient
 from workloads.dynamo_client import CONFIG, TABLE, create_table

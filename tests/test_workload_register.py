@@ -9,10 +9,10 @@ import redis
 from conftest import FakeConnection
 
 from harness.errors import BadArguments
-from harness.profiles.base import Endpoint
-from workloads import WORKLOADS, WorkloadOptions, workload_class
-from workloads.base import FAIL, INFO, OK, Op
+from harness.systems.profile import Endpoint
+from workloads.base import FAIL, INFO, OK, Op, WorkloadOptions
 from workloads.register import RegisterClient, RegisterGenerator
+from workloads.registry import WORKLOADS, workload_class
 
 
 def client_with(conn: FakeConnection) -> RegisterClient:

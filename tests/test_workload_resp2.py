@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from resp2_server import Resp2Server
 
-from harness.profiles.base import Endpoint
-from harness.routes import NodeRoute
-from harness.workers import ProcessIds, Stats, Worker
+from harness.run.routes import NodeRoute
+from harness.run.workers import ProcessIds, Stats, Worker
+from harness.systems.profile import Endpoint
 from workloads.base import FAIL, OK, Completion, Op, WorkloadOptions
 from workloads.lua_cas import LuaCas
 from workloads.register import Register

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from harness.profiles.base import Endpoint
+from harness.systems.profile import Endpoint
 from workloads.base import FAIL, OK, Op
 from workloads.dynamo_cas import DynamoCasClient
 from workloads.dynamo_client import create_table

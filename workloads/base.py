@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from harness.profiles.base import Endpoint, Profile
+from harness.systems.profile import Endpoint, Profile
 
 OK, FAIL, INFO = "ok", "fail", "info"
 
@@ -34,7 +34,7 @@ class Completion:
     value: Any = None  # read: what was read; otherwise usually the op's value
     error: str | None = None
     # A fail the data decided (a compare that did not match): the node and the link are
-    # fine, so the client keeps both (harness/routes.py).
+    # fine, so the client keeps both (harness/run/routes.py).
     answered: bool = False
 
 

@@ -8,7 +8,7 @@ Reads are GetItem(ConsistentRead=True), writes PutItem; the mix is workloads/cas
 
 from __future__ import annotations
 
-from harness.profiles.base import Profile
+from harness.systems.profile import Profile
 from workloads.base import FAIL, Completion, Op, Workload
 from workloads.cas_ops import CasGenerator
 from workloads.dynamo_client import VALUE, DynamoClient, create_table, key_of, number

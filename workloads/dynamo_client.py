@@ -26,7 +26,7 @@ import botocore.exceptions as bex
 from botocore.config import Config
 
 from harness.errors import EnvironmentProblem
-from harness.profiles.base import Endpoint, Profile
+from harness.systems.profile import Endpoint, Profile
 from workloads.base import FAIL, INFO, Client, Completion, Op
 
 TABLE = "leaseline"

@@ -6,7 +6,7 @@ only the protocol differs. The table is created in setup.
 
 from __future__ import annotations
 
-from harness.profiles.base import Profile
+from harness.systems.profile import Profile
 from workloads.base import FAIL, Completion, Op, Workload
 from workloads.dynamo_client import DynamoClient, create_table
 from workloads.register import RegisterGenerator

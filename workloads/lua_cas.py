@@ -21,7 +21,7 @@ from typing import Any
 import redis
 
 from harness.errors import EnvironmentProblem, LeaselineError
-from harness.profiles.base import Endpoint, Profile
+from harness.systems.profile import Endpoint, Profile
 from workloads.base import FAIL, Completion, Op, Workload, WorkloadOptions
 from workloads.cas_ops import CasGenerator
 from workloads.redis_client import (

@@ -24,7 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from harness.profiles.base import Endpoint
+from harness.systems.profile import Endpoint
 from workloads.base import FAIL, INFO, OK, Client, Completion, Op
 
 CONNECT_TIMEOUT_S = 0.5

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from checkers.faults import FaultPeriod, fault_periods
-from harness.run_dir import ANOMALIES, read_json
+from harness.store.run_dir import ANOMALIES, read_json
 
 NEMESIS = "nemesis"
 F_CODES = {"read": 0, "write": 1, "cas": 2}

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.anomalies import anomaly_counts
-from harness.run_dir import RunDir
+from harness.store.run_dir import RunDir
 
 FIELD_ORDER = ("index", "time", "process", "type", "f", "key", "value", "node", "error")
 
@@ -191,7 +191,7 @@ def make_sample_run(
     run = RunDir(run_dir)
     with open(run.history, "w", encoding="utf-8") as fh:
         for _, _, rec in events:
-            # Field order as harness.history.HistoryWriter writes it.
+            # Field order as harness.store.history.HistoryWriter writes it.
             out = {k: rec[k] for k in FIELD_ORDER if k in rec}
             fh.write(json.dumps(out, separators=(",", ":")) + "\n")
 

@@ -1,0 +1,1 @@
+"""`leaseline serve`: the results browser over every run folder."""

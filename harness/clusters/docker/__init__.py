@@ -1,0 +1,1 @@
+"""The Docker cluster: Compose projects, images, helper containers."""

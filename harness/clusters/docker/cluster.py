@@ -1,0 +1,218 @@
+"""One Compose project: bring a profile's services up and down, and reach its containers.
+
+Compose (v1 or v2, harness/clusters/docker/compose.py) owns creation and teardown; everything that
+has to be fast or
+precise afterwards (kill, start, pause, thaw, IPs, logs) goes through the Docker SDK on the
+containers compose labelled with the project and service name. Nemeses act on containers
+only through this class (and harness/clusters/docker/netns.py for helpers in their namespaces).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import ipaddress
+import os
+import re
+import subprocess
+import tarfile
+import zlib
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from docker.errors import APIError, NotFound
+from docker.models.containers import Container
+
+from harness.clusters.docker.client import client
+from harness.clusters.docker.compose import compose_command, compose_name
+from harness.errors import EnvironmentProblem
+
+ROOT = Path(__file__).resolve().parents[3]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+PROJECT_LABEL = "com.docker.compose.project"
+SERVICE_LABEL = "com.docker.compose.service"
+SUBNET_ATTEMPTS = 3
+
+
+def _explain_compose_failure(output: str) -> str:
+    """The one sentence a user can act on, out of compose's multi-line error output."""
+    if m := re.search(r"(?:port is already allocated|address already in use)[^\n]*", output):
+        return f"a host port the cluster needs is already in use ({m.group(0).strip()})"
+    if "No such image" in output or "pull access denied" in output:
+        return "an image of the cluster is missing; run `leaseline images build`"
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip()]
+    errors = [ln for ln in lines if "ERROR" in ln or "error" in ln.lower()]
+    return (errors or lines or ["no output"])[-1][:300]
+
+
+class Cluster:
+    backend = "docker"  # harness.clusters.ssh.cluster.SshCluster is the other one
+
+    def __init__(
+        self, project: str, compose_profile: str, env: dict[str, str] | None = None,
+        compose_file: Path = COMPOSE_FILE, overrides: Sequence[Path] = (),
+    ) -> None:
+        """compose_file: the repository's docker-compose.yml, or one generated for the run
+        (a described system, harness/systems/described.py); overrides: compose files
+        merged over it (the Spark cluster's mounts, harness/clusters/docker/spark_cluster.py)."""
+        if not re.fullmatch(r"ll-[a-z0-9][a-z0-9_-]*", project):
+            raise ValueError(f"compose project names must look like ll-<name>, got {project!r}")
+        self.project = project
+        self.compose_profile = compose_profile
+        self.env = dict(env or {})
+        self.compose_file = compose_file
+        self.overrides = list(overrides)
+        # A generated compose file with a subnet of its own: rewrites it for another subnet.
+        self.on_subnet_taken: Callable[[str], None] | None = None
+
+    # -- compose ------------------------------------------------------------------------
+    def _compose(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+        files = [arg for f in (self.compose_file, *self.overrides) for arg in ("-f", str(f))]
+        cmd = [*compose_command(), *files, "-p", self.project,
+               "--profile", self.compose_profile, *args]
+        try:
+            return subprocess.run(
+                cmd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env}
+            )
+        except subprocess.TimeoutExpired:
+            raise EnvironmentProblem(
+                f"{compose_name()} {args[0]} for {self.project} did not finish "
+                f"within {timeout:.0f} s."
+            ) from None
+
+    def use_subnet(self, subnet: str) -> None:
+        """The shipped compose file takes its project's test network from LL_NET."""
+        self.env["LL_NET"] = subnet.rsplit(".", 1)[0]
+
+    def up(self) -> None:
+        client()  # a missing engine is reported as such, not as a compose error
+        if self.compose_file == COMPOSE_FILE:
+            self.use_subnet(self.free_subnet())
+            self.on_subnet_taken = self.use_subnet
+        for attempt in range(SUBNET_ATTEMPTS):
+            r = self._compose("up", "-d", "--no-build", "--remove-orphans")
+            if r.returncode == 0:
+                return
+            self.down()
+            # Another run took the same subnet in the meantime: write the file anew.
+            if "Pool overlaps" not in r.stdout + r.stderr or self.on_subnet_taken is None \
+                    or attempt == SUBNET_ATTEMPTS - 1:
+                break
+            self.on_subnet_taken(self.free_subnet())
+        why = _explain_compose_failure(r.stdout + r.stderr)
+        raise EnvironmentProblem(f"the {self.compose_profile} cluster did not start: {why}.")
+
+    def down(self) -> None:
+        """Removes every container and network of the project; safe to call when nothing runs."""
+        self._compose("down", "-v", "--remove-orphans", "-t", "2")
+        # Containers compose no longer knows about (another profile, an interrupted `up`).
+        for c in self.containers(all_=True):
+            with contextlib.suppress(NotFound):
+                c.remove(force=True, v=True)
+        # A network of the project compose could not remove (its file gone, e.g. a
+        # generated one of an interrupted run): its subnet must be free for the next run.
+        for net in client().networks.list(filters={"label": f"{PROJECT_LABEL}={self.project}"}):
+            with contextlib.suppress(NotFound, APIError):
+                net.remove()
+
+    def free_subnet(self) -> str:
+        """A /24 for the project's test network that no Docker network uses yet: the first
+        free one of 10.97.0.0/16, starting at a place derived from the project name (so
+        parallel runs start apart), and the project's own when it still exists."""
+        taken: set[ipaddress.IPv4Network] = set()
+        for net in client().networks.list():
+            for cfg in (net.attrs.get("IPAM") or {}).get("Config") or []:
+                with contextlib.suppress(ValueError, KeyError, TypeError):
+                    taken.add(ipaddress.IPv4Network(cfg["Subnet"], strict=False))
+        start = zlib.crc32(self.project.encode()) % 256
+        for k in range(256):
+            candidate = ipaddress.IPv4Network(f"10.97.{(start + k) % 256}.0/24")
+            if not any(candidate.overlaps(t) for t in taken):
+                return str(candidate)
+        raise EnvironmentProblem("no free /24 is left in 10.97.0.0/16 for the test network.")
+
+    # -- containers ---------------------------------------------------------------------
+    def containers(self, all_: bool = True) -> list[Container]:
+        return client().containers.list(
+            all=all_, filters={"label": f"{PROJECT_LABEL}={self.project}"}
+        )
+
+    def container(self, service: str) -> Container:
+        found = client().containers.list(
+            all=True,
+            filters={"label": [f"{PROJECT_LABEL}={self.project}", f"{SERVICE_LABEL}={service}"]},
+        )
+        if not found:
+            raise EnvironmentProblem(f"service {service} of {self.project} has no container.")
+        return found[0]
+
+    def ip(self, service: str) -> str:
+        """The container's address on the project's bridge network ('' while it is stopped)."""
+        c = self.container(service)
+        c.reload()
+        nets = c.attrs.get("NetworkSettings", {}).get("Networks", {}) or {}
+        for net in nets.values():
+            if net.get("IPAddress"):
+                return str(net["IPAddress"])
+        return ""
+
+    def status(self, service: str) -> str:
+        """Docker's word for the container now: running, paused, exited, created, dead."""
+        c = self.container(service)
+        c.reload()
+        return str(c.status)
+
+    def is_running(self, service: str) -> bool:
+        return self.status(service) == "running"
+
+    def pause(self, service: str) -> bool:
+        """Freezes a running service (the cgroup freezer); False if it was not running."""
+        c = self.container(service)
+        c.reload()
+        if c.status != "running":
+            return False
+        c.pause()
+        return True
+
+    def thaw(self, service: str) -> bool:
+        """Thaws a paused service; False if it was not paused (healing twice is fine)."""
+        c = self.container(service)
+        c.reload()
+        if c.status != "paused":
+            return False
+        try:
+            c.unpause()
+        except (APIError, NotFound) as e:
+            if "is not paused" not in str(e):
+                raise EnvironmentProblem(f"could not thaw {service}: {e}") from None
+        return True
+
+    def kill(self, service: str) -> None:
+        c = self.container(service)
+        try:
+            c.kill(signal="SIGKILL")
+        except APIError as e:
+            if "is not running" not in str(e):
+                raise
+
+    def start(self, service: str) -> None:
+        self.container(service).start()
+
+    def copy_file(self, service: str, path: str) -> bytes | None:
+        """A file from inside the container (running or stopped), or None if it is missing."""
+        try:
+            stream, _ = self.container(service).get_archive(path)
+        except (NotFound, APIError, EnvironmentProblem):
+            return None
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            for member in tar.getmembers():
+                if member.isfile():
+                    f = tar.extractfile(member)
+                    return f.read() if f else None
+        return None
+
+    def logs(self, service: str) -> bytes:
+        try:
+            return self.container(service).logs(stdout=True, stderr=True, timestamps=True)
+        except (NotFound, EnvironmentProblem):
+            return b""

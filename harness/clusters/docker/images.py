@@ -1,0 +1,128 @@
+"""Builds every image locally: no registry is reachable, so nothing is ever pulled.
+
+The base image is a minimal Debian made by debootstrap and `docker import`ed under
+BASE_TAG. Every other image is built FROM it from a folder under docker/, and labelled
+with a hash of that folder: when the label matches, the build is skipped entirely.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from docker.errors import BuildError, ImageNotFound
+
+from harness.clusters.docker.client import client
+from harness.errors import EnvironmentProblem
+
+ROOT = Path(__file__).resolve().parents[3]
+DOCKER_DIR = ROOT / "docker"
+BASE_TAG = "leaseline/base:bookworm"
+HASH_LABEL = "io.leaseline.context-hash"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+def debian_mirror() -> str:
+    """The host's own Debian mirror (so debootstrap goes where apt already goes)."""
+    if env := os.environ.get("LEASELINE_DEBIAN_MIRROR"):
+        return env
+    sources = [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]
+    for path in sources:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for m in re.finditer(r"(?:^deb\s+(?:\[[^]]*\]\s+)?|^URIs:\s*)(\S+/debian)/?\s", text, re.M):
+            return m.group(1)
+    return DEFAULT_MIRROR
+
+
+def image_exists(tag: str) -> bool:
+    try:
+        client().images.get(tag)
+        return True
+    except ImageNotFound:
+        return False
+
+
+def build_base(log: Callable[[str], None] = print) -> None:
+    if image_exists(BASE_TAG):
+        return
+    if not shutil.which("debootstrap"):
+        raise EnvironmentProblem("debootstrap is not installed; run scripts/setup.sh first.")
+    mirror = debian_mirror()
+    log(f"building {BASE_TAG} with debootstrap from {mirror} (once; about a minute)")
+    with tempfile.TemporaryDirectory(prefix="leaseline-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        r = subprocess.run(
+            ["debootstrap", "--variant=minbase", "bookworm", str(rootfs), mirror],
+            capture_output=True,
+            text=True,
+        )
+        if r.returncode != 0:
+            tail = (r.stdout + r.stderr).strip().splitlines()[-3:]
+            raise EnvironmentProblem(f"debootstrap failed: {' | '.join(tail)}")
+        # Inside images apt must reach the same mirror the host uses.
+        (rootfs / "etc/apt/sources.list").write_text(f"deb {mirror} bookworm main\n")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imp = subprocess.run(
+            ["docker", "import", "--change", "ENV DEBIAN_FRONTEND=noninteractive", "-", BASE_TAG],
+            stdin=tar.stdout,
+            capture_output=True,
+            text=True,
+        )
+        tar.wait()
+        if imp.returncode != 0:
+            raise EnvironmentProblem(
+                f"docker import of the base image failed: {imp.stderr.strip()}"
+            )
+
+
+def context_hash(context: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(
+        p for p in context.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    ):
+        h.update(str(path.relative_to(context)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def image_contexts() -> dict[str, Path]:
+    """tag -> build context, one per folder under docker/ (or sut/, for the systems whose code
+    lives in this repository, e.g. sut/leasekv) that has a Dockerfile."""
+    dirs = [*sorted(DOCKER_DIR.iterdir())]
+    if (ROOT / "sut").is_dir():
+        dirs += sorted((ROOT / "sut").iterdir())
+    return {f"leaseline/{d.name}:latest": d for d in dirs if (d / "Dockerfile").is_file()}
+
+
+def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> bool:
+    """Builds tag from context unless an image with the same context hash exists. True if built."""
+    digest = context_hash(context)
+    try:
+        if client().images.get(tag).labels.get(HASH_LABEL) == digest:
+            return False
+    except ImageNotFound:
+        pass
+    log(f"building {tag}")
+    try:
+        client().images.build(
+            path=str(context), tag=tag, labels={HASH_LABEL: digest}, rm=True, forcerm=True
+        )
+    except BuildError as e:
+        lines = [str(chunk.get("stream", chunk.get("error", ""))).strip() for chunk in e.build_log]
+        tail = " | ".join(line for line in lines if line)[-600:]
+        raise EnvironmentProblem(f"building {tag} failed: {tail}") from None
+    return True
+
+
+def build_all(log: Callable[[str], None] = print) -> list[str]:
+    build_base(log)
+    return [tag for tag, ctx in image_contexts().items() if build_image(tag, ctx, log)]

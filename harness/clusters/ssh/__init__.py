@@ -1,0 +1,1 @@
+"""The user's own machines over SSH (`run --hosts`). Nothing here uses Docker."""

@@ -1,0 +1,493 @@
+"""`leaseline run`: the lifecycle of ARCHITECTURE.md "Data flow".
+
+    cluster up -> wait until really ready -> workers + nemesis write the history
+    -> time limit -> heal everything -> wait ready -> final reads -> node logs
+    -> tear down (unless --leave-running) -> checker -> results.json, exit code
+
+Whatever happens after the cluster is up (time limit, Ctrl-C, SIGTERM, a crash), the
+`finally` below stops the workers, heals every fault, closes the history (so it stays
+readable) and tears the cluster down; only a normal end goes on to the checker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from rich.console import Console
+
+from harness.clusters.docker import images
+from harness.clusters.docker.cluster import Cluster
+from harness.clusters.docker.netns import NEMESIS_IMAGE, remove_helpers
+from harness.errors import EnvironmentProblem, LeaselineError
+from harness.run.config import RunConfig, clients, total_rate, validate
+from harness.run.phases import PhaseDriver, parse_phases
+from harness.run.progress import live_progress
+from harness.run.routes import NodeRoute, route_for
+from harness.run.workers import LeaderTracker, ProcessIds, Stats, Worker
+from harness.store.crashlog import write_crash_log
+from harness.store.history import HistoryWriter, MonotonicClock
+from harness.store.run_dir import RunDir
+from harness.systems.client_models import alias_warning, canonical
+from harness.systems.described import DescribedProfile, write_compose
+from harness.systems.profile import Profile
+from nemesis.base import NemesisContext
+from nemesis.registry import nemesis_classes
+from nemesis.schedule import NemesisLog, NemesisSchedule
+from workloads.base import WorkloadOptions
+from workloads.registry import workload_class
+
+READY_TIMEOUT_S = 90.0
+HEALED_READY_TIMEOUT_S = 60.0
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C: heal, keep the history, tear down, exit."""
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    exit_code: int
+    valid: Any = None
+    history_records: int = 0
+    faults: int = 0
+    report: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)  # go into results.json and the report
+
+
+@contextmanager
+def signals_as_interrupts() -> Iterator[Callable[[], None]]:
+    """SIGTERM raises Terminated in the main thread; the yielded function makes both SIGINT
+    and SIGTERM wait until cleanup is over (a second Ctrl-C must not leave a fault behind)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    pending: list[int] = []
+
+    def on_term(signum: int, _frame: FrameType | None) -> None:
+        raise Terminated()
+
+    def defer(signum: int, _frame: FrameType | None) -> None:
+        pending.append(signum)
+
+    old_term = signal.signal(signal.SIGTERM, on_term)
+    old_int = signal.getsignal(signal.SIGINT)
+
+    def shield() -> None:
+        signal.signal(signal.SIGTERM, defer)
+        signal.signal(signal.SIGINT, defer)
+
+    try:
+        yield shield
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
+        if pending:  # the user asked to stop during cleanup: stop now that it is done
+            raise Terminated() if pending[0] == signal.SIGTERM else KeyboardInterrupt()
+
+
+def wait_ready(profile: Profile, timeout_s: float, console: Console, what: str) -> str | None:
+    """None once ready; else the last reason it was not (after timeout_s)."""
+    deadline = time.monotonic() + timeout_s
+    reason: str | None = "not checked"
+    with console.status(f"waiting until the cluster is ready ({what})") as status:
+        while time.monotonic() < deadline:
+            try:
+                reason = profile.readiness()
+            except LeaselineError as e:
+                reason = str(e)
+            if reason is None:
+                return None
+            status.update(f"waiting until the cluster is ready ({what}): {reason}")
+            time.sleep(0.3)
+    return reason
+
+
+def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
+    images.build_base(log)
+    ctxs = images.image_contexts()
+    for tag in (*profile.images, NEMESIS_IMAGE):
+        if tag not in ctxs:
+            raise EnvironmentProblem(f"no docker/ folder builds {tag}.")
+        images.build_image(tag, ctxs[tag], log)
+
+
+def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir: RunDir,
+                   log: Callable[[str], None]) -> Cluster:
+    """The compose project of the run: the repository's docker-compose.yml, or for a system
+    described in a file its image (made now) and a compose file generated into the run
+    folder, on a test network of its own."""
+    ensure_images(profile, log)
+    if not issubclass(profile, DescribedProfile):
+        return Cluster(project, profile.compose_profile, profile.compose_env(cfg.sut_opts))
+    from harness.clusters.docker.system_images import system_image
+
+    tag, profile.host_files = system_image(profile.description, log)
+    cluster = Cluster(project, profile.compose_profile, compose_file=run_dir.compose_file)
+    cluster.down()  # an earlier run's network must go before its subnet is looked at
+
+    def write(subnet: str) -> None:
+        write_compose(run_dir.compose_file, profile.compose_document(tag, subnet))
+
+    write(cluster.free_subnet())
+    cluster.on_subnet_taken = write
+    return cluster
+
+
+def final_reads(
+    profile: Profile,
+    cfg: RunConfig,
+    workload: Any,
+    generator: Any,
+    tracker: LeaderTracker,
+    history: HistoryWriter,
+    ids: ProcessIds,
+    stats: Stats,
+) -> Worker:
+    """One read of every key ever used, each by a fresh process, after healing, from the
+    leader the harness finds (whatever the client model: a follower may only redirect).
+    Returns the reader: its `error` is set when a read raised (the reads stop there)."""
+    node = tracker.refresh() or profile.nodes[0]
+    stop = threading.Event()
+    reader = Worker(
+        -1,
+        workload=workload,
+        generator=generator,
+        route=NodeRoute(profile, workload, node),
+        history=history,
+        ids=ids,
+        stats=stats,
+        rate_per_worker=0,
+        seed=cfg.seed,
+        stop_event=stop,
+    )
+    try:
+        for key in generator.all_keys():
+            reader.perform(ids.fresh(), node, generator.final_op(key))
+    except Exception as e:  # noqa: BLE001 - said by the runner after the cleanup
+        reader.crashed(e)
+    finally:
+        reader.route.close()
+    return reader
+
+
+def sleep_until(clock: MonotonicClock, t_s: float, abort: threading.Event | None = None) -> bool:
+    """False when `abort` was set before t_s."""
+    abort = abort or threading.Event()
+    # Short naps: Ctrl-C and SIGTERM (raised in this, the main thread) stop the run at once.
+    while (left := t_s - clock.now() / 1e9) > 0:
+        if abort.wait(min(0.25, left)):
+            return False
+    return True
+
+
+def run_clock(clock: MonotonicClock, time_limit: float, phases: PhaseDriver | None,
+              abort: threading.Event | None = None) -> bool:
+    """The run's clock, owned here: enters each phase at its start (the first is entered
+    before the workers start) and returns at the time limit: True; or as soon as `abort`
+    is set (a worker died): False."""
+    if phases is not None:
+        for index, start_s in enumerate(phases.starts_s[1:], 1):
+            if not sleep_until(clock, start_s, abort):
+                return False
+            phases.enter(index)
+    return sleep_until(clock, time_limit, abort)
+
+
+def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
+    # Over SFTP from the user's own machines: the server's output, then its log files.
+    remote = cluster.backend == "ssh"
+    for service in profile.services():
+        out = run_dir.node_dir(service)
+        (out / ("node.log" if remote else "container.log")).write_bytes(cluster.logs(service))
+        paths = cluster.log_paths(service) if remote else profile.log_files(service)  # type: ignore[attr-defined]
+        for path in paths:
+            data = cluster.copy_file(service, path)
+            if data is not None:
+                (out / Path(path).name).write_bytes(data)
+
+
+def _machines(cfg: RunConfig, profile: type[Profile], project: str) -> dict[str, Any]:
+    """test.json's record of where the run happens: the profile's nodes and compose project,
+    or the hosts file's machines (read once; no secret is in `public()`)."""
+    if cfg.hosts is None:
+        return {"nodes": list(profile.nodes), "project": project, "hosts": None}
+    from harness.clusters.ssh.hosts import load_hosts
+
+    hosts = load_hosts(cfg.hosts)
+    return {"nodes": list(hosts.names), "project": None,
+            "hosts": [h.public() for h in hosts.nodes]}
+
+
+def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
+    console = console or Console(stderr=True)
+    profile_cls = validate(cfg)
+    lease_ms = profile_cls.lease_ms if cfg.lease_ms is None else cfg.lease_ms
+    named = cfg.client_routing or profile_cls.default_client_routing
+    routing = canonical(named)
+    if (warning := alias_warning(named)) is not None:
+        console.print(f"[yellow]warning: {warning}[/]")
+    test_name = cfg.test_name or f"{profile_cls.name}-{cfg.workload}"
+    project = cfg.project or f"ll-{profile_cls.name}"
+
+    run_dir = RunDir.create(Path(cfg.results_dir), test_name)
+    settings = asdict(cfg)
+    run_dir.write_test(
+        {
+            "name": test_name,
+            "sut": cfg.sut,
+            "workload": cfg.workload,
+            "nemesis": list(cfg.nemesis),
+            "nemesis_interval": cfg.nemesis_interval,
+            "nemesis_mode": cfg.nemesis_mode,
+            "time_limit": cfg.time_limit,
+            "phases": [p.describe() for p in parse_phases(cfg.phases, cfg.time_limit)],
+            "lease_ms": lease_ms,
+            "concurrency": clients(cfg, profile_cls),
+            "rate": total_rate(cfg, profile_cls),
+            "keys": cfg.keys,
+            "writes_per_key": cfg.writes_per_key,
+            "client_routing": routing,
+            "seed": cfg.seed,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "argv": list(cfg.argv) or sys.argv,
+            "sut_opts": {k: o.default for k, o in profile_cls.options.items()} | cfg.sut_opts,
+            **_machines(cfg, profile_cls, project),
+            "spark_master": settings["spark_master"],
+        },
+    )
+    print_path(console, "run folder", run_dir.path)
+    try:
+        return _lifecycle(cfg, profile_cls, run_dir, project, routing, console)
+    except BaseException:
+        # CI still gets a junit.xml saying the run produced no verdict.
+        with contextlib.suppress(Exception):
+            from checkers.junit import write_junit
+
+            write_junit(run_dir.path)
+        raise
+
+
+def print_path(console: Console, label: str, path: Path) -> None:
+    """`label path` on ONE line whatever the terminal width, so it can be copied or cut
+    out of a log: no wrapping, no markup or highlighting inside the path."""
+    console.print(f"{label} {path}", soft_wrap=True, markup=False, highlight=False)
+
+
+def run_for_scripts(cfg: RunConfig) -> int:
+    """`run --json`: everything the run says goes to stderr (child processes too: fd 1
+    points at fd 2 meanwhile), then ONE JSON object on stdout: run_dir, valid, exit_code."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            outcome = run(cfg)
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+    doc = {"run_dir": str(outcome.run_dir), "valid": outcome.valid, "exit_code": outcome.exit_code}
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+    return outcome.exit_code
+
+
+def _lifecycle(
+    cfg: RunConfig,
+    profile_cls: type[Profile],
+    run_dir: RunDir,
+    project: str,
+    routing: str,
+    console: Console,
+) -> RunOutcome:
+    if cfg.check:  # the JVM starts while the cluster boots and the workload runs
+        from checkers.job import warm_up_for
+
+        warm_up_for(cfg.spark_master, total_rate(cfg, profile_cls) * cfg.time_limit)
+    remote = cfg.hosts is not None
+    cluster: Any
+    if remote:  # the user's own machines: no image, no container, no Docker at all
+        from harness.clusters.ssh.remote import remote_cluster
+
+        cluster = remote_cluster(profile_cls, cfg.hosts, cfg.sut_opts, cfg.ssh_accept_new_keys,
+                                 lambda m: console.print(f"[dim]{m}[/]"))
+    else:
+        cluster = docker_cluster(profile_cls, cfg, project, run_dir,
+                                 lambda m: console.print(f"[dim]{m}[/]"))
+    profile = profile_cls(cluster, cfg.sut_opts)
+    workload = workload_class(cfg.workload)(
+        WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed,
+                        redis_protocol=profile.redis_protocol)
+    )
+    generator = workload.new_generator()
+    clock = MonotonicClock()
+    history = HistoryWriter(run_dir.history, clock)
+    nem_log = NemesisLog(run_dir.nemesis_log)
+    n_clients, rate = clients(cfg, profile_cls), total_rate(cfg, profile_cls)
+    stats, ids = Stats(), ProcessIds(n_clients)
+    tracker = LeaderTracker(profile)
+    stop_workers = threading.Event()
+    worker_died = threading.Event()
+    workers: list[Worker] = []
+    final_reader: Worker | None = None
+    schedule: NemesisSchedule | None = None
+    phases: PhaseDriver | None = None
+    completed = False
+    cleanup_problems: list[str] = []
+    history_error: OSError | None = None
+    warnings: list[str] = []
+
+    with signals_as_interrupts() as shield:
+        try:
+            if remote:
+                console.print(f"starting {cfg.sut} on {len(cluster.nodes)} machines over SSH "
+                              f"({cfg.hosts})")
+            else:
+                console.print(f"starting the {cfg.sut} cluster (compose project {project})")
+                remove_helpers(project)
+            cluster.down()  # a previous run's leftovers (faults included) go with it
+            cluster.up()
+            why = wait_ready(profile, READY_TIMEOUT_S, console, "start")
+            if why is not None:
+                raise EnvironmentProblem(
+                    f"the {cfg.sut} cluster never became ready within {READY_TIMEOUT_S:.0f} s "
+                    f"({why}); its logs are in {run_dir.nodes}."
+                )
+            tracker.refresh()
+            tracker.start()
+            workload.setup(profile, tracker.current or profile.nodes[0])
+            ctx = NemesisContext(profile, cluster, nem_log, seed=cfg.seed)
+            nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, profile_cls,
+                                                              cluster.backend)]
+            schedule = NemesisSchedule(
+                nemeses, history, cfg.nemesis_interval, nem_log, cfg.seed, mode=cfg.nemesis_mode
+            )
+            # Time 0 is the moment the workload starts (cluster boot is not part of the test).
+            clock = history.clock = MonotonicClock()
+            phase_list = parse_phases(cfg.phases, cfg.time_limit)
+            if phase_list:
+                phases = PhaseDriver(phase_list, schedule, generator, rate, n_clients)
+                phases.enter(0)  # at time 0, before any operation or fault
+            for wid in range(n_clients):
+                w = Worker(
+                    wid,
+                    workload=workload,
+                    generator=generator,
+                    route=route_for(routing, wid, profile, workload, tracker),
+                    history=history,
+                    ids=ids,
+                    stats=stats,
+                    rate_per_worker=(
+                        phases.rate_per_worker if phases else rate / n_clients
+                    ),
+                    seed=cfg.seed,
+                    stop_event=stop_workers,
+                    died=worker_died,
+                )
+                workers.append(w)
+                w.start()
+            schedule.start()
+            with live_progress(console, cfg.time_limit, clock, stats, schedule, tracker, phases):
+                # A dead worker ends the run now: it exits 255 once the cluster is healed.
+                completed = run_clock(clock, cfg.time_limit, phases, worker_died)
+        finally:
+            shield()  # from here on Ctrl-C / SIGTERM wait until the cluster is healed
+            stop_workers.set()
+            for w in workers:
+                w.join(10)
+            if schedule is not None:
+                schedule.stop()
+                cleanup_problems += schedule.heal_all()
+            if completed:
+                why = wait_ready(profile, HEALED_READY_TIMEOUT_S, console, "after healing")
+                if why is not None:
+                    warnings.append(f"the cluster was not ready {HEALED_READY_TIMEOUT_S:.0f} s "
+                                    f"after healing ({why}); the final reads ran anyway.")
+                    nem_log(f"cluster not ready after healing: {why}")
+                    console.print(f"[yellow]warning: {warnings[-1]}[/]")
+                final_reader = final_reads(profile, cfg, workload, generator, tracker,
+                                           history, ids, stats)
+            tracker.stop()
+            try:
+                history.close()
+            except OSError as e:  # disk full, ...: said below, after the cleanup still due
+                history_error = e
+            nem_log.close()
+            run_dir.render_history_txt()
+            with contextlib.suppress(LeaselineError):  # no engine/containers: nothing to collect
+                collect_logs(cluster, profile, run_dir)
+            if not cfg.leave_running:
+                try:
+                    cluster.down()
+                    if not remote:
+                        remove_helpers(project)
+                except LeaselineError as e:
+                    cleanup_problems.append(str(e))
+            elif remote:
+                try:  # the servers go on, but no fault may outlive the run
+                    cluster.heal_everything()
+                except LeaselineError as e:
+                    cleanup_problems.append(str(e))
+                console.print(f"cluster left running on the machines of {cfg.hosts}")
+            else:
+                console.print(f"cluster left running: compose project {project}")
+            if remote:
+                cluster.close()
+
+    dead = [w for w in (*workers, final_reader) if w is not None and w.error is not None]
+    crashed = [w.error for w in dead]
+    history_error = history_error or next((e for e in crashed if isinstance(e, OSError)), None)
+    if history_error is not None:
+        raise EnvironmentProblem(
+            f"the history could not be written ({history_error.strerror or history_error}); "
+            f"what was written before that is in {run_dir.history}."
+        )
+    if dead:
+        raise worker_died_problem(dead[0], run_dir)
+    if cleanup_problems:
+        raise EnvironmentProblem(f"healing the faults failed: {cleanup_problems[0]}")
+    outcome = RunOutcome(run_dir.path, 0, history_records=history.count,
+                         faults=schedule.faults, warnings=warnings)
+    if cfg.check:
+        check(outcome, cfg.spark_master, console)
+    return outcome
+
+
+def worker_died_problem(worker: Worker, run_dir: RunDir) -> EnvironmentProblem:
+    """One sentence for a worker that died from an exception (a client must classify every
+    reply, so this is the harness's fault): which worker, which exception, where its
+    traceback and the history are."""
+    e = worker.error
+    text = " ".join(str(e).split())  # one line whatever the exception says
+    what = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    where = write_crash_log(f"{worker.describe()} died:\n{worker.trace}")
+    return EnvironmentProblem(
+        f"{worker.describe()} died from {what} (traceback in {where}); the run stopped "
+        f"and the history up to then is in {run_dir.history}."
+    )
+
+
+def check(outcome: RunOutcome, spark_master: str, console: Console) -> None:
+    """The checker entry point shared with `check` and `campaign`; the lease is the run's."""
+    from checkers.check_command import check_runs
+    from checkers.summary import exit_code, print_summary
+
+    run = RunDir(outcome.run_dir)
+    file_report = check_runs([run], spark_master, console, {run.path: outcome.warnings})[run.path]
+    print_summary(file_report, console)
+    outcome.valid = file_report["valid"]
+    outcome.report = file_report
+    outcome.exit_code = exit_code(file_report["valid"])

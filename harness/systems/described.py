@@ -1,0 +1,326 @@
+"""A system described in one TOML file (harness/systems/system_file.py) as a Profile.
+
+`described_profile(path, opts)` makes a Profile subclass from the description: its nodes,
+ports, lease window and fault kinds are class attributes (they depend on the options, e.g.
+`nodes=5`), and its instances answer leader(), readiness() and transfer_leader() by the
+probes the file names: a Redis INFO field, an HTTP status, a JSON field, or a command run
+on the control machine. The compose file of a run is generated here (`compose_document`)
+with a static address per node and every node's name in every container's /etc/hosts, so
+a node keeps its name and address across kill, restart and pause.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, ClassVar, TypeVar
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from harness.errors import EnvironmentProblem
+from harness.systems.profile import Endpoint, Option, Profile
+from harness.systems.system_file import SystemDescription, load_system
+from harness.systems.templates import Command, TemplateProblem, list_values, render
+
+PROBE_TIMEOUT_S = 1.0
+T = TypeVar("T")
+CONTROL_TIMEOUT_S = 30.0
+TRANSFER_SETTLE_S = 5.0
+
+
+def resp2(host: str, port: int, *args: str, timeout: float = PROBE_TIMEOUT_S) -> str:
+    """One command in RESP2 on a fresh redis-py connection (no HELLO, so servers without
+    RESP3 answer it too); the reply as text. An error reply or a lost connection raises
+    OSError."""
+    conn = redis.Connection(host=host, port=port, protocol=2, socket_timeout=timeout,
+                            socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
+    try:
+        conn.connect()
+        conn.send_command(*args)
+        reply = conn.read_response()
+    except redis.RedisError as e:
+        raise OSError(str(e)) from None
+    finally:
+        conn.disconnect()
+    if reply is None:
+        return ""
+    return reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
+
+
+def http_get(url: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def info_fields(text: str) -> dict[str, str]:
+    return {k.strip(): v.strip() for k, _, v in
+            (line.partition(":") for line in text.splitlines() if not line.startswith("#"))
+            if v}
+
+
+def json_field(doc: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(doc, dict):
+            return None
+        doc = doc.get(part)
+    return doc
+
+
+class DescribedProfile(Profile):
+    """The Profile of a described system; `described_profile` makes its subclasses."""
+
+    description: ClassVar[SystemDescription]
+    subnet: ClassVar[str] = ""  # chosen when the compose file is generated
+    host_files: ClassVar[dict[str, Path]] = {}  # {file.X}: files of the image on this machine
+
+    @classmethod
+    def check_options(cls, opts: dict[str, str]) -> None:
+        load_system(cls.description.path, opts)  # the file refuses unknown options, bad values
+
+    # -- addresses and templates ------------------------------------------------------
+    def node_id(self, node: str) -> int:
+        return self.nodes.index(node) + 1
+
+    def static_ip(self, node: str) -> str:
+        """The node's address: fixed on the test network (Docker), the hosts file's (SSH)."""
+        if self.subnet and self.cluster.backend == "docker":
+            return static_ip(self.subnet, self.node_id(node))
+        return str(self.cluster.ip(node))
+
+    @classmethod
+    def values_for(cls, nodes: tuple[str, ...], ip_of: Callable[[str], str],
+                   node: str | None = None) -> dict[str, str]:
+        """Template values: ports, options, lists, files, and those of `node` if given."""
+        d = cls.description
+        base = d.base_values()
+        values = base | list_values(d.lists, base, [(n, i, ip_of(n))
+                                                    for i, n in enumerate(nodes, 1)])
+        values |= {f"file.{f}": str(p) for f, p in cls.host_files.items()}
+        if node is not None:
+            values |= {"name": node, "id": str(nodes.index(node) + 1), "ip": ip_of(node),
+                       "exe": d.image.exe}
+        return values
+
+    def _values(self, node: str | None = None) -> dict[str, str]:
+        return self.values_for(self.nodes, self.static_ip, node)
+
+    def endpoint(self, node: str, protocol: str) -> Endpoint:
+        return Endpoint(self.static_ip(node), self.description.ports[protocol])
+
+    def log_files(self, service: str) -> list[str]:
+        return list(self.description.log_files)
+
+    # -- probes -------------------------------------------------------------------------
+    def _control(self, command: Command, values: dict[str, str]
+                 ) -> subprocess.CompletedProcess[str]:
+        try:
+            argv = command.args(values)
+            return subprocess.run(argv, capture_output=True, text=True, timeout=CONTROL_TIMEOUT_S)
+        except TemplateProblem as e:
+            raise EnvironmentProblem(f"{self.name}: a command {e}.") from None
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise EnvironmentProblem(f"{self.name}: a command on this machine failed: {e}.") \
+                from None
+
+    def _node_named(self, value: Any) -> str | None:
+        """The node a value names: its name, id, address, or address:port."""
+        text = str(value).strip() if value is not None else ""
+        if not text:
+            return None
+        candidates = [text]
+        if ":" in text:
+            candidates.append(text.rsplit(":", 1)[0].strip("[]"))
+        for c in candidates:
+            for n in self.nodes:
+                if c in (n, str(self.node_id(n)), self.static_ip(n)):
+                    return n
+        return None
+
+    def _redis_info(self, node: str) -> dict[str, str] | None:
+        spec = self.description.leader
+        try:
+            args = ("INFO", spec.section) if spec.section else ("INFO",)
+            return info_fields(resp2(self.static_ip(node), self.description.ports["redis"], *args))
+        except (OSError, ValueError):
+            return None
+
+    def _json(self, node: str) -> Any:
+        try:
+            code, body = http_get(render(self.description.leader.url, self._values(node)))
+            return json.loads(body) if code == 200 else None
+        except (OSError, ValueError):
+            return None
+
+    def _by_majority(self, views: dict[str, Any], field: str) -> str | None:
+        """The node a majority of all nodes name in `field`, if it confirms it leads."""
+        votes = Counter(n for v in views.values()
+                        if (n := self._node_named(json_field(v, field))) is not None)
+        if not votes:
+            return None
+        node, count = votes.most_common(1)[0]
+        if count <= len(self.nodes) // 2:
+            return None
+        confirm = self.description.leader.confirm
+        if confirm is not None and str(json_field(views.get(node), confirm[0])) != confirm[1]:
+            return None
+        return node
+
+    def _each(self, probe: Callable[[str], T]) -> dict[str, T]:
+        """probe(node) for every node at once: a frozen node costs one timeout, not n."""
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            return dict(zip(self.nodes, pool.map(probe, self.nodes), strict=True))
+
+    def leader(self) -> str | None:
+        spec = self.description.leader
+        if spec.kind == "redis-info":
+            return self._by_majority(self._each(self._redis_info), spec.key)
+        if spec.kind == "http-json":
+            return self._by_majority(self._each(self._json), spec.key)
+        if spec.kind == "http":
+            answering = [n for n, ok in self._each(lambda n: self._answers(spec.url, n)).items()
+                         if ok]
+            return answering[0] if len(answering) == 1 else None
+        r = self._control(spec.command, self._values())
+        return self._node_named(r.stdout.strip().splitlines()[0]) \
+            if r.returncode == 0 and r.stdout.strip() else None
+
+    def _answers(self, url: str, node: str) -> bool:
+        try:
+            return http_get(render(url, self._values(node)))[0] == 200
+        except OSError:
+            return False
+
+    def readiness(self) -> str | None:
+        d = self.description
+        for node in self.nodes:
+            ip = self.static_ip(node)
+            if self.cluster.backend == "docker" and not self.cluster.is_running(node):
+                return f"{node} is not running"
+            if "redis" in d.protocols:
+                try:
+                    resp2(ip, d.ports["redis"], "PING")
+                except (OSError, ValueError) as e:
+                    return f"{node} does not answer PING on its Redis port ({e})"
+            if "dynamodb" in d.protocols:
+                try:
+                    socket.create_connection((ip, d.ports["dynamodb"]), PROBE_TIMEOUT_S).close()
+                except OSError as e:
+                    return f"{node} does not accept connections on its DynamoDB port ({e})"
+            if d.ready.http and not self._answers(d.ready.http, node):
+                return f"{node} does not answer 200 at {render(d.ready.http, self._values(node))}"
+        leader = self.leader()
+        if leader is None:
+            return "the nodes do not agree on a leader"
+        if d.ready.leader_http and not self._answers(d.ready.leader_http, leader):
+            return f"the leader {leader} does not answer 200 at its leader URL"
+        if not d.ready.command.empty:
+            r = self._control(d.ready.command, self._values())
+            if r.returncode != 0:
+                return f"the readiness command says no ({(r.stdout + r.stderr).strip()[-200:]})"
+        return None
+
+    def transfer_leader(self, to: str | None = None) -> str:
+        """The description's transfer command, run on this machine against the leader; then
+        waits until another node leads (a few seconds at most)."""
+        old = self.leader()
+        if old is None:
+            raise EnvironmentProblem(f"{self.name} has no leader to transfer leadership from.")
+        values = self._values() | {"leader": old, "leader_ip": self.static_ip(old)}
+        r = self._control(self.description.transfer, values)
+        if r.returncode != 0:
+            why = (r.stderr or r.stdout).strip().splitlines()
+            raise EnvironmentProblem(f"{self.name} refused to transfer leadership: "
+                                     f"{why[-1][:200] if why else f'exit {r.returncode}'}")
+        deadline = time.monotonic() + TRANSFER_SETTLE_S
+        while time.monotonic() < deadline:
+            new = self.leader()
+            if new is not None and new != old:
+                return new
+            time.sleep(0.1)
+        raise EnvironmentProblem(f"{self.name}: {old} still leads {TRANSFER_SETTLE_S:g} s after "
+                                 "the transfer command.")
+
+    # -- the compose file of a run --------------------------------------------------------
+    @classmethod
+    def compose_document(cls, image: str, subnet: str) -> dict[str, Any]:
+        """The compose project of one run: each node on `subnet` at a fixed address, every
+        node's name in every container's /etc/hosts (so a killed node's name still
+        resolves), its data in an anonymous volume that a restart keeps."""
+        cls.subnet = subnet
+        d = cls.description
+        ips = {n: static_ip(subnet, i) for i, n in enumerate(cls.nodes, 1)}
+        services: dict[str, Any] = {}
+        for node in cls.nodes:
+            values = cls.values_for(cls.nodes, ips.__getitem__, node)
+            service: dict[str, Any] = {
+                "image": image,
+                "hostname": node,
+                "entrypoint": d.command.args(values),
+                "command": [],
+                "environment": {k: render(v, values) for k, v in d.env.items()},
+                "labels": {"io.leaseline.role": "node"},
+                "networks": {"net": {"ipv4_address": ips[node]}},
+                "extra_hosts": [f"{n}:{ip}" for n, ip in ips.items() if n != node],
+            }
+            if d.data_dir:
+                service["volumes"] = [d.data_dir]
+            services[node] = service
+        return {"services": services,
+                "networks": {"net": {"ipam": {"config": [{"subnet": subnet}]}}}}
+
+
+def _escaped(value: Any) -> Any:
+    """Compose interpolates $VAR in every string; a description's `$` is meant literally."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _escaped(v) for k, v in value.items()}
+    return value
+
+
+def write_compose(path: Path, document: dict[str, Any]) -> None:
+    """The compose file (JSON, which compose reads as the YAML it is)."""
+    path.write_text(json.dumps(_escaped(document), indent=2) + "\n")
+
+
+def static_ip(subnet: str, node_id: int) -> str:
+    """Node i's address on a /24 test network: .10 + i (the gateway is .1)."""
+    return subnet.rsplit(".", 1)[0] + f".{10 + node_id}"
+
+
+def described_profile(path: Path, opts: dict[str, str] | None = None,
+                      name: str | None = None) -> type[DescribedProfile]:
+    """The Profile class of the system the file at `path` describes, with `opts` filled in
+    (BadArguments naming the field when the file is wrong)."""
+    d = load_system(path, opts or {})
+    attrs: dict[str, Any] = {
+        "description": d,
+        "name": name or d.name,
+        "compose_profile": d.name,
+        "protocols": d.protocols,
+        "nodes": d.nodes,
+        "lease_ms": d.lease_ms,
+        "images": (),
+        "fault_kinds": d.fault_kinds,
+        "unavailable_faults": d.unavailable_faults,
+        "default_client_routing": d.default_client_routing,
+        "options": {k: Option(o.default, o.help) for k, o in d.options.items()},
+        "redis_protocol": d.redis_protocol,
+        "hosts_description": d.path,
+    }
+    return type(f"Described_{d.name}", (DescribedProfile,), attrs)

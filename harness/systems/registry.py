@@ -1,0 +1,63 @@
+"""Registry of systems under test: a new profile is one module plus one entry here, or one
+TOML description (harness/systems/, README "A system in one file") plus one entry in
+SYSTEM_FILES. `--sut path/to/system.toml` names a description of the user's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness.errors import BadArguments
+from harness.systems.leasekv import LeaseKV
+from harness.systems.profile import Endpoint, Option, Profile
+from harness.systems.redis_sentinel import RedisSentinel
+
+SYSTEMS_DIR = Path(__file__).resolve().parents[1] / "systems"
+
+PROFILES: dict[str, type[Profile]] = {
+    RedisSentinel.name: RedisSentinel,
+    LeaseKV.name: LeaseKV,
+}
+# Built-in systems described in one file, run through the same code as a user's file.
+SYSTEM_FILES: dict[str, Path] = {
+    "elastickv": SYSTEMS_DIR / "elastickv.toml",
+}
+
+DEFAULT_PROFILE = "redis-sentinel"
+
+
+def system_file_path(name: str) -> Path | None:
+    """The description behind `name`: a built-in's file, the user's file, or None."""
+    if name in SYSTEM_FILES:
+        return SYSTEM_FILES[name]
+    return Path(name).expanduser() if name.endswith(".toml") else None
+
+
+def profile_class(name: str, opts: dict[str, str] | None = None) -> type[Profile]:
+    """The profile of `name`: a built-in system, or the system a TOML file describes (its
+    options filled in from `opts`, since they may decide e.g. the number of nodes)."""
+    if name in PROFILES:
+        return PROFILES[name]
+    if (path := system_file_path(name)) is not None:
+        from harness.systems.described import described_profile
+
+        return described_profile(path, {str(k): str(v) for k, v in (opts or {}).items()},
+                                 name=name if name in SYSTEM_FILES else None)
+    valid = ", ".join(sorted([*PROFILES, *SYSTEM_FILES]))
+    raise BadArguments(
+        f"unknown system under test {name!r} (valid: {valid}, or a system file NAME.toml)."
+    )
+
+
+def option_defaults(name: str) -> dict[str, str]:
+    """The defaults of a system's options ({} when it cannot be told, e.g. a file gone)."""
+    if name in PROFILES:
+        return {k: o.default for k, o in PROFILES[name].options.items()}
+    if (path := system_file_path(name)) is not None:
+        from harness.systems.system_file import load_option_defaults
+
+        return load_option_defaults(path)
+    return {}
+
+
+__all__ = ["PROFILES", "SYSTEM_FILES", "DEFAULT_PROFILE", "Endpoint", "Option", "Profile",
+           "option_defaults", "profile_class"]

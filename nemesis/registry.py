@@ -1,0 +1,86 @@
+"""Registry of nemeses: a new fault is one module plus one entry here.
+
+`--nemesis` takes a comma list of specs, NAME[:TARGET][:d=SECONDS][:KEY=VALUE] (see
+nemesis.spec); `nemesis_classes` validates them and returns one factory per spec, called
+with the run's NemesisContext.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from harness.errors import BadArguments
+from harness.systems.profile import Profile
+from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis, NemesisContext
+from nemesis.delay import Delay
+from nemesis.kill import Kill
+from nemesis.kill_leader import KillLeader
+from nemesis.loss import Loss
+from nemesis.partition_bridge import PartitionBridge
+from nemesis.partition_halves import PartitionHalves
+from nemesis.partition_leader import PartitionLeader
+from nemesis.partition_one import PartitionOne
+from nemesis.partition_ring import PartitionMajoritiesRing
+from nemesis.pause import Pause, PauseLeader
+from nemesis.pause_isolate import PauseIsolate
+from nemesis.spec import NemesisSpec, parse_spec
+from nemesis.transfer_isolate import TransferIsolate
+from nemesis.transfer_leader import TransferLeader
+
+NEMESES: dict[str, type[Nemesis]] = {
+    cls.name: cls
+    for cls in (
+        KillLeader,
+        Kill,
+        PartitionLeader,
+        PartitionOne,
+        PartitionHalves,
+        PartitionMajoritiesRing,
+        PartitionBridge,
+        PauseLeader,
+        Pause,
+        Loss,
+        Delay,
+        TransferLeader,
+        TransferIsolate,
+        PauseIsolate,
+    )
+}
+
+NemesisFactory = Callable[[NemesisContext], Nemesis]
+
+
+def nemesis_classes(names: list[str], profile: type[Profile], backend: str = "docker"
+                    ) -> list[NemesisFactory]:
+    """Validates a --nemesis list against the registry and what the profile supports, for a
+    cluster in Docker or on the user's own machines (backend "ssh")."""
+    token = CHECKING_FOR.set(backend)
+    try:
+        return _factories(names, profile)
+    finally:
+        CHECKING_FOR.reset(token)
+
+
+def _factories(names: list[str], profile: type[Profile]) -> list[NemesisFactory]:
+    factories: list[NemesisFactory] = []
+    for text in names:
+        spec = parse_spec(text)
+        if spec.name not in NEMESES:
+            raise BadArguments(
+                f"unknown nemesis {spec.name!r} (valid: {', '.join(sorted(NEMESES))}, or none)."
+            )
+        cls = NEMESES[spec.name]
+        cls.check(profile, spec)
+        factories.append(partial(cls, spec=spec))
+    return factories
+
+
+__all__ = [
+    "NEMESES",
+    "FaultNotApplied",
+    "Nemesis",
+    "NemesisContext",
+    "NemesisSpec",
+    "nemesis_classes",
+]

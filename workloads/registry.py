@@ -1,0 +1,38 @@
+"""Registry of workloads: a new workload is one module plus one entry here."""
+
+from __future__ import annotations
+
+from harness.errors import BadArguments
+from workloads.base import Client, Completion, Generator, Op, Workload, WorkloadOptions
+from workloads.dynamo_cas import DynamoCas
+from workloads.dynamo_register import DynamoRegister
+from workloads.lua_cas import LuaCas
+from workloads.register import Register
+
+WORKLOADS: dict[str, type[Workload]] = {
+    Register.name: Register,
+    LuaCas.name: LuaCas,
+    DynamoRegister.name: DynamoRegister,
+    DynamoCas.name: DynamoCas,
+}
+
+
+def workload_class(name: str) -> type[Workload]:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise BadArguments(
+            f"unknown workload {name!r} (valid: {', '.join(sorted(WORKLOADS))})."
+        ) from None
+
+
+__all__ = [
+    "WORKLOADS",
+    "Client",
+    "Completion",
+    "Generator",
+    "Op",
+    "Workload",
+    "WorkloadOptions",
+    "workload_class",
+]
