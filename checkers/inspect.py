@@ -25,7 +25,9 @@ from rich.text import Text
 from checkers.anomalies import describe
 from checkers.report.rundata import History, read_history
 from harness.errors import BadArguments
-from harness.store.run_dir import RunDir, client_model, sut_label
+from harness.store.run_dir import RunDir
+from harness.systems.client_models import client_model
+from harness.systems.registry import sut_label
 
 NEIGHBOURS_SHOWN = 40
 VERDICT_STYLE = {True: ("VALID", "bold white on green"), False: ("INVALID", "bold white on red")}

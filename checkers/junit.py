@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from checkers.anomalies import describe
-from harness.store.run_dir import RunDir, sut_label
+from harness.store.run_dir import RunDir
+from harness.systems.registry import sut_label
 
 MAX_CASES_PER_STATUS = 100
 _INVALID_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

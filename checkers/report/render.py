@@ -27,7 +27,9 @@ from checkers.report.rundata import (
     nemesis_intervals,
     read_history,
 )
-from harness.store.run_dir import TEST, TEXT_FILES, RunDir, client_model, sut_label
+from harness.store.run_dir import TEST, TEXT_FILES, RunDir
+from harness.systems.client_models import client_model
+from harness.systems.registry import sut_label
 
 STATUS_ORDER = {"violation": 0, "unknown": 1, "lease-bounded": 2, "linearizable": 3}
 MAX_KEY_ROWS = 2000  # the key table is a scroll box; beyond this the page says how many more

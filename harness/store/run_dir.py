@@ -302,30 +302,3 @@ class RunDir:
                 )
                 n += 1
         return n
-
-
-def client_model(test: TestJson | dict[str, Any]) -> str:
-    """The client model the run's clients had (README "Client models"), by its current name
-    also when test.json has an old one ("leader", "pinned"); "" when not recorded."""
-    from harness.systems.client_models import ALIASES
-
-    name = str(test.get("client_routing") or "")
-    return ALIASES.get(name, name)
-
-
-def sut_label(test: TestJson | dict[str, Any]) -> str:
-    """The system and the options it ran with that differ from its defaults, e.g.
-    "leasekv bug=local-read": an injected bug must show wherever the run is listed."""
-    sut = str(test.get("sut") or "")
-    opts = test.get("sut_opts")
-    if not isinstance(opts, dict) or not opts:
-        return sut
-    defaults: dict[str, str] = {}
-    try:
-        from harness.systems.registry import option_defaults
-
-        defaults = option_defaults(sut)
-    except ImportError:  # pragma: no cover - the profiles import the Docker SDK
-        pass
-    shown = [f"{k}={v}" for k, v in sorted(opts.items()) if defaults.get(k) != v]
-    return " ".join([sut, *shown]).strip()

@@ -5,6 +5,9 @@ heavy is imported; harness/run/routes.py is where each model decides where an op
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 # name -> what a client of that model does (the CLI's help says it)
 MODELS: dict[str, str] = {
     "node": "worker w talks to nodes[w mod n] for the whole run, as Jepsen binds a thread",
@@ -36,3 +39,10 @@ def alias_warning(name: str) -> str | None:
                 "goes to the leader the harness itself polls for, which no real client knows; "
                 "the system's default (or 'node', 'follow', 'sentinel') is what applications do.")
     return None
+
+
+def client_model(test: Mapping[str, Any]) -> str:
+    """The client model the run's clients had (README "Client models"), by its current name
+    also when test.json has an old one ("leader", "pinned"); "" when not recorded."""
+    name = str(test.get("client_routing") or "")
+    return ALIASES.get(name, name)

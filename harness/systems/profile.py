@@ -10,10 +10,20 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
-from harness.clusters.docker.cluster import Cluster
 from harness.errors import BadArguments, EnvironmentProblem
+
+
+class Machines(Protocol):
+    """What a profile needs of the cluster it runs on; every cluster of harness/clusters/
+    offers it (systems sit below clusters, so a profile never imports one)."""
+
+    backend: str
+
+    def ip(self, node: str) -> str: ...
+
+    def is_running(self, node: str) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -54,7 +64,7 @@ class Profile(ABC):
     # The Redis protocol version, 2 or 3; None: RESP3, falling back to RESP2 on NOPROTO.
     redis_protocol: ClassVar[int | None] = None
 
-    def __init__(self, cluster: Cluster, opts: dict[str, str]) -> None:
+    def __init__(self, cluster: Machines, opts: dict[str, str]) -> None:
         self.cluster = cluster
         # On the user's own machines (backend "ssh") the hosts file names the nodes.
         if cluster.backend == "ssh":

@@ -4,7 +4,9 @@ SYSTEM_FILES. `--sut path/to/system.toml` names a description of the user's own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from harness.errors import BadArguments
 from harness.systems.leasekv import LeaseKV
@@ -59,5 +61,17 @@ def option_defaults(name: str) -> dict[str, str]:
     return {}
 
 
+def sut_label(test: Mapping[str, Any]) -> str:
+    """The system and the options it ran with that differ from its defaults, e.g.
+    "leasekv bug=local-read": an injected bug must show wherever the run is listed."""
+    sut = str(test.get("sut") or "")
+    opts = test.get("sut_opts")
+    if not isinstance(opts, dict) or not opts:
+        return sut
+    defaults = option_defaults(sut)
+    shown = [f"{k}={v}" for k, v in sorted(opts.items()) if defaults.get(k) != v]
+    return " ".join([sut, *shown]).strip()
+
+
 __all__ = ["PROFILES", "SYSTEM_FILES", "DEFAULT_PROFILE", "Endpoint", "Option", "Profile",
-           "option_defaults", "profile_class"]
+           "option_defaults", "profile_class", "sut_label"]
