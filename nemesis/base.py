@@ -18,14 +18,15 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from harness.clusters.docker.cluster import Cluster
+from harness.clusters.base import Cluster
 from harness.errors import BadArguments
 from harness.systems.profile import Profile
 from nemesis.spec import NemesisSpec
 
-# Which cluster the faults are being checked for: "docker", or "ssh" (the user's own
-# machines), where a check must not probe the kernel through Docker (nemesis_classes sets it).
-CHECKING_FOR: ContextVar[str] = ContextVar("leaseline_checking_for", default="docker")
+# The kind of cluster the faults are being checked for (nemesis_classes sets it), so a check
+# can ask it what it cannot do before any cluster starts; None: nobody asks.
+CHECKING_FOR: ContextVar[type[Cluster] | None] = ContextVar("leaseline_checking_for",
+                                                             default=None)
 
 
 class FaultNotApplied(Exception):

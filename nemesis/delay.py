@@ -32,21 +32,11 @@ nor heal each other.
 from __future__ import annotations
 
 import zlib
-from functools import cache
-from pathlib import Path
 from typing import Any
 
-from harness.clusters import netem, nfqueue
+from harness.clusters import netem
 from harness.clusters.base import in_parallel
-from harness.clusters.docker.netns import (
-    Helper,
-    heal_chain,
-    helpers,
-    run_in_netns,
-    run_offline,
-    start_in_netns,
-)
-from harness.clusters.netrules import heal_script, queue_script
+from harness.clusters.netrules import queue_script
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.systems.profile import Profile
 from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
@@ -56,39 +46,12 @@ from nemesis.targets import pick_nodes
 CHAIN = "LEASELINE-delay"  # each spec's chain is CHAIN-<its id>
 QUEUE = 7000  # each spec's queue number is QUEUE + its id
 INSTANCES = 1000
-HANDLER_LABEL = "io.leaseline.nemesis-delay"  # on the handler helpers; value: "<id>:<target>"
-HANDLER = "/tmp/leaseline-nfqueue.py"
-HANDLER_SOURCE = Path(nfqueue.__file__)
 BOUND_TIMEOUT_S = 20.0
 MAX_MS = 10_000.0
 NO_NFQUEUE = (
     "nemesis delay needs the kernel's nfnetlink_queue (iptables NFQUEUE), which this kernel "
     "does not offer ({why}); use loss instead."
 )
-
-
-@cache
-def _probe() -> str | None:
-    """Why NFQUEUE cannot be used here, or None if it can; binds a queue in a throwaway,
-    network-less helper. Raises (uncached) while the image or the engine is missing."""
-    code, out = run_offline(
-        ["sh", "-ec", f"iptables -w -A OUTPUT -j NFQUEUE --queue-num {QUEUE} --queue-bypass\n"
-                      f"exec python3 {HANDLER} --probe {QUEUE}"],
-        {HANDLER: HANDLER_SOURCE.read_bytes()},
-    )
-    if code == 0:
-        return None
-    err = out.strip()
-    return err.splitlines()[-1].rstrip(".") if err else f"exit {code}"
-
-
-def nfqueue_missing() -> str | None:
-    """Why `delay` cannot work on this kernel, or None if it can (or the probe cannot run yet:
-    start() then reports the failure as an info record)."""
-    try:
-        return _probe()
-    except EnvironmentProblem:  # no engine or no image yet
-        return None
 
 
 def links(node: str, peers: list[str], targets: list[str], direction: str) -> dict[str, list[str]]:
@@ -152,9 +115,9 @@ class Delay(Nemesis):
             raise BadArguments(
                 f"nemesis delay: jitter= must be between 0 and ms= ({ms:g}), got {jitter:g}."
             )
-        # On the user's own machines the handler runs on the host: a kernel without
-        # nfnetlink_queue shows when the fault starts (an info record), not through Docker.
-        why = nfqueue_missing() if CHECKING_FOR.get() == "docker" else None
+        # Known before any cluster starts only where the cluster kind can probe for it.
+        kind = CHECKING_FOR.get()
+        why = kind.queue_missing(QUEUE) if kind is not None else None
         if why is not None:
             raise BadArguments(NO_NFQUEUE.format(why=why))
 
@@ -175,25 +138,17 @@ class Delay(Nemesis):
         egress, queue = split_links(plan, self._netem_hosts(plan))
         leaf = netem.leaf(ms, jitter, self.leaf_kind)
 
-        def apply(node: str) -> Helper | None:
+        def apply(node: str) -> None:
             if node in egress:
-                run_in_netns(cluster, node, netem.apply_script(
+                cluster.run_in_netns(node, netem.apply_script(
                     [ips[r] for r in egress[node]], self.id, leaf))
-            if node not in queue:
-                return None
-            rules = queue_script([ips[p] for p in queue[node]["in"]],
-                                 [ips[p] for p in queue[node]["out"]], self.queue, self.chain)
-            if cluster.backend != "docker":  # the handler runs on the host itself
-                cluster.start_queue_handler(  # type: ignore[attr-defined]
-                    node, rules, f"{self.queue} {ms:g} {jitter:g} {seed}", str(self.id),
-                    BOUND_TIMEOUT_S)
-                return None
-            argv = ["sh", "-ec", f"{rules}\nexec python3 {HANDLER} {self.queue} {ms:g} {jitter:g} "
-                                 f"{seed}"]
-            helper = start_in_netns(cluster, node, argv, {HANDLER: HANDLER_SOURCE.read_bytes()},
-                                    {HANDLER_LABEL: f"{self.id}:{node}"})
-            wait_bound(helper, node)
-            return helper
+            if node in queue:
+                rules = queue_script([ips[p] for p in queue[node]["in"]],
+                                     [ips[p] for p in queue[node]["out"]], self.queue,
+                                     self.chain)
+                cluster.start_delay_handler(node, rules,
+                                            f"{self.queue} {ms:g} {jitter:g} {seed}",
+                                            self.id, BOUND_TIMEOUT_S)
 
         touched = [*targets, *(n for n in egress if n not in targets)]
         try:
@@ -211,17 +166,11 @@ class Delay(Nemesis):
         return self.active
 
     def _netem_hosts(self, plan: dict[str, dict[str, list[str]]]) -> set[str]:
-        """The would-be senders that can delay with netem (probed once per host); none in
-        Docker, where delay keeps the NFQUEUE path."""
-        cluster = self.ctx.cluster
-        if cluster.backend == "docker":
-            return set()
-        hosts = set(getattr(cluster, "nodes", ()))
+        """The would-be senders that can delay with netem (probed once per host; none in
+        Docker, where delay keeps the NFQUEUE path)."""
         senders = {p for own in plan.values() for p in own["in"]}
         senders |= {n for n, own in plan.items() if own["out"]}
-        probe_leaf = netem.leaf(1, 0, self.leaf_kind)
-        why = in_parallel(lambda n: cluster.netem_missing(n, probe_leaf),  # type: ignore[attr-defined]
-                          sorted(senders & hosts))
+        why = self.ctx.cluster.netem_support(sorted(senders), netem.leaf(1, 0, self.leaf_kind))
         missing = {n: w for n, w in why.items() if w is not None}
         if missing:
             reasons = sorted(set(missing.values()))
@@ -243,23 +192,4 @@ class Delay(Nemesis):
         self.active = None
 
     def _heal(self, nodes: list[str]) -> None:
-        """Rules first (no packet is queued any more), then the handlers, which accept every
-        packet they still hold when stopped; on a host netem's chain and class with them."""
-        cluster = self.ctx.cluster
-        if cluster.backend != "docker":
-            script = f"{heal_script(self.chain)}\n{netem.heal_script(self.id)}"
-            in_parallel(lambda n: run_in_netns(cluster, n, script), nodes)
-            cluster.stop_queue_handlers(nodes, str(self.id))  # type: ignore[attr-defined]
-            return
-        heal_chain(cluster, nodes, self.chain)
-        handlers = helpers(cluster.project, HANDLER_LABEL)
-        mine = [f"{self.id}:{n}" for n in nodes if f"{self.id}:{n}" in handlers]
-        # Stopped with SIGTERM, a handler accepts what it holds; gone already is fine.
-        in_parallel(lambda label: handlers[label].remove(stop_timeout=2), mine)
-
-
-def wait_bound(helper: Helper, node: str) -> None:
-    """Until the handler says it holds the queue; a handler that exits says why."""
-    why = helper.wait_for("bound queue", BOUND_TIMEOUT_S, poll_s=0.1)
-    if why is not None:
-        raise FaultNotApplied(f"the delay handler in {node} {why}")
+        self.ctx.cluster.heal_delay(nodes, self.chain, self.id)

@@ -3,7 +3,7 @@
 A grudge maps a node to the services it must not talk to. Grudges here are symmetric
 (a cut link is cut both ways), so each cut needs a DROP rule on one side only: the
 applier puts the rules into a small cover of data nodes (greedy: the node with the most
-uncut links first), one helper container per covered node, all in parallel. Aux services
+uncut links first), one rule script per covered node, all in parallel. Aux services
 (sentinels) never receive rules, so healing only ever visits data nodes.
 
 The builders are pure functions of the node list and an RNG (unit-tested without Docker).
@@ -15,7 +15,6 @@ import random
 from typing import Any, ClassVar
 
 from harness.clusters.base import in_parallel
-from harness.clusters.docker.netns import heal_chain, run_in_netns
 from harness.clusters.netrules import CHAIN, drop_script
 from harness.systems.profile import Profile
 from nemesis.base import FaultNotApplied, Nemesis
@@ -111,9 +110,8 @@ class GrudgePartition(Nemesis):
         plan = cover(grudge, profile.nodes)
         ips = {s: cluster.ip(s) for s in up}
         in_parallel(
-            lambda host: run_in_netns(
-                cluster, host, drop_script([ips[p] for p in sorted(plan[host]) if ips[p]],
-                                           self.chain)
+            lambda host: cluster.run_in_netns(
+                host, drop_script([ips[p] for p in sorted(plan[host]) if ips[p]], self.chain)
             ),
             plan,
         )
@@ -124,13 +122,13 @@ class GrudgePartition(Nemesis):
     def stop(self) -> Any:
         nodes = list(self.active["nodes"]) if self.active else []
         if self.active:
-            heal_chain(self.ctx.cluster, self.ctx.profile.nodes, self.chain)
+            self.ctx.cluster.heal_chain(self.ctx.profile.nodes, self.chain)
             self.ctx.log(f"{self.name}: healed the partition of {', '.join(nodes)}")
         self.active = None
         return {"nodes": nodes}
 
     def heal(self) -> None:
-        heal_chain(self.ctx.cluster, self.ctx.profile.nodes, self.chain)  # rules only in nodes
+        self.ctx.cluster.heal_chain(self.ctx.profile.nodes, self.chain)  # rules only in nodes
         self.active = None
 
 

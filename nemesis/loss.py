@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Any
 
 from harness.clusters.base import in_parallel
-from harness.clusters.docker.netns import heal_chain, run_in_netns
 from harness.clusters.netrules import loss_script
 from harness.errors import BadArguments
 from harness.systems.profile import Profile
@@ -52,7 +51,7 @@ class Loss(Nemesis):
         def apply(node: str) -> str:
             peers = [s for s in ips if s != node and ips[s]]
             outbound = [ips[s] for s in peers if s not in targets]  # their INPUT is not lossy
-            return run_in_netns(cluster, node, loss_script([ips[s] for s in peers], outbound,
+            return cluster.run_in_netns(node, loss_script([ips[s] for s in peers], outbound,
                                                            p, CHAIN))
 
         in_parallel(apply, targets)
@@ -63,11 +62,11 @@ class Loss(Nemesis):
     def stop(self) -> Any:
         nodes = list(self.active["nodes"]) if self.active else []
         if self.active:
-            heal_chain(self.ctx.cluster, nodes, CHAIN)
+            self.ctx.cluster.heal_chain(nodes, CHAIN)
             self.ctx.log(f"loss healed on {', '.join(nodes)}")
         self.active = None
         return {"nodes": nodes}
 
     def heal(self) -> None:
-        heal_chain(self.ctx.cluster, self.ctx.profile.nodes, CHAIN)
+        self.ctx.cluster.heal_chain(self.ctx.profile.nodes, CHAIN)
         self.active = None

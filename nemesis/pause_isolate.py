@@ -13,7 +13,7 @@ the lease arithmetic decides:
 
 The cut must be in place before the rival's first message reaches the frozen node (it
 would be read at the thaw), i.e. well within the election timeout after the freeze, so it
-is armed beforehand (harness.clusters.docker.netns.armed_cut) and hooked right after the freeze:
+is armed beforehand (the cluster's armed_cut) and hooked right after the freeze:
 the cut
 follows the freeze within milliseconds. `freeze=SECONDS` (default 2.4) is how long the
 leader stays frozen (the start op spans it, and the fault is in force from its start's
@@ -35,7 +35,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.clusters.docker.netns import armed_cut, heal_chain
 from harness.clusters.netrules import CHAIN
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.systems.profile import Profile
@@ -70,7 +69,7 @@ class PauseIsolate(GrudgePartition):
         peers = [p for p in profile.peers(leader) if cluster.is_running(p)]
         grudge = isolate(leader, peers)
         try:
-            with armed_cut(cluster, leader, [cluster.ip(p) for p in peers], self.chain) as cut:
+            with cluster.armed_cut(leader, [cluster.ip(p) for p in peers], self.chain) as cut:
                 try:
                     cluster.pause(leader)
                     frozen_at = time.monotonic()
@@ -90,5 +89,5 @@ class PauseIsolate(GrudgePartition):
     def heal(self) -> None:
         for service in self.ctx.profile.nodes:
             self.ctx.cluster.thaw(service)
-        heal_chain(self.ctx.cluster, self.ctx.profile.nodes, self.chain)
+        self.ctx.cluster.heal_chain(self.ctx.profile.nodes, self.chain)
         self.active = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
+from harness.clusters.base import Cluster
 from harness.errors import BadArguments
 from harness.systems.profile import Profile
 from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis, NemesisContext
@@ -51,11 +52,11 @@ NEMESES: dict[str, type[Nemesis]] = {
 NemesisFactory = Callable[[NemesisContext], Nemesis]
 
 
-def nemesis_classes(names: list[str], profile: type[Profile], backend: str = "docker"
-                    ) -> list[NemesisFactory]:
-    """Validates a --nemesis list against the registry and what the profile supports, for a
-    cluster in Docker or on the user's own machines (backend "ssh")."""
-    token = CHECKING_FOR.set(backend)
+def nemesis_classes(names: list[str], profile: type[Profile],
+                    cluster: type[Cluster] | None = None) -> list[NemesisFactory]:
+    """Validates a --nemesis list against the registry and what the profile supports, and,
+    given the kind of cluster, what that kind can do (delay's packet queue)."""
+    token = CHECKING_FOR.set(cluster)
     try:
         return _factories(names, profile)
     finally:

@@ -11,7 +11,7 @@ hand-over and serves nothing stale.
 Works with any profile that offers transfer (Profile.transfer_leader). Starting a helper
 takes 0.5 s or more, longer than the lease, so the cut is armed in the leader's network
 namespace before the hand-over and hooked as soon as the profile says it is done
-(harness.clusters.docker.netns.armed_cut): the cut follows the transfer within milliseconds.
+(the cluster's armed_cut): the cut follows the transfer within milliseconds.
 Clients still
 reach the node (the rules match only peers). `stop` heals the cut; the hold time is `d=`
 (default: the schedule's interval).
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.clusters.docker.netns import armed_cut
 from harness.clusters.netrules import CHAIN
 from harness.errors import LeaselineError
 from nemesis.base import FaultNotApplied
@@ -44,7 +43,7 @@ class TransferIsolate(NeedsTransfer, GrudgePartition):
         peers = [p for p in profile.peers(old) if cluster.is_running(p)]
         grudge = isolate(old, peers)
         try:
-            with armed_cut(cluster, old, [cluster.ip(p) for p in peers], self.chain) as cut:
+            with cluster.armed_cut(old, [cluster.ip(p) for p in peers], self.chain) as cut:
                 new = profile.transfer_leader()
                 cut()
         except LeaselineError as e:  # a refused hand-over, or a helper that failed

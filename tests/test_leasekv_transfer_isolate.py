@@ -20,7 +20,6 @@ from harness.clusters.netrules import armed_cut_script
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.systems.redis_sentinel import RedisSentinel
 from harness.systems.registry import PROFILES
-from nemesis import transfer_isolate
 from nemesis.base import FaultNotApplied, NemesisContext
 from nemesis.spec import parse_spec
 from nemesis.transfer_isolate import TransferIsolate
@@ -84,26 +83,26 @@ class FakeProfile:
 
 
 class FakeCluster:
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
     def is_running(self, _service: str) -> bool:
         return True
 
     def ip(self, service: str) -> str:
         return f"10.0.0.{service[1:]}"
 
+    @contextlib.contextmanager
+    def armed_cut(self, node: str, ips: list[str], chain: str) -> Iterator[Callable[[], None]]:
+        self.seen.append(("armed", node, ips, chain))
+        yield lambda: self.seen.append("cut")
+
 
 @pytest.mark.parametrize("refuse", [False, True])
-def test_the_cut_follows_an_accepted_hand_over_only(monkeypatch: pytest.MonkeyPatch,
-                                                    refuse: bool) -> None:
-    seen: list[Any] = []
-
-    @contextlib.contextmanager
-    def armed(_cluster: Any, node: str, ips: list[str], chain: str
-              ) -> Iterator[Callable[[], None]]:
-        seen.append(("armed", node, ips, chain))
-        yield lambda: seen.append("cut")
-
-    monkeypatch.setattr(transfer_isolate, "armed_cut", armed)
-    ctx = NemesisContext(FakeProfile(refuse), FakeCluster())  # type: ignore[arg-type]
+def test_the_cut_follows_an_accepted_hand_over_only(refuse: bool) -> None:
+    cluster = FakeCluster()
+    seen = cluster.seen
+    ctx = NemesisContext(FakeProfile(refuse), cluster)  # type: ignore[arg-type]
     nem = TransferIsolate(ctx, parse_spec("transfer-isolate"))
     if refuse:
         with pytest.raises(FaultNotApplied, match="not caught up"):

@@ -17,8 +17,8 @@ from harness.clusters.docker.cluster import Cluster
 from harness.clusters.docker.netns import HELPER_LABEL, list_rules, run_in_netns
 from harness.clusters.netrules import CHAIN
 from harness.systems.profile import Profile
+from nemesis import delay
 from nemesis.base import FaultNotApplied, Nemesis, NemesisContext
-from nemesis.delay import nfqueue_missing
 from nemesis.registry import NEMESES, nemesis_classes
 
 pytestmark = pytest.mark.docker
@@ -392,5 +392,6 @@ def test_delay_blind_heal_after_a_crash(lk: Setup) -> None:
 
 def test_delay_is_offered_on_this_kernel(lk: Setup) -> None:
     _, p = lk
-    assert nfqueue_missing() is None  # nfnetlink_queue is there, even though netem is not
-    assert len(nemesis_classes(["delay:leader:ms=300:dir=in"], type(p))) == 1
+    # nfnetlink_queue is there, even though netem is not
+    assert Cluster.queue_missing(delay.QUEUE) is None
+    assert len(nemesis_classes(["delay:leader:ms=300:dir=in"], type(p), Cluster)) == 1

@@ -13,9 +13,9 @@ import pytest
 
 from harness.clusters import nfqueue
 from harness.clusters.docker import netns
+from harness.clusters.docker.cluster import Cluster as DockerCluster
 from harness.errors import BadArguments
 from harness.systems.registry import profile_class
-from nemesis import delay
 from nemesis.delay import links
 from nemesis.registry import nemesis_classes
 
@@ -116,12 +116,13 @@ def test_delay_is_refused_in_one_sentence_without_nfqueue(monkeypatch: pytest.Mo
     helper = FakeProbeHelper()
     fake = SimpleNamespace(containers=SimpleNamespace(create=lambda *a, **k: helper))
     monkeypatch.setattr(netns, "client", lambda: fake)  # Docker is reached only there
-    delay._probe.cache_clear()
+    netns._queue_probe.cache_clear()
     try:
         with pytest.raises(BadArguments) as e:
-            nemesis_classes(["delay:leader:ms=300:dir=in"], profile_class("leasekv"))
+            nemesis_classes(["delay:leader:ms=300:dir=in"], profile_class("leasekv"),
+                            DockerCluster)
     finally:
-        delay._probe.cache_clear()
+        netns._queue_probe.cache_clear()
     assert str(e.value) == (
         "nemesis delay needs the kernel's nfnetlink_queue (iptables NFQUEUE), which this kernel "
         "does not offer (iptables: No chain/target/match by that name); use loss instead."

@@ -2,7 +2,7 @@
 by the real Worker loop) and the same fault schedule (the real NemesisSchedule thread over
 the real catalogue: order, targets, grudges, rules, hold times), also in another process
 with another string-hash seed (so no set or dict order leaks in); another seed differs.
-Docker is faked: the fault objects only talk to a fake cluster and a fake netns."""
+Docker is faked: the fault objects only talk to a fake cluster, through the Cluster protocol."""
 
 from __future__ import annotations
 
@@ -12,12 +12,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from unittest import mock
 
 import pytest
 
@@ -77,6 +74,23 @@ class FakeCluster:
     def start(self, service: str) -> None:
         self.state[service] = "running"
 
+    # -- the network rules of the Cluster protocol: recorded, never run ---------------------
+    def run_in_netns(self, service: str, script: str) -> str:
+        return self.helper(service, script)
+
+    def heal_chain(self, services: Any, chain: str) -> list[str]:
+        return [s for s in services if self.helper(s, f"heal {chain}") == ""]
+
+    def netem_support(self, nodes: list[str], leaf: str) -> dict[str, str | None]:
+        return {}
+
+    def start_delay_handler(self, service: str, rules: str, args: str, instance: int,
+                            timeout_s: float) -> None:
+        self.helper(service, [rules, args])
+
+    def heal_delay(self, services: list[str], chain: str, instance: int) -> None:
+        self.heal_chain(services, chain)
+
     def helper(self, service: str, what: Any) -> str:
         with self.lock:
             self.netns.append((self.history.count if self.history else 0, service,
@@ -103,48 +117,21 @@ class FakeProfile(Profile):
         return None
 
 
-@contextmanager
-def fake_docker(cluster: FakeCluster) -> Iterator[None]:
-    """Every place a fault reaches Docker, answered by the fake cluster."""
-    def run(c: FakeCluster, service: str, script: str, pid: bool = False) -> str:
-        return c.helper(service, script)
-
-    def heal_chain(c: FakeCluster, services: Any, chain: str = "") -> list[str]:
-        return [s for s in services if c.helper(s, f"heal {chain}") == ""]
-
-    def start_in_netns(c: FakeCluster, service: str, argv: list[str], *_: Any) -> None:
-        c.helper(service, argv)
-
-    with ExitStack() as stack:
-        for target, fake in [
-            ("nemesis.grudge.run_in_netns", run), ("nemesis.grudge.heal_chain", heal_chain),
-            ("nemesis.loss.run_in_netns", run), ("nemesis.loss.heal_chain", heal_chain),
-            ("nemesis.delay.heal_chain", heal_chain),
-            ("nemesis.delay.start_in_netns", start_in_netns),
-            ("nemesis.delay.wait_bound", lambda *_: None),
-            ("nemesis.delay.helpers", lambda *_a, **_k: {}),
-            ("nemesis.delay.nfqueue_missing", lambda: None),
-        ]:
-            stack.enter_context(mock.patch(target, fake))
-        yield
-
-
 def fault_schedule(seed: int, tmp: Path) -> dict[str, Any]:
     """What the nemesis thread does over TURNS faults: its order and hold times, each start
     and stop record's value, and every helper command (with its rules and node)."""
     cluster = FakeCluster(FakeProfile.nodes)
     profile = FakeProfile(cluster, {})  # type: ignore[arg-type]
     history = cluster.history = HistoryWriter(tmp / f"h-{seed}.jsonl", MonotonicClock())
-    with fake_docker(cluster):
-        ctx = NemesisContext(profile, cluster, seed=seed)  # type: ignore[arg-type]
-        nemeses = [factory(ctx) for factory in nemesis_classes(SPECS, FakeProfile)]
-        sched = NemesisSchedule(nemeses, history, 0.001, NemesisLog(tmp / "n.log"), seed)
-        sched.start()
-        deadline = time.monotonic() + 30
-        while history.count < 4 * TURNS and time.monotonic() < deadline:  # 4 records a turn
-            time.sleep(0.005)
-        sched.stop()
-        sched.join(10)
+    ctx = NemesisContext(profile, cluster, seed=seed)  # type: ignore[arg-type]
+    nemeses = [factory(ctx) for factory in nemesis_classes(SPECS, FakeProfile)]
+    sched = NemesisSchedule(nemeses, history, 0.001, NemesisLog(tmp / "n.log"), seed)
+    sched.start()
+    deadline = time.monotonic() + 30
+    while history.count < 4 * TURNS and time.monotonic() < deadline:  # 4 records a turn
+        time.sleep(0.005)
+    sched.stop()
+    sched.join(10)
     history.close()
     records = [json.loads(x) for x in (tmp / f"h-{seed}.jsonl").read_text().splitlines()]
     done = [(r["f"], r["type"], r["value"]) for r in records if r["type"] != "invoke"]

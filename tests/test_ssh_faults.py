@@ -45,7 +45,7 @@ def cluster() -> Iterator[tuple[Machines, SshCluster, LeaseKV]]:
 
 
 def make(spec: str, c: SshCluster, profile: LeaseKV) -> Nemesis:
-    (factory,) = nemesis_classes([spec], LeaseKV, "ssh")
+    (factory,) = nemesis_classes([spec], LeaseKV, SshCluster)
     return factory(NemesisContext(profile, c))  # type: ignore[arg-type]
 
 
@@ -103,7 +103,7 @@ def test_loss_and_delay_act_on_peer_links_only(
     # the target's NFQUEUE handler holds its peers' packets, as the record says.
     assert done["via"] == ("netem" if kernel_has_netem(m) else "nfqueue"), done
     if done["via"] == "nfqueue":
-        why = c.netem_missing(target, netem.leaf(1, 0))
+        why = c.netem_support([target], netem.leaf(1, 0))[target]
         assert why and "qdisc kind is unknown" in why, why
     other = next(n for n in m.names if n != target)
     probe = (f"python3 -c \"import socket, time; t = time.monotonic(); "

@@ -17,6 +17,7 @@ from harness.errors import BadArguments
 from harness.systems.client_models import MODELS, canonical
 
 if TYPE_CHECKING:
+    from harness.clusters.base import Cluster
     from harness.systems.profile import Profile
 
 DEFAULT_RESULTS = Path("results")  # of the working directory, as for every command
@@ -117,7 +118,7 @@ def validate(cfg: RunConfig) -> type[Profile]:
         from harness.clusters.ssh.remote import check_remote
 
         check_remote(profile, cfg.hosts, cfg.sut_opts)
-    nemesis_classes(cfg.nemesis, profile, "docker" if cfg.hosts is None else "ssh")
+    nemesis_classes(cfg.nemesis, profile, cluster_kind(cfg.hosts))
     if cfg.hosts is None and issubclass(profile, DescribedProfile):
         from harness.clusters.docker.system_images import check_named_image
 
@@ -166,6 +167,17 @@ def check_client_model(name: str, profile: type[Profile]) -> None:
         others = ", ".join(m for m in MODELS if m != "sentinel")
         raise BadArguments(f"client routing 'sentinel' needs Redis Sentinel, which {profile.name} "
                            f"does not have (valid for it: {others}).")
+
+
+def cluster_kind(hosts: Path | None) -> type[Cluster]:
+    """The kind of cluster a run uses: Docker, or the machines of a hosts file."""
+    if hosts is None:
+        from harness.clusters.docker.cluster import Cluster as DockerCluster
+
+        return DockerCluster
+    from harness.clusters.ssh.cluster import SshCluster
+
+    return SshCluster
 
 
 def parse_list(text: str | None) -> list[str]:

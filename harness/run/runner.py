@@ -371,7 +371,7 @@ def _lifecycle(
             workload.setup(profile, tracker.current or profile.nodes[0])
             ctx = NemesisContext(profile, cluster, nem_log, seed=cfg.seed)
             nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, profile_cls,
-                                                              cluster.backend)]
+                                                              type(cluster))]
             schedule = NemesisSchedule(
                 nemeses, history, cfg.nemesis_interval, nem_log, cfg.seed, mode=cfg.nemesis_mode
             )

@@ -1,10 +1,10 @@
-"""One Compose project: bring a profile's services up and down, and reach its containers.
+"""The Docker cluster: one Compose project, the first implementation of the Cluster protocol
+(harness/clusters/base.py).
 
-Compose (v1 or v2, harness/clusters/docker/compose.py) owns creation and teardown; everything that
-has to be fast or
-precise afterwards (kill, start, pause, thaw, IPs, logs) goes through the Docker SDK on the
-containers compose labelled with the project and service name. Nemeses act on containers
-only through this class (and harness/clusters/docker/netns.py for helpers in their namespaces).
+Compose (v1 or v2, compose.py) owns creation and teardown; everything that has to be fast
+or precise afterwards (kill, start, pause, thaw, IPs, logs) goes through the Docker SDK on
+the containers compose labelled with the project and service name. Network rules and the
+delay handler run in helper containers in a node's namespaces (netns.py).
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ import re
 import subprocess
 import tarfile
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from docker.errors import APIError, NotFound
 from docker.models.containers import Container
 
+from harness.clusters.docker import netns
 from harness.clusters.docker.client import client
 from harness.clusters.docker.compose import compose_command, compose_name
 from harness.errors import EnvironmentProblem
@@ -216,3 +217,33 @@ class Cluster:
             return self.container(service).logs(stdout=True, stderr=True, timestamps=True)
         except (NotFound, EnvironmentProblem):
             return b""
+
+    # -- network rules and the delay handler: helper containers (netns.py) --------------------
+    def run_in_netns(self, service: str, script: str) -> str:
+        return netns.run_in_netns(self, service, script)
+
+    def heal_chain(self, services: Iterable[str], chain: str) -> list[str]:
+        return netns.heal_chain(self, services, chain)
+
+    @contextlib.contextmanager
+    def armed_cut(self, service: str, peer_ips: list[str], chain: str
+                  ) -> Iterator[Callable[[], None]]:
+        with netns.armed_cut(self, service, peer_ips, chain) as cut:
+            yield cut
+
+    def netem_support(self, nodes: list[str], leaf: str) -> dict[str, str | None]:
+        # The nodes share this machine's kernel, and the reference machine's has no netem to
+        # test a second path on: Docker keeps the NFQUEUE handler.
+        return {}
+
+    def start_delay_handler(self, service: str, rules: str, args: str, instance: int,
+                            timeout_s: float) -> None:
+        netns.start_delay_handler(self, service, rules, args, instance, timeout_s)
+
+    def heal_delay(self, services: list[str], chain: str, instance: int) -> None:
+        netns.heal_chain(self, services, chain)
+        netns.stop_delay_handlers(self, services, instance)
+
+    @classmethod
+    def queue_missing(cls, queue: int) -> str | None:
+        return netns.nfqueue_missing(queue)

@@ -1,12 +1,10 @@
 """Helper containers: commands inside a target container's network (and PID) namespace.
 
-With harness.clusters.docker.cluster, this is the one place nemeses reach Docker through: a command
-runs in
-a leaseline/nemesis container that joins the target's namespaces, so faults work on SUT
-images without a shell or iptables (distroless). A long-lived helper is a `Helper`, which
-offers what a fault needs of it (its output, a signal, removal) and nothing of Docker.
-The scripts themselves (harness/clusters/netrules.py) are the same on the user's own machines
-(harness.clusters.ssh.cluster), which run them on the host itself.
+The Docker cluster's network rules (harness/clusters/docker/cluster.py) run here: a command
+runs in a leaseline/nemesis container that joins the target's namespaces, so faults work on
+SUT images without a shell or iptables (distroless). A long-lived helper is a `Helper`
+(its output, a signal, removal). The scripts themselves (harness/clusters/netrules.py) are
+the same on the user's own machines, which run them on the host itself.
 """
 
 from __future__ import annotations
@@ -16,19 +14,30 @@ import io
 import tarfile
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from docker.errors import ContainerError, DockerException, NotFound
 from docker.models.containers import Container
 
+from harness.clusters import nfqueue
 from harness.clusters.base import in_parallel
 from harness.clusters.docker.client import client
-from harness.clusters.docker.cluster import Cluster
 from harness.clusters.netrules import CHAIN, armed_cut_script, heal_script
 from harness.errors import EnvironmentProblem
+
+if TYPE_CHECKING:
+    from harness.clusters.docker.cluster import Cluster
 
 NEMESIS_IMAGE = "leaseline/nemesis:latest"
 HELPER_LABEL = "io.leaseline.nemesis-helper"
 READY_TIMEOUT_S = 10.0  # how long an armed cut helper may take to say it is ready
+# The delay fault's handler: copied into each of its helpers; the label's value is
+# "<instance>:<node>", so a delay heals its own handlers and no other delay's.
+HANDLER = "/tmp/leaseline-nfqueue.py"
+HANDLER_SOURCE = Path(nfqueue.__file__)
+HANDLER_LABEL = "io.leaseline.nemesis-delay"
 
 
 class Helper:
@@ -85,8 +94,6 @@ def _running_target(cluster: Cluster, service: str) -> Container:
 
 
 def run_in_netns(cluster: Cluster, service: str, script: str, pid: bool = False) -> str:
-    if cluster.backend != "docker":  # a machine of the user's own runs the script itself
-        return cluster.run_in_netns(service, script)  # type: ignore[attr-defined, no-any-return]
     target = _running_target(cluster, service)
     try:
         out = client().containers.run(
@@ -175,13 +182,8 @@ def armed_cut(cluster: Cluster, service: str, peer_ips: list[str], chain: str
     Starting a helper takes 0.5 s or more, longer than some faults may wait, so the helper
     is started first in the service's network namespace with the DROP rules ready but not
     hooked; the yielded function hooks them (SIGUSR1) and returns once they are in place.
-    The helper is removed on leaving; the rules stay until the chain is healed. On a machine
-    of the user's own the host prepares the chain and hooks it in one command instead.
+    The helper is removed on leaving; the rules stay until the chain is healed.
     """
-    if cluster.backend != "docker":
-        with cluster.armed_cut(service, peer_ips, chain) as cut:  # type: ignore[attr-defined]
-            yield cut
-        return
     helper = start_in_netns(cluster, service, ["sh", "-ec", armed_cut_script(peer_ips, chain)])
     try:
         why = helper.wait_for("ready", READY_TIMEOUT_S)
@@ -202,8 +204,6 @@ def armed_cut(cluster: Cluster, service: str, peer_ips: list[str], chain: str
 
 def heal_chain(cluster: Cluster, services: Iterable[str], chain: str = CHAIN) -> list[str]:
     """Removes the chain from every service that still has a network; returns those healed."""
-    if cluster.backend != "docker":
-        return cluster.heal_chain(services, chain)  # type: ignore[attr-defined, no-any-return]
 
     def one(service: str) -> bool:
         if cluster.status(service) not in ("running", "paused"):
@@ -217,3 +217,46 @@ def heal_chain(cluster: Cluster, services: Iterable[str], chain: str = CHAIN) ->
 def list_rules(cluster: Cluster, service: str) -> str:
     """`iptables -S` inside the service's namespace (used by tests and leftovers checks)."""
     return run_in_netns(cluster, service, "iptables -w -S")
+
+
+def start_delay_handler(cluster: Cluster, service: str, rules: str, args: str, instance: int,
+                        timeout_s: float) -> None:
+    """The delay handler in a helper of its own behind its NFQUEUE rules, which stays up while
+    the fault is in force (if it dies, --queue-bypass lets the traffic flow again)."""
+    argv = ["sh", "-ec", f"{rules}\nexec python3 {HANDLER} {args}"]
+    helper = start_in_netns(cluster, service, argv, {HANDLER: HANDLER_SOURCE.read_bytes()},
+                            {HANDLER_LABEL: f"{instance}:{service}"})
+    why = helper.wait_for("bound queue", timeout_s, poll_s=0.1)
+    if why is not None:
+        raise EnvironmentProblem(f"the delay handler in {service} {why}")
+
+
+def stop_delay_handlers(cluster: Cluster, services: Iterable[str], instance: int) -> None:
+    """Stopped with SIGTERM, a handler accepts what it holds; gone already is fine."""
+    handlers = helpers(cluster.project, HANDLER_LABEL)
+    mine = [f"{instance}:{s}" for s in services if f"{instance}:{s}" in handlers]
+    in_parallel(lambda label: handlers[label].remove(stop_timeout=2), mine)
+
+
+@cache
+def _queue_probe(queue: int) -> str | None:
+    """Why NFQUEUE cannot be used here, or None if it can; binds a queue in a throwaway,
+    network-less helper. Raises (uncached) while the image or the engine is missing."""
+    code, out = run_offline(
+        ["sh", "-ec", f"iptables -w -A OUTPUT -j NFQUEUE --queue-num {queue} --queue-bypass\n"
+                      f"exec python3 {HANDLER} --probe {queue}"],
+        {HANDLER: HANDLER_SOURCE.read_bytes()},
+    )
+    if code == 0:
+        return None
+    err = out.strip()
+    return err.splitlines()[-1].rstrip(".") if err else f"exit {code}"
+
+
+def nfqueue_missing(queue: int) -> str | None:
+    """Why `delay` cannot work on this kernel, or None if it can (or the probe cannot run yet:
+    the fault's start then reports the failure as an info record)."""
+    try:
+        return _queue_probe(queue)
+    except EnvironmentProblem:  # no engine or no image yet
+        return None

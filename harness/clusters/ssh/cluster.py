@@ -10,7 +10,7 @@ scripts as in Docker (harness.clusters.docker.netns), on the host itself, in cha
 LEASELINE*, so
 healing removes exactly those chains and nothing of the machine's own firewall; `delay`
 uses tc netem at each sender's egress where a host has it (harness.clusters.netem: probed once per
-host, `netem_missing`), else the NFQUEUE handler as a host process.
+host, `netem_support`), else the NFQUEUE handler as a host process.
 Nothing here uses Docker.
 """
 
@@ -328,10 +328,14 @@ kill -{signal} -"$(cat {STATE}/pid)" && echo yes
         in_parallel(lambda n: self.run_in_netns(n, heal_script(chain)), names)
         return names
 
-    def netem_missing(self, name: str, leaf: str) -> str | None:
-        """Why `delay` cannot use tc netem (with this leaf) on the node, or None if it can:
-        harness.clusters.netem's probe, run once per node (SshFailure, not cached, if
+    def netem_support(self, nodes: list[str], leaf: str) -> dict[str, str | None]:
+        """Why each node cannot delay its egress with tc netem (with this leaf), or None if it
+        can: harness.clusters.netem's probe, run once per node (SshFailure, not cached, if
         unreachable)."""
+        return in_parallel(lambda n: self._netem_missing(n, leaf),
+                           [n for n in nodes if n in self.nodes])
+
+    def _netem_missing(self, name: str, leaf: str) -> str | None:
         key = (name, leaf)
         if key not in self._netem:
             others = [self._ips[n] for n in self.nodes if n != name]
@@ -340,11 +344,12 @@ kill -{signal} -"$(cat {STATE}/pid)" && echo yes
             self._netem[key] = netem.probe_answer(out.stdout or out.stderr)
         return self._netem[key]
 
-    def start_queue_handler(self, name: str, rules: str, args: str, tag: str,
-                            timeout_s: float = 20.0) -> None:
-        """The delay handler (harness/clusters/nfqueue.py, uploaded at setup) detached on the host
-        after its NFQUEUE rules; returns once it holds the queue, else FaultNotApplied-worthy
-        EnvironmentProblem with its last words."""
+    def start_delay_handler(self, name: str, rules: str, args: str, instance: int,
+                            timeout_s: float) -> None:
+        """The delay handler (harness/clusters/nfqueue.py, uploaded at setup) detached on the
+        host after its NFQUEUE rules; returns once it holds the queue, else SshFailure with
+        its last words."""
+        tag = str(instance)
         script = f"""
 {rules}
 setsid python3 {HANDLER} {args} > {STATE}/delay-{tag}.log 2>&1 < /dev/null &
@@ -364,10 +369,17 @@ echo "did not bind its queue within {timeout_s:g} s" >&2; exit 1
             raise SshFailure(f"the delay handler on node {name} stopped: "
                              f"{last_line(e.stderr) or e}") from None
 
-    def stop_queue_handlers(self, names: Iterable[str], tag: str) -> None:
-        in_parallel(lambda n: self.run(n, stop_handlers_script(f"delay-{tag}"),
+    def heal_delay(self, nodes: list[str], chain: str, instance: int) -> None:
+        """The chain and netem's class in one command per node, then the handlers."""
+        script = f"{heal_script(chain)}\n{netem.heal_script(instance)}"
+        in_parallel(lambda n: self.run_in_netns(n, script), nodes)
+        in_parallel(lambda n: self.run(n, stop_handlers_script(f"delay-{instance}"),
                                        "stopping the delay handler",
-                                       privileged=True), list(names))
+                                       privileged=True), nodes)
+
+    @classmethod
+    def queue_missing(cls, queue: int) -> str | None:
+        return None  # the handler runs on each host: a kernel without it shows at the start
 
     @contextlib.contextmanager
     def armed_cut(self, name: str, peer_ips: list[str], chain: str
