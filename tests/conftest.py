@@ -15,7 +15,7 @@ _project_ids = itertools.count()
 
 def _teardown_project(project: str, compose_profile: str) -> None:
     from harness.clusters.docker.cluster import Cluster
-    from harness.run.runner import remove_helpers
+    from harness.clusters.docker.netns import remove_helpers
 
     Cluster(project, compose_profile).down()
     remove_helpers(project)
@@ -52,7 +52,7 @@ def wait_until_ready(profile: object, timeout: float = 90) -> None:
 def booted_cluster(sut: str, project: str, timeout: float = 90) -> Iterator[tuple[object, object]]:
     """Generator for module fixtures: a profile's cluster, up and ready, removed afterwards."""
     from harness.clusters.docker.cluster import Cluster
-    from harness.run.runner import remove_helpers
+    from harness.clusters.docker.netns import remove_helpers
     from harness.systems.registry import profile_class
 
     cls = profile_class(sut)

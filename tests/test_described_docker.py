@@ -16,8 +16,8 @@ import pytest
 from conftest import wait_until_ready
 
 from harness.clusters.docker.cluster import Cluster
+from harness.clusters.docker.netns import remove_helpers
 from harness.clusters.docker.system_images import system_image
-from harness.run.runner import remove_helpers
 from harness.store.run_dir import RunDir
 from harness.systems.described import DescribedProfile, static_ip, write_compose
 from harness.systems.registry import profile_class

@@ -17,9 +17,9 @@ from conftest import wait_for_nemesis_record
 
 from harness.clusters.docker.client import client
 from harness.clusters.docker.cluster import Cluster
-from harness.clusters.docker.netns import HELPER_LABEL, list_rules
+from harness.clusters.docker.netns import HELPER_LABEL, list_rules, remove_helpers
 from harness.clusters.netrules import CHAIN
-from harness.run.runner import RunConfig, remove_helpers, run
+from harness.run.runner import RunConfig, run
 from harness.systems.registry import profile_class
 from nemesis.delay import CHAIN as DELAY_CHAIN
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from harness.clusters.docker.cluster import Cluster
-from harness.run.runner import remove_helpers
+from harness.clusters.docker.netns import remove_helpers
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark]
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,6 +28,7 @@ class FakeHosts:
     def __init__(self, no_netem: dict[str, str] | None = None, broken: str | None = None
                  ) -> None:
         self.nodes = list(NAMES)
+        self.node_names = tuple(NAMES)
         self.no_netem = no_netem or {}
         self.broken = broken  # a host whose netem script fails
         self.probes: list[tuple[str, str]] = []

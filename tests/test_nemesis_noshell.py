@@ -19,9 +19,8 @@ from docker.errors import APIError, NotFound
 from harness.clusters.docker.client import client
 from harness.clusters.docker.cluster import PROJECT_LABEL, SERVICE_LABEL, Cluster
 from harness.clusters.docker.images import build_image
-from harness.clusters.docker.netns import HELPER_LABEL, list_rules, run_in_netns
+from harness.clusters.docker.netns import HELPER_LABEL, list_rules, remove_helpers, run_in_netns
 from harness.clusters.netrules import CHAIN
-from harness.run.runner import remove_helpers
 from harness.systems.profile import Endpoint, Profile
 from nemesis.base import Nemesis, NemesisContext
 from nemesis.registry import nemesis_classes

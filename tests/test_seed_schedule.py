@@ -39,6 +39,7 @@ TURNS = 2 * len(SPECS)
 class FakeCluster:
     project = "ll-fake"
     backend = "docker"
+    node_names = None
 
     def __init__(self, services: tuple[str, ...]) -> None:
         self.state = dict.fromkeys(services, "running")

@@ -281,6 +281,7 @@ build_commands = ["cat main.txt > {{out}}/kv; echo built >> {{out}}/../count",
 
 class _Cluster:
     backend = "docker"
+    node_names = None
 
     def ip(self, node: str) -> str:
         return ""

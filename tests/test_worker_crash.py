@@ -25,6 +25,7 @@ from workloads.registry import WORKLOADS
 
 class FakeCluster:
     backend = "docker"
+    node_names = None
     downs = 0
 
     def __init__(self, project: str, compose_profile: str, env: dict[str, str]) -> None:
@@ -36,8 +37,11 @@ class FakeCluster:
     def down(self) -> None:
         FakeCluster.downs += 1
 
-    def logs(self, service: str) -> bytes:
-        return b""
+    def node_logs(self, service: str, listed: list[str]) -> dict[str, bytes]:
+        return {"container.log": b""}
+
+    def close(self) -> None:
+        pass
 
 
 class Steady(Profile):
@@ -76,9 +80,8 @@ def test_a_worker_that_dies_ends_the_run_with_255_and_one_sentence(
 ) -> None:
     monkeypatch.setitem(PROFILES, Steady.name, Steady)
     monkeypatch.setitem(WORKLOADS, Raising.name, Raising)
-    monkeypatch.setattr(runner, "Cluster", FakeCluster)
+    monkeypatch.setattr(runner, "DockerCluster", FakeCluster)
     monkeypatch.setattr(runner, "ensure_images", lambda *_: None)
-    monkeypatch.setattr(runner, "remove_helpers", lambda _project: None)
     FakeCluster.downs = 0
     cfg = RunConfig(sut="steady", workload="raising", results_dir=tmp_path, time_limit=60,
                     concurrency=2, check=False)
@@ -125,9 +128,8 @@ def test_a_final_read_that_raises_is_said_too(
 
     monkeypatch.setitem(PROFILES, Steady.name, Steady)
     monkeypatch.setitem(WORKLOADS, Late.name, Late)
-    monkeypatch.setattr(runner, "Cluster", FakeCluster)
+    monkeypatch.setattr(runner, "DockerCluster", FakeCluster)
     monkeypatch.setattr(runner, "ensure_images", lambda *_: None)
-    monkeypatch.setattr(runner, "remove_helpers", lambda _project: None)
     monkeypatch.setattr(runner.LeaderTracker, "refresh", lambda _self: "final")
     FakeCluster.downs = 0
     cfg = RunConfig(sut="steady", workload="late", results_dir=tmp_path, time_limit=1,

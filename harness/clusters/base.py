@@ -20,6 +20,8 @@ R = TypeVar("R")
 class Cluster(Protocol):
     project: str
     backend: str  # "docker" or "ssh": for sentences and test.json, not for branching
+    # The nodes' names where the machines name them (a hosts file); None: the system's own.
+    node_names: tuple[str, ...] | None
 
     # -- lifecycle --------------------------------------------------------------------------
     def up(self) -> None:
@@ -27,6 +29,12 @@ class Cluster(Protocol):
 
     def down(self) -> None:
         """Every node stopped and every fault removed, whatever an earlier run left."""
+
+    def heal_everything(self) -> None:
+        """Every fault removed, the nodes left running (`--leave-running`)."""
+
+    def close(self) -> None:
+        """Connections let go; the nodes stay as they are."""
 
     # -- addresses and state ------------------------------------------------------------------
     def ip(self, node: str) -> str:
@@ -54,6 +62,10 @@ class Cluster(Protocol):
     def logs(self, node: str) -> bytes: ...
 
     def copy_file(self, node: str, path: str) -> bytes | None: ...
+
+    def node_logs(self, node: str, listed: list[str]) -> dict[str, bytes]:
+        """The node's own output and its log files (listed: the profile's paths in a
+        container), by the file name to keep each under; a file not there is left out."""
 
     # -- network rules (the scripts of harness/clusters/netrules.py) ----------------------
     def run_in_netns(self, node: str, script: str) -> str:

@@ -27,9 +27,10 @@ from typing import Any
 
 from rich.console import Console
 
+from harness.clusters.base import Cluster
 from harness.clusters.docker import images
-from harness.clusters.docker.cluster import Cluster
-from harness.clusters.docker.netns import NEMESIS_IMAGE, remove_helpers
+from harness.clusters.docker.cluster import Cluster as DockerCluster
+from harness.clusters.docker.netns import NEMESIS_IMAGE
 from harness.errors import EnvironmentProblem, LeaselineError
 from harness.run.config import RunConfig, clients, total_rate, validate
 from harness.run.phases import PhaseDriver, parse_phases
@@ -125,17 +126,18 @@ def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
 
 
 def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir: RunDir,
-                   log: Callable[[str], None]) -> Cluster:
+                   log: Callable[[str], None]) -> DockerCluster:
     """The compose project of the run: the repository's docker-compose.yml, or for a system
     described in a file its image (made now) and a compose file generated into the run
     folder, on a test network of its own."""
     ensure_images(profile, log)
     if not issubclass(profile, DescribedProfile):
-        return Cluster(project, profile.compose_profile, profile.compose_env(cfg.sut_opts))
+        return DockerCluster(project, profile.compose_profile,
+                             profile.compose_env(cfg.sut_opts))
     from harness.clusters.docker.system_images import system_image
 
     tag, profile.host_files = system_image(profile.description, log)
-    cluster = Cluster(project, profile.compose_profile, compose_file=run_dir.compose_file)
+    cluster = DockerCluster(project, profile.compose_profile, compose_file=run_dir.compose_file)
     cluster.down()  # an earlier run's network must go before its subnet is looked at
 
     def write(subnet: str) -> None:
@@ -207,16 +209,10 @@ def run_clock(clock: MonotonicClock, time_limit: float, phases: PhaseDriver | No
 
 
 def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
-    # Over SFTP from the user's own machines: the server's output, then its log files.
-    remote = cluster.backend == "ssh"
     for service in profile.services():
         out = run_dir.node_dir(service)
-        (out / ("node.log" if remote else "container.log")).write_bytes(cluster.logs(service))
-        paths = cluster.log_paths(service) if remote else profile.log_files(service)  # type: ignore[attr-defined]
-        for path in paths:
-            data = cluster.copy_file(service, path)
-            if data is not None:
-                (out / Path(path).name).write_bytes(data)
+        for name, data in cluster.node_logs(service, profile.log_files(service)).items():
+            (out / name).write_bytes(data)
 
 
 def _machines(cfg: RunConfig, profile: type[Profile], project: str) -> dict[str, Any]:
@@ -318,7 +314,7 @@ def _lifecycle(
 
         warm_up_for(cfg.spark_master, total_rate(cfg, profile_cls) * cfg.time_limit)
     remote = cfg.hosts is not None
-    cluster: Any
+    cluster: Cluster
     if remote:  # the user's own machines: no image, no container, no Docker at all
         from harness.clusters.ssh.remote import remote_cluster
 
@@ -353,11 +349,10 @@ def _lifecycle(
     with signals_as_interrupts() as shield:
         try:
             if remote:
-                console.print(f"starting {cfg.sut} on {len(cluster.nodes)} machines over SSH "
+                console.print(f"starting {cfg.sut} on {len(profile.nodes)} machines over SSH "
                               f"({cfg.hosts})")
             else:
                 console.print(f"starting the {cfg.sut} cluster (compose project {project})")
-                remove_helpers(project)
             cluster.down()  # a previous run's leftovers (faults included) go with it
             cluster.up()
             why = wait_ready(profile, READY_TIMEOUT_S, console, "start")
@@ -432,20 +427,16 @@ def _lifecycle(
             if not cfg.leave_running:
                 try:
                     cluster.down()
-                    if not remote:
-                        remove_helpers(project)
                 except LeaselineError as e:
                     cleanup_problems.append(str(e))
-            elif remote:
+            else:
                 try:  # the servers go on, but no fault may outlive the run
                     cluster.heal_everything()
                 except LeaselineError as e:
                     cleanup_problems.append(str(e))
-                console.print(f"cluster left running on the machines of {cfg.hosts}")
-            else:
-                console.print(f"cluster left running: compose project {project}")
-            if remote:
-                cluster.close()
+                console.print(f"cluster left running on the machines of {cfg.hosts}" if remote
+                              else f"cluster left running: compose project {project}")
+            cluster.close()
 
     dead = [w for w in (*workers, final_reader) if w is not None and w.error is not None]
     crashed = [w.error for w in dead]

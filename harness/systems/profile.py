@@ -20,6 +20,8 @@ class Machines(Protocol):
     offers it (systems sit below clusters, so a profile never imports one)."""
 
     backend: str
+    # The nodes' names where the machines name them (a hosts file); None: the system's own.
+    node_names: tuple[str, ...] | None
 
     def ip(self, node: str) -> str: ...
 
@@ -66,9 +68,8 @@ class Profile(ABC):
 
     def __init__(self, cluster: Machines, opts: dict[str, str]) -> None:
         self.cluster = cluster
-        # On the user's own machines (backend "ssh") the hosts file names the nodes.
-        if cluster.backend == "ssh":
-            self.nodes = tuple(cluster.nodes)  # type: ignore[attr-defined, misc]
+        if cluster.node_names is not None:  # e.g. a hosts file's machines
+            self.nodes = cluster.node_names  # type: ignore[misc]
         self.opts = {k: o.default for k, o in self.options.items()}
         self.opts.update(opts)
 

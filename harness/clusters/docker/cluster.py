@@ -48,6 +48,7 @@ def _explain_compose_failure(output: str) -> str:
 
 class Cluster:
     backend = "docker"  # harness.clusters.ssh.cluster.SshCluster is the other one
+    node_names = None  # the system's own: compose services
 
     def __init__(
         self, project: str, compose_profile: str, env: dict[str, str] | None = None,
@@ -104,7 +105,9 @@ class Cluster:
         raise EnvironmentProblem(f"the {self.compose_profile} cluster did not start: {why}.")
 
     def down(self) -> None:
-        """Removes every container and network of the project; safe to call when nothing runs."""
+        """Removes every container and network of the project, and the fault helpers (also
+        those a killed run left); safe to call when nothing runs."""
+        netns.remove_helpers(self.project)
         self._compose("down", "-v", "--remove-orphans", "-t", "2")
         # Containers compose no longer knows about (another profile, an interrupted `up`).
         for c in self.containers(all_=True):
@@ -211,6 +214,21 @@ class Cluster:
                     f = tar.extractfile(member)
                     return f.read() if f else None
         return None
+
+    def heal_everything(self) -> None:
+        """The network rules went with the faults that healed them; their helpers go now."""
+        netns.remove_helpers(self.project)
+
+    def close(self) -> None:
+        pass  # the engine's client is the process's own (client.py)
+
+    def node_logs(self, service: str, listed: list[str]) -> dict[str, bytes]:
+        found = {"container.log": self.logs(service)}
+        for path in listed:
+            data = self.copy_file(service, path)
+            if data is not None:
+                found[Path(path).name] = data
+        return found
 
     def logs(self, service: str) -> bytes:
         try:

@@ -89,6 +89,7 @@ class SshCluster:
         self.project = f"ll-ssh-{name}"
         self.log = log
         self.nodes = hosts.names
+        self.node_names = tuple(hosts.names)
         self._ssh = {h.name: SshNode(h, hosts.known_hosts, accept_new_keys) for h in hosts.nodes}
         self._ips = {h.name: _resolve(h.address) for h in hosts.nodes}
         self._dirs: dict[str, str] = {}
@@ -305,6 +306,16 @@ kill -{signal} -"$(cat {STATE}/pid)" && echo yes
             return []
         return [p if p.startswith("/") else f"{d}/{p}" for p in self.commands.logs
                 if p != "node.log"]
+
+    def node_logs(self, name: str, listed: list[str]) -> dict[str, bytes]:
+        """Over SFTP: the server's output, then the [host] table's log files (a profile's
+        paths are inside its container, so `listed` does not apply here)."""
+        found = {"node.log": self.logs(name)}
+        for path in self.log_paths(name):
+            data = self.copy_file(name, path)
+            if data is not None:
+                found[Path(path).name] = data
+        return found
 
     def copy_file(self, name: str, path: str) -> bytes | None:
         with contextlib.suppress(SshFailure):
