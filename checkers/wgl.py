@@ -46,9 +46,9 @@ the twin rule holds for any two twins that may go now. It changes which lineariz
 is found first, and how soon. Info operations are optional, and the write rule keeps
 them pending (they cannot go before a write). Tried first, they stood in for completed
 writes, and a linearizable search that took a wrong turn tried them in every order
-among the later operations before backing out (a 73-operation Knossos history with
-eleven crashed writes and compares: 18,610 states; 70 this way). Tried last, they are
-placed only where no operation that returns led anywhere.
+among the later operations before backing out (on a Knossos history with many crashed
+writes, hundreds of times the states). Tried last, they are placed only where no
+operation that returns led anywhere.
 
 Two implementations of the same search, step for step: the compiled one (package
 leaseline_wgl, built by scripts/setup.sh from native/) for the register and cas-register

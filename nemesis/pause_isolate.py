@@ -25,9 +25,9 @@ past the 1-2 s randomized election timeout, so a rival has been elected and has 
 writes) makes those waiting reads ones invoked after the rival's writes: answered from a
 lease still running at the thaw, they are the stale reads. After 1.8 s they were invoked
 before the rival existed, and once the thawed leader's clients are each stuck in a write
-it cannot commit, nothing reads from it: leasekv's lease-longer-than-election was caught
-by 6 of 10 faults at 1.8 s, by 8 of 9 at 2.4 s (2026-11-25). It is still shorter than
-the lease that bug grants (3 s), and far longer than a correct one (0.7 s).
+it cannot commit, nothing reads from it, so a shorter freeze catches leasekv's
+lease-longer-than-election in fewer faults. It is still shorter than the lease that bug
+grants (3 s), and far longer than a correct one (0.7 s).
 """
 
 from __future__ import annotations

@@ -12,11 +12,10 @@ a page boundary, and page_aligned pads lines so that every page boundary ends on
 Why this shape (bench/bench_recording.py): the clients are GIL-bound, and on 2 cores every
 CPU cycle recording takes is taken from them or from the system under test. Lines are
 msgspec Structs, encoded in C: creating one costs what a tuple does, and encoding costs
-about a third of formatting the line in Python (0.3 against 0.9 us). Formatting in Python
-cost the client loop about 10% of its throughput when it ran in the harness, and still
-about 9% when it ran in a writer process of its own (ratio 0.895-0.916 in bench_recording
-on 2026-11-23, against 0.916-0.959 for this shape), the process competing with the
-clients and Redis for the 2 cores.
+a fraction of formatting the line in Python. Formatting in Python cost the client loop a
+noticeable share of its throughput, in the harness and in a writer process of its own
+alike (the process competes with the clients and Redis for the cores); bench_recording
+prints the ratios (README).
 """
 
 from __future__ import annotations
