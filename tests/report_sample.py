@@ -1,4 +1,4 @@
-"""A synthetic run folder in the results contract's shape, for the report's tests and demos.
+"""A synthetic run folder in the results contract's shape, for the report's tests.
 
 It simulates clients against one register per key (writes of unique values, reads of the
 value current at their linearization point), a nemesis that partitions, kills and pauses,
@@ -8,7 +8,7 @@ it was invoked. results.json is written the way the checker writes it (per-key s
 minimal Δ, shifted reads, a counterexample with its node-link graph), so the report, inspect,
 JUnit and the runs browser can be exercised before a real run exists.
 
-    python -m checkers.report.sample results/demo/20250101T000000 --ops 100000
+    python tests/report_sample.py results/demo/20250101T000000 --ops 100000
 """
 
 from __future__ import annotations

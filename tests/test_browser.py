@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from report_sample import make_sample_run
 
 from checkers.report import write_report
-from checkers.report.sample import make_sample_run
 
 pytestmark = pytest.mark.browser
 

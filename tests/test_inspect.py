@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from report_sample import make_sample_run
 
-from checkers.report.sample import make_sample_run
 from cli import main
 
 

@@ -6,8 +6,9 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from report_sample import make_sample_run
+
 from checkers.junit import MAX_CASES_PER_STATUS, write_campaign_junit, write_junit
-from checkers.report.sample import make_sample_run
 
 
 def _cases(path: Path) -> list[ET.Element]:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from report_sample import make_sample_run
 
 from checkers.report import render_report, write_report
 from checkers.report.rundata import nemesis_intervals, read_history
-from checkers.report.sample import make_sample_run
 
 
 def _blob(page: str) -> dict:

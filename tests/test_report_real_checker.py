@@ -8,10 +8,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from report_sample import make_sample_run
 
 from checkers.junit import write_junit
 from checkers.report import write_report
-from checkers.report.sample import make_sample_run
 
 pytestmark = pytest.mark.spark
 

@@ -15,8 +15,8 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from report_sample import make_sample_run
 
-from checkers.report.sample import make_sample_run
 from harness.browser.runs_index import RunsIndex
 from harness.browser.serve import make_server
 from harness.errors import EnvironmentProblem

@@ -174,7 +174,7 @@ def test_cas_generator_values_unique_and_retirement() -> None:
 def test_registry_has_the_protocol_workloads() -> None:
     assert {"register", "lua-cas", "dynamo-register", "dynamo-cas"} <= set(WORKLOADS)
     assert workload_class("lua-cas").protocol == "redis"
-    assert workload_class("dynamo-cas").model == "cas-register"
+    assert workload_class("dynamo-cas").protocol == "dynamodb"
 
 
 def _rec(index: int, t: int, process: int, type_: str, f: str, value: Any) -> dict[str, Any]:

@@ -137,7 +137,6 @@ class IndependentKeysGenerator(Generator):
 class Workload(ABC):
     name: ClassVar[str]
     protocol: ClassVar[str]  # the profile endpoint protocol the client speaks
-    model: ClassVar[str]  # what the checker models: "register" | "cas-register"
 
     def __init__(self, opts: WorkloadOptions) -> None:
         self.opts = opts

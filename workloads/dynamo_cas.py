@@ -48,7 +48,6 @@ class DynamoCasClient(DynamoClient):
 class DynamoCas(Workload):
     name = "dynamo-cas"
     protocol = "dynamodb"
-    model = "cas-register"
 
     def new_client(self) -> DynamoCasClient:
         return DynamoCasClient()

@@ -24,7 +24,6 @@ class DynamoRegisterClient(DynamoClient):
 class DynamoRegister(Workload):
     name = "dynamo-register"
     protocol = "dynamodb"
-    model = "register"
 
     def new_client(self) -> DynamoRegisterClient:
         return DynamoRegisterClient()

@@ -179,7 +179,6 @@ class LuaCasClient(RedisClient):
 class LuaCas(Workload):
     name = "lua-cas"
     protocol = "redis"
-    model = "cas-register"
 
     def __init__(self, opts: WorkloadOptions) -> None:
         super().__init__(opts)

@@ -54,7 +54,6 @@ class RegisterGenerator(IndependentKeysGenerator):
 class Register(Workload):
     name = "register"
     protocol = "redis"
-    model = "register"
 
     def __init__(self, opts: WorkloadOptions) -> None:
         super().__init__(opts)

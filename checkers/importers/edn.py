@@ -195,14 +195,3 @@ def loads_with_lines(text: str) -> tuple[Any, list[int]]:
         raise EdnError(r.line(rest[2] + 1), "more than one top-level form")
     return value, r.item_lines
 
-
-def iter_forms(text: str) -> list[Any]:
-    """Every top-level form of `text` (Jepsen also writes one map per line)."""
-    r = _Reader(text)
-    out: list[Any] = []
-    while (tok := r.token()) is not None:
-        if tok[0] == "discard":
-            r.form()
-            continue
-        out.append((r.line(tok[2] + 1), r.form(tok)))
-    return out

@@ -295,9 +295,3 @@ def anomalies(results: dict[str, Any] | None, run_dir: Path, problems: list[str]
                 a.graph = graph
     return list(found.values())
 
-
-def graph_links(graph: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """node_link_data's edges under either name (networkx renamed "links" to "edges")."""
-    if not graph:
-        return []
-    return list(graph.get("edges") or graph.get("links") or [])

@@ -24,7 +24,6 @@ from typing import Any, Protocol
 from harness.errors import BadArguments
 from workloads.base import Generator
 
-PHASE_F = "phase"
 SETTINGS = ("rate", "reads", "nemesis")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 _DURATION = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(ms|s|m)?$")

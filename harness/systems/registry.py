@@ -24,8 +24,6 @@ SYSTEM_FILES: dict[str, Path] = {
     "elastickv": SYSTEMS_DIR / "elastickv.toml",
 }
 
-DEFAULT_PROFILE = "redis-sentinel"
-
 
 def system_file_path(name: str) -> Path | None:
     """The description behind `name`: a built-in's file, the user's file, or None."""
@@ -73,5 +71,5 @@ def sut_label(test: Mapping[str, Any]) -> str:
     return " ".join([sut, *shown]).strip()
 
 
-__all__ = ["PROFILES", "SYSTEM_FILES", "DEFAULT_PROFILE", "Endpoint", "Option", "Profile",
+__all__ = ["PROFILES", "SYSTEM_FILES", "Endpoint", "Option", "Profile",
            "option_defaults", "profile_class", "sut_label"]
