@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import BadArguments
-from harness.run.config import parse_list, parse_sut_opts
-from harness.run.runner import RunConfig, validate
+from harness.run.config import RunConfig, parse_list, parse_sut_opts, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -126,3 +125,29 @@ def test_the_cli_takes_its_defaults_from_runconfig() -> None:
     assert params["concurrency"] == defaults.concurrency == "4n"
     help_text = CliRunner().invoke(cli.main, ["run", "--help"]).output
     assert "--time-limit FLOAT" in help_text and "[default: 30.0]" in help_text
+
+
+def test_the_plan_resolves_the_run_once_and_writes_it_down(tmp_path: Path) -> None:
+    import dataclasses
+    import json
+
+    from harness.run.plan import plan_run
+    from harness.store.run_dir import RunDir
+
+    cfg = RunConfig(sut="redis-sentinel", concurrency="2n", phases="a:10s:rate=5,b",
+                    client_routing="pinned", argv=["leaseline", "run"])
+    plan = plan_run(cfg)
+    assert (plan.test_name, plan.project) == ("redis-sentinel-register", "ll-redis-sentinel")
+    assert (plan.clients, plan.rate, plan.lease_ms) == (6, 60.0, 0.0)
+    assert plan.routing == "node" and plan.routing_warning is None  # "pinned" is its old name
+    assert [p.name for p in plan.phases] == ["a", "b"] and plan.hosts is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.rate = 1.0  # type: ignore[misc]
+    run = RunDir(tmp_path)
+    plan.write_test(run)
+    test = json.loads(run.test_json.read_text())
+    assert test["concurrency"] == 6 and test["client_routing"] == "node"
+    assert test["nodes"] == ["n1", "n2", "n3"] and test["project"] == "ll-redis-sentinel"
+    assert test["hosts"] is None and test["argv"] == ["leaseline", "run"]
+    assert test["sut_opts"]["down-after-ms"] == "1500"  # defaults included
+    assert [p["name"] for p in test["phases"]] == ["a", "b"]

@@ -135,7 +135,7 @@ def test_a_description_without_host_table_says_what_is_missing(tmp_path: Path) -
 
 
 def test_run_refuses_what_cannot_run_on_the_hosts_before_anything_starts(tmp_path: Path) -> None:
-    from harness.run.runner import RunConfig, validate
+    from harness.run.config import RunConfig, validate
 
     hosts = write(tmp_path, "[[node]]\nname = \"n1\"\naddress = \"127.0.0.1\"\n")
     validate(RunConfig(sut="leasekv", hosts=hosts, nemesis=[

@@ -18,6 +18,7 @@ from harness.systems.client_models import MODELS, canonical
 
 if TYPE_CHECKING:
     from harness.clusters.base import Cluster
+    from harness.run.phases import Phase
     from harness.systems.profile import Profile
 
 DEFAULT_RESULTS = Path("results")  # of the working directory, as for every command
@@ -92,7 +93,12 @@ def total_rate(cfg: RunConfig, profile: type[Profile]) -> float:
 
 
 def validate(cfg: RunConfig) -> type[Profile]:
-    """Every argument problem, before anything is started."""
+    """Every argument problem, before anything is started; the system's profile."""
+    return validated(cfg)[0]
+
+
+def validated(cfg: RunConfig) -> tuple[type[Profile], list[Phase]]:
+    """validate's work, and the phases it parsed on the way (harness/run/plan.py keeps them)."""
     from harness.run.phases import check_mix, parse_phases
     from harness.store.run_dir import RunDir
     from harness.systems.described import DescribedProfile
@@ -151,7 +157,7 @@ def validate(cfg: RunConfig) -> type[Profile]:
     check_client_model(cfg.client_routing or profile.default_client_routing, profile)
     if cfg.test_name is not None:
         RunDir.check_test_name(cfg.test_name)
-    return profile
+    return profile, phases
 
 
 def check_client_model(name: str, profile: type[Profile]) -> None:

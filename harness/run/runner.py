@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -32,15 +32,15 @@ from harness.clusters.docker import images
 from harness.clusters.docker.cluster import Cluster as DockerCluster
 from harness.clusters.docker.netns import NEMESIS_IMAGE
 from harness.errors import EnvironmentProblem, LeaselineError
-from harness.run.config import RunConfig, clients, total_rate, validate
-from harness.run.phases import PhaseDriver, parse_phases
+from harness.run.config import RunConfig
+from harness.run.phases import PhaseDriver
+from harness.run.plan import RunPlan, plan_run
 from harness.run.progress import live_progress
 from harness.run.routes import NodeRoute, route_for
 from harness.run.workers import LeaderTracker, ProcessIds, Stats, Worker
 from harness.store.crashlog import write_crash_log
 from harness.store.history import HistoryWriter, MonotonicClock
 from harness.store.run_dir import RunDir
-from harness.systems.client_models import alias_warning, canonical
 from harness.systems.described import DescribedProfile, write_compose
 from harness.systems.profile import Profile
 from nemesis.base import NemesisContext
@@ -215,58 +215,16 @@ def collect_logs(cluster: Cluster, profile: Profile, run_dir: RunDir) -> None:
             (out / name).write_bytes(data)
 
 
-def _machines(cfg: RunConfig, profile: type[Profile], project: str) -> dict[str, Any]:
-    """test.json's record of where the run happens: the profile's nodes and compose project,
-    or the hosts file's machines (read once; no secret is in `public()`)."""
-    if cfg.hosts is None:
-        return {"nodes": list(profile.nodes), "project": project, "hosts": None}
-    from harness.clusters.ssh.hosts import load_hosts
-
-    hosts = load_hosts(cfg.hosts)
-    return {"nodes": list(hosts.names), "project": None,
-            "hosts": [h.public() for h in hosts.nodes]}
-
-
 def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
     console = console or Console(stderr=True)
-    profile_cls = validate(cfg)
-    lease_ms = profile_cls.lease_ms if cfg.lease_ms is None else cfg.lease_ms
-    named = cfg.client_routing or profile_cls.default_client_routing
-    routing = canonical(named)
-    if (warning := alias_warning(named)) is not None:
-        console.print(f"[yellow]warning: {warning}[/]")
-    test_name = cfg.test_name or f"{profile_cls.name}-{cfg.workload}"
-    project = cfg.project or f"ll-{profile_cls.name}"
-
-    run_dir = RunDir.create(Path(cfg.results_dir), test_name)
-    settings = asdict(cfg)
-    run_dir.write_test(
-        {
-            "name": test_name,
-            "sut": cfg.sut,
-            "workload": cfg.workload,
-            "nemesis": list(cfg.nemesis),
-            "nemesis_interval": cfg.nemesis_interval,
-            "nemesis_mode": cfg.nemesis_mode,
-            "time_limit": cfg.time_limit,
-            "phases": [p.describe() for p in parse_phases(cfg.phases, cfg.time_limit)],
-            "lease_ms": lease_ms,
-            "concurrency": clients(cfg, profile_cls),
-            "rate": total_rate(cfg, profile_cls),
-            "keys": cfg.keys,
-            "writes_per_key": cfg.writes_per_key,
-            "client_routing": routing,
-            "seed": cfg.seed,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "argv": list(cfg.argv) or sys.argv,
-            "sut_opts": {k: o.default for k, o in profile_cls.options.items()} | cfg.sut_opts,
-            **_machines(cfg, profile_cls, project),
-            "spark_master": settings["spark_master"],
-        },
-    )
+    plan = plan_run(cfg)
+    if plan.routing_warning is not None:
+        console.print(f"[yellow]warning: {plan.routing_warning}[/]")
+    run_dir = RunDir.create(Path(cfg.results_dir), plan.test_name)
+    plan.write_test(run_dir)
     print_path(console, "run folder", run_dir.path)
     try:
-        return _lifecycle(cfg, profile_cls, run_dir, project, routing, console)
+        return _lifecycle(plan, run_dir, console)
     except BaseException:
         # CI still gets a junit.xml saying the run produced no verdict.
         with contextlib.suppress(Exception):
@@ -301,19 +259,13 @@ def run_for_scripts(cfg: RunConfig) -> int:
     return outcome.exit_code
 
 
-def _lifecycle(
-    cfg: RunConfig,
-    profile_cls: type[Profile],
-    run_dir: RunDir,
-    project: str,
-    routing: str,
-    console: Console,
-) -> RunOutcome:
+def _lifecycle(plan: RunPlan, run_dir: RunDir, console: Console) -> RunOutcome:
+    cfg, profile_cls, project = plan.cfg, plan.profile, plan.project
     if cfg.check:  # the JVM starts while the cluster boots and the workload runs
         from checkers.job import warm_up_for
 
-        warm_up_for(cfg.spark_master, total_rate(cfg, profile_cls) * cfg.time_limit)
-    remote = cfg.hosts is not None
+        warm_up_for(cfg.spark_master, plan.rate * cfg.time_limit)
+    remote = plan.remote
     cluster: Cluster
     if remote:  # the user's own machines: no image, no container, no Docker at all
         from harness.clusters.ssh.remote import remote_cluster
@@ -332,7 +284,7 @@ def _lifecycle(
     clock = MonotonicClock()
     history = HistoryWriter(run_dir.history, clock)
     nem_log = NemesisLog(run_dir.nemesis_log)
-    n_clients, rate = clients(cfg, profile_cls), total_rate(cfg, profile_cls)
+    n_clients, rate = plan.clients, plan.rate
     stats, ids = Stats(), ProcessIds(n_clients)
     tracker = LeaderTracker(profile)
     stop_workers = threading.Event()
@@ -372,16 +324,15 @@ def _lifecycle(
             )
             # Time 0 is the moment the workload starts (cluster boot is not part of the test).
             clock = history.clock = MonotonicClock()
-            phase_list = parse_phases(cfg.phases, cfg.time_limit)
-            if phase_list:
-                phases = PhaseDriver(phase_list, schedule, generator, rate, n_clients)
+            if plan.phases:
+                phases = PhaseDriver(list(plan.phases), schedule, generator, rate, n_clients)
                 phases.enter(0)  # at time 0, before any operation or fault
             for wid in range(n_clients):
                 w = Worker(
                     wid,
                     workload=workload,
                     generator=generator,
-                    route=route_for(routing, wid, profile, workload, tracker),
+                    route=route_for(plan.routing, wid, profile, workload, tracker),
                     history=history,
                     ids=ids,
                     stats=stats,

@@ -69,8 +69,9 @@ class TestJson(TypedDict, total=False):
     started: str
     argv: list[str]
     nodes: list[str]
+    hosts: list[dict[str, Any]] | None  # a hosts file's machines (`run --hosts`), no secrets
     sut_opts: dict[str, str]  # every option of the system, defaults included
-    project: str
+    project: str | None  # None on the user's own machines
     spark_master: str
 
 
