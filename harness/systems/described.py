@@ -15,60 +15,21 @@ import json
 import socket
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 from harness.errors import EnvironmentProblem
+from harness.systems.probes import PROBE_TIMEOUT_S, http, info_fields, redis_command
 from harness.systems.profile import Endpoint, Option, Profile
 from harness.systems.system_file import SystemDescription, load_system
 from harness.systems.templates import Command, TemplateProblem, list_values, render
 
-PROBE_TIMEOUT_S = 1.0
 T = TypeVar("T")
 CONTROL_TIMEOUT_S = 30.0
 TRANSFER_SETTLE_S = 5.0
-
-
-def resp2(host: str, port: int, *args: str, timeout: float = PROBE_TIMEOUT_S) -> str:
-    """One command in RESP2 on a fresh redis-py connection (no HELLO, so servers without
-    RESP3 answer it too); the reply as text. An error reply or a lost connection raises
-    OSError."""
-    conn = redis.Connection(host=host, port=port, protocol=2, socket_timeout=timeout,
-                            socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0))
-    try:
-        conn.connect()
-        conn.send_command(*args)
-        reply = conn.read_response()
-    except redis.RedisError as e:
-        raise OSError(str(e)) from None
-    finally:
-        conn.disconnect()
-    if reply is None:
-        return ""
-    return reply.decode(errors="replace") if isinstance(reply, bytes) else str(reply)
-
-
-def http_get(url: str, timeout: float = PROBE_TIMEOUT_S) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-
-
-def info_fields(text: str) -> dict[str, str]:
-    return {k.strip(): v.strip() for k, _, v in
-            (line.partition(":") for line in text.splitlines() if not line.startswith("#"))
-            if v}
 
 
 def json_field(doc: Any, path: str) -> Any:
@@ -153,13 +114,14 @@ class DescribedProfile(Profile):
         spec = self.description.leader
         try:
             args = ("INFO", spec.section) if spec.section else ("INFO",)
-            return info_fields(resp2(self.static_ip(node), self.description.ports["redis"], *args))
+            return info_fields(str(redis_command(self.static_ip(node),
+                                                 self.description.ports["redis"], *args) or ""))
         except (OSError, ValueError):
             return None
 
     def _json(self, node: str) -> Any:
         try:
-            code, body = http_get(render(self.description.leader.url, self._values(node)))
+            code, body = http("GET", render(self.description.leader.url, self._values(node)))
             return json.loads(body) if code == 200 else None
         except (OSError, ValueError):
             return None
@@ -199,7 +161,7 @@ class DescribedProfile(Profile):
 
     def _answers(self, url: str, node: str) -> bool:
         try:
-            return http_get(render(url, self._values(node)))[0] == 200
+            return http("GET", render(url, self._values(node)))[0] == 200
         except OSError:
             return False
 
@@ -211,7 +173,7 @@ class DescribedProfile(Profile):
                 return f"{node} is not running"
             if "redis" in d.protocols:
                 try:
-                    resp2(ip, d.ports["redis"], "PING")
+                    redis_command(ip, d.ports["redis"], "PING")
                 except (OSError, ValueError) as e:
                     return f"{node} does not answer PING on its Redis port ({e})"
             if "dynamodb" in d.protocols:

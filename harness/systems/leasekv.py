@@ -11,12 +11,11 @@ that promise.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from harness.errors import BadArguments, EnvironmentProblem
+from harness.systems.probes import http
 from harness.systems.profile import Endpoint, Option, Profile
 
 PORTS = {"redis": 6379, "dynamodb": 8000, "admin": 8080}
@@ -24,16 +23,15 @@ BUGS = ("none", "extend-after-round", "keep-lease-on-step-down",
         "lease-longer-than-election", "local-read", "retry-forwarded-write")
 
 
-def _http(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, Any]]:
-    req = urllib.request.Request(url, method=method)
+def _admin(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, Any]]:
+    """An admin endpoint's status and JSON body (an error's body may be no JSON: {})."""
+    code, body = http(method, url, timeout)
     try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.load(r)
-    except urllib.error.HTTPError as e:
-        try:
-            return e.code, json.load(e)
-        except ValueError:
-            return e.code, {}
+        return code, json.loads(body)
+    except ValueError:
+        if code == 200:
+            raise
+        return code, {}
 
 
 class LeaseKV(Profile):
@@ -67,7 +65,7 @@ class LeaseKV(Profile):
         if not ip:
             return None
         try:
-            code, body = _http("GET", f"http://{ip}:{PORTS['admin']}/status")
+            code, body = _admin("GET", f"http://{ip}:{PORTS['admin']}/status")
         except OSError:
             return None
         return body if code == 200 else None
@@ -116,7 +114,7 @@ class LeaseKV(Profile):
             to = max(followers)[1]
         to_id = self.nodes.index(to) + 1  # leasekv's ids are the nodes' places, from 1
         url = f"http://{self.cluster.ip(leader)}:{PORTS['admin']}/transfer?to={to_id}"
-        code, body = _http("POST", url, timeout=3.0)
+        code, body = _admin("POST", url, timeout=3.0)
         if code != 200:
             raise EnvironmentProblem(f"leasekv refused to transfer leadership: {body.get('error')}")
         return to

@@ -10,10 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
+from harness.systems.probes import info_fields, redis_command
 from harness.systems.profile import Endpoint, Option, Profile
 
 REDIS_PORT = 6379
@@ -22,27 +19,8 @@ MASTER_NAME = "mymaster"
 
 
 def _probe(host: str, port: int, *command: str) -> Any:
-    """One command on a fresh connection. Short timeouts and no retries: these are probes,
-    a slow answer means "not ready"."""
-    conn = redis.Connection(
-        host=host,
-        port=port,
-        socket_timeout=0.5,
-        socket_connect_timeout=0.5,
-        retry=Retry(NoBackoff(), 0),
-        decode_responses=True,
-    )
-    try:
-        conn.send_command(*command)
-        return conn.read_response()
-    finally:
-        conn.disconnect()
-
-
-def _info_fields(text: str) -> dict[str, str]:
-    return dict(
-        line.split(":", 1) for line in text.splitlines() if ":" in line and not line.startswith("#")
-    )
+    """A probe with a short timeout: a slow answer means "not ready"."""
+    return redis_command(host, port, *command, timeout=0.5)
 
 
 class RedisSentinel(Profile):
@@ -84,7 +62,7 @@ class RedisSentinel(Profile):
                 if not ip:
                     raise ConnectionError(f"{s} is not running")
                 views[s] = _probe(ip, SENTINEL_PORT, "SENTINEL", "MASTER", MASTER_NAME)
-            except (redis.RedisError, OSError) as e:
+            except OSError as e:
                 views[s] = e
         return views
 
@@ -112,8 +90,8 @@ class RedisSentinel(Profile):
                 ip = self.cluster.ip(node)
                 if not ip:
                     return f"{node} is not running"
-                roles[node] = _info_fields(_probe(ip, REDIS_PORT, "INFO", "replication"))
-            except (redis.RedisError, OSError) as e:
+                roles[node] = info_fields(_probe(ip, REDIS_PORT, "INFO", "replication"))
+            except OSError as e:
                 return f"{node} does not answer ({e})"
         for s, view in self._sentinel_views().items():
             if isinstance(view, Exception):
