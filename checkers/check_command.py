@@ -26,6 +26,7 @@ from checkers.errors import HistoryFormatError
 from checkers.job import FORMATS, CheckerCrashed, check_histories, worst
 from checkers.summary import exit_code, print_summary
 from harness.errors import BadArguments, LeaselineError
+from harness.store.history import NEMESIS, read_records
 from harness.store.run_dir import TEST, RunDir
 
 NOTHING_CHECKED = ("no client operation in the history completed (ok or fail), so nothing "
@@ -65,18 +66,11 @@ def _check_input(f: str) -> None:
 
 def _completed_client_op(path: str) -> bool:
     """Whether a jsonl history holds one client completion; normally found in a few lines."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh):
-            if n > _SCAN_LINES:
-                return True  # not worth reading on: the checker saw what there is
-            if '"ok"' not in line and '"fail"' not in line:
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("process") != "nemesis" and rec.get("type") in ("ok", "fail"):
-                return True
+    for n, rec, _ in read_records(path, lambda line: '"ok"' in line or '"fail"' in line):
+        if n > _SCAN_LINES:
+            return True  # not worth reading on: the checker saw what there is
+        if rec is not None and rec.get("process") != NEMESIS and rec.get("type") in ("ok", "fail"):
+            return True
     return False
 
 

@@ -25,6 +25,7 @@ from rich.text import Text
 from checkers.anomalies import describe
 from checkers.report.rundata import History, read_history
 from harness.errors import BadArguments
+from harness.store.history import read_records
 from harness.store.run_dir import RunDir
 from harness.systems.client_models import client_model
 from harness.systems.registry import sut_label
@@ -140,16 +141,9 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
 
 
 def _nemesis_record(run: RunDir, index: int) -> dict[str, Any] | None:
-    with open(run.history, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            if str(index) not in line:  # cheap filter before parsing
-                continue
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if rec.get("index") == index:
-                return rec
+    for _, rec, _ in read_records(run.history, lambda line: str(index) in line):
+        if rec is not None and rec.get("index") == index:
+            return rec
     return None
 
 

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from checkers.faults import FaultPeriod, fault_periods
+from harness.store.history import NEMESIS, read_records
 from harness.store.run_dir import ANOMALIES, read_json
 
-NEMESIS = "nemesis"
 F_CODES = {"read": 0, "write": 1, "cas": 2}
 F_NAMES = ["read", "write", "cas", "other"]
 TYPE_NAMES = ["ok", "fail", "info", "open"]  # open: invoked, never completed (history cut)
@@ -165,38 +165,39 @@ def read_history(path: Path) -> History:
         if error:
             cols.errors[row] = str(error)
 
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            lines += 1
-            try:
-                rec = json.loads(line)
-                p = rec["process"]
-                t = int(rec["time"])
-                typ = rec["type"]
-                idx = int(rec["index"])
-            except (ValueError, KeyError, TypeError):
-                malformed += 1
+    for n, rec, _ in read_records(path):
+        lines = n
+        if rec is None:
+            malformed += 1
+            continue
+        try:
+            p = rec["process"]
+            t = int(rec["time"])
+            typ = rec["type"]
+            idx = int(rec["index"])
+        except (ValueError, KeyError, TypeError):
+            malformed += 1
+            continue
+        last_time = max(last_time, t)
+        if p == NEMESIS:
+            nemesis.append(rec)
+            continue
+        hp = p if isinstance(p, int | str) else str(p)
+        if typ == "invoke":
+            pending[hp] = (
+                idx,
+                t,
+                rec.get("f"),
+                rec.get("key"),
+                rec.get("value"),
+                rec.get("node"),
+            )
+        else:
+            inv = pending.pop(hp, None)
+            if inv is None:
+                malformed += 1  # a completion with no invocation
                 continue
-            last_time = max(last_time, t)
-            if p == NEMESIS:
-                nemesis.append(rec)
-                continue
-            hp = p if isinstance(p, int | str) else str(p)
-            if typ == "invoke":
-                pending[hp] = (
-                    idx,
-                    t,
-                    rec.get("f"),
-                    rec.get("key"),
-                    rec.get("value"),
-                    rec.get("node"),
-                )
-            else:
-                inv = pending.pop(hp, None)
-                if inv is None:
-                    malformed += 1  # a completion with no invocation
-                    continue
-                add(inv, p, typ, idx, t, rec.get("value"), rec.get("error"), rec.get("node"))
+            add(inv, p, typ, idx, t, rec.get("value"), rec.get("error"), rec.get("node"))
     for p, inv in pending.items():
         add(inv, p, "open", -1, last_time, None, None)
 

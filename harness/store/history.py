@@ -1,4 +1,5 @@
-"""Streams a run's history to its file as it happens (ARCHITECTURE.md, "History format").
+"""Streams a run's history to its file as it happens (ARCHITECTURE.md, "History format"),
+and reads it back for everything but the checker (`read_records`).
 
 What a client thread pays per record is one short lock: the index is assigned, the time
 read and a Line appended under it, so index order is time order. A flusher thread swaps
@@ -26,13 +27,14 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 __all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "PAGE_BYTES", "HistoryWriter", "Line",
-           "MonotonicClock", "encode_lines", "json_line", "page_aligned"]
+           "MonotonicClock", "encode_lines", "json_line", "page_aligned", "read_records"]
 
 NEMESIS = "nemesis"
 FLUSH_INTERVAL_S = 0.02
@@ -40,6 +42,24 @@ FSYNC_INTERVAL_S = 1.0
 PAGE_BYTES = 4096  # the unit a killed write() is cut at (page_aligned)
 _LAG_NS = int(2 * FLUSH_INTERVAL_S * 1e9)  # the flusher this late: the recorder writes
 _monotonic_ns = time.monotonic_ns
+
+
+def read_records(path: Path | str, wanted: Callable[[str], bool] | None = None
+                 ) -> Iterator[tuple[int, dict[str, Any] | None, str]]:
+    """Every line of a history as (its number from 1, its record, the line), tolerantly:
+    a line that is no JSON object gives None, so the report, inspect, history.txt and the
+    checker's input scan show what there is. `wanted` skips a line unparsed (a cheap text
+    filter). The checker reads with rules instead, refusing a bad line
+    (checkers/importers/jsonl.py: Spark's executors are sent checkers/ alone)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, start=1):
+            if wanted is not None and not wanted(line):
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                rec = None
+            yield n, rec if isinstance(rec, dict) else None, line
 
 
 class MonotonicClock:

@@ -30,6 +30,7 @@ from typing import Any, TypedDict
 from urllib.parse import quote
 
 from harness.errors import BadArguments
+from harness.store.history import read_records
 
 HISTORY = "history.jsonl"
 HISTORY_TXT = "history.txt"
@@ -282,16 +283,13 @@ class RunDir:
     def render_history_txt(self) -> int:
         """history.txt: one aligned line per record, for people. Returns the number of lines."""
         n = 0
-        with (open(self.history, encoding="utf-8") as src,
-              open(self.history_txt, "w", encoding="utf-8") as out):
+        with open(self.history_txt, "w", encoding="utf-8") as out:
             out.write(
                 f"{'index':>7} {'time_ms':>11} {'process':>8} {'type':<6} {'f':<16} "
                 f"{'key':<8} {'node':<5} value\n"
             )
-            for line in src:
-                try:
-                    r = json.loads(line)
-                except json.JSONDecodeError:
+            for _, r, line in read_records(self.history):
+                if r is None:
                     out.write(f"# unreadable line: {line.rstrip()}\n")
                     continue
                 value = json.dumps(r.get("value"), separators=(",", ":"))
