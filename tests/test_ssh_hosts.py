@@ -15,7 +15,7 @@ from harness.systems.host_system import load_host_commands, parse_host_table
 from harness.systems.templates import Command
 
 ROOT = Path(__file__).resolve().parent.parent
-LEASEKV_HOSTS = ROOT / "harness/systems/leasekv.hosts.toml"
+LEASEKV_HOSTS = ROOT / "harness/systems/leasekv.toml"
 NASTY = "n 1'; touch /tmp/pwned; echo \"$(id)\" `id` $HOME"
 
 

@@ -11,6 +11,7 @@ that promise.
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +19,13 @@ from harness.errors import BadArguments, EnvironmentProblem
 from harness.systems.probes import http
 from harness.systems.profile import Endpoint, Option, Profile
 
-PORTS = {"redis": 6379, "dynamodb": 8000, "admin": 8080}
-BUGS = ("none", "extend-after-round", "keep-lease-on-step-down",
-        "lease-longer-than-election", "local-read", "retry-forwarded-write")
+# leasekv's system file (a run of `--sut harness/systems/leasekv.toml`, and this profile's
+# runs on the user's own machines through its [host] table) holds the ports and the bug
+# list, so they are written once.
+DESCRIPTION = Path(__file__).with_name("leasekv.toml")
+_FILE = tomllib.loads(DESCRIPTION.read_text(encoding="utf-8"))
+PORTS: dict[str, int] = dict(_FILE["ports"])
+BUGS: tuple[str, ...] = tuple(_FILE["options"]["bug"]["choices"])
 
 
 def _admin(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, Any]]:
@@ -42,7 +47,7 @@ class LeaseKV(Profile):
     lease_ms = 700.0  # the compose defaults: --election-timeout-ms 1000 --lease-margin-ms 300
     images = ("leaseline/leasekv:latest",)
     # How a node is set up and started on a machine of the user's own (`run --hosts`).
-    hosts_description = Path(__file__).with_name("leasekv.hosts.toml")
+    hosts_description = DESCRIPTION
     fault_kinds = frozenset({"kill", "partition", "pause", "transfer-leader"})
     options = {
         "bug": Option("none", f"inject a bug: {', '.join(BUGS)}", "LL_LEASEKV_BUG"),
