@@ -220,8 +220,8 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
     return run_check(files, fmt, lease_ms, as_json, spark_master)
 
 
-# harness.clusters.docker.spark_cluster.DEFAULT_PROJECT, spelled here so --help needs no Docker SDK
-# import.
+# harness.clusters.docker.spark_cluster.DEFAULT_PROJECT, spelled here so --help needs no
+# Docker SDK import.
 _spark_project = click.option("--project", default="ll-spark", show_default=True,
                               help="docker-compose project.")
 

@@ -13,8 +13,7 @@ the lease arithmetic decides:
 
 The cut must be in place before the rival's first message reaches the frozen node (it
 would be read at the thaw), i.e. well within the election timeout after the freeze, so it
-is armed beforehand (the cluster's armed_cut) and hooked right after the freeze:
-the cut
+is armed beforehand (the cluster's armed_cut) and hooked right after the freeze: the cut
 follows the freeze within milliseconds. `freeze=SECONDS` (default 2.4) is how long the
 leader stays frozen (the start op spans it, and the fault is in force from its start's
 invocation); `d=` how long it then stays cut off; `stop` heals the cut.

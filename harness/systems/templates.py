@@ -1,6 +1,5 @@
-"""The template engine of system descriptions, shared by Docker runs
-(harness/systems/system_file.py)
-and the user's own machines (harness/systems/host_system.py).
+"""The template engine of system descriptions, shared by Docker runs (system_file.py) and
+the user's own machines (host_system.py).
 
 `{name}` is replaced by a value, `{{`/`}}` are braces. In an argv list each element is
 filled in and then quoted as one word; in a shell string each value is quoted as one word

@@ -1,17 +1,16 @@
 """The cluster on a user's own machines, reached over SSH: the second implementation of the
-cluster a run and its nemeses act through (the first is harness.clusters.docker.cluster, on Docker).
+Cluster protocol (harness/clusters/base.py; the first is Docker's).
 
 Each node runs its server from the system description's `[host]` commands
-(harness.systems.host_system) in a folder of its own. Leaseline starts the server detached in a
-session of its own (`setsid`), so its process group is the node: kill is SIGKILL to that
-group, pause and thaw are SIGSTOP/SIGCONT (what `docker pause` does with the freezer),
-start runs the command again on the same data. Network faults run the same iptables
-scripts as in Docker (harness.clusters.docker.netns), on the host itself, in chains named
-LEASELINE*, so
-healing removes exactly those chains and nothing of the machine's own firewall; `delay`
-uses tc netem at each sender's egress where a host has it (harness.clusters.netem: probed once per
-host, `netem_support`), else the NFQUEUE handler as a host process.
-Nothing here uses Docker.
+(harness.systems.host_system) in a folder of its own. Leaseline starts the server detached
+in a session of its own (`setsid`), so its process group is the node: kill is SIGKILL to
+that group, pause and thaw are SIGSTOP/SIGCONT (what `docker pause` does with the
+freezer), start runs the command again on the same data. Network faults run the same
+iptables scripts as in Docker (harness/clusters/netrules.py), on the host itself, in
+chains named LEASELINE*, so healing removes exactly those chains and nothing of the
+machine's own firewall; `delay` uses tc netem at each sender's egress where a host has it
+(harness/clusters/netem.py: probed once per host, `netem_support`), else the NFQUEUE
+handler as a host process. Nothing here uses Docker.
 """
 
 from __future__ import annotations
@@ -322,7 +321,7 @@ kill -{signal} -"$(cat {STATE}/pid)" && echo yes
             return self.node(name).read_file(path)
         return None
 
-    # -- network faults (harness.clusters.docker.netns sends its scripts here) ---------------------
+    # -- network rules and the delay handler (the Cluster protocol's) ----------------------
     def run_in_netns(self, name: str, script: str) -> str:
         """A fault script (iptables) on the host itself, as root (sudo if the hosts say so)."""
         try:
@@ -395,10 +394,10 @@ echo "did not bind its queue within {timeout_s:g} s" >&2; exit 1
     @contextlib.contextmanager
     def armed_cut(self, name: str, peer_ips: list[str], chain: str
                   ) -> Iterator[Callable[[], None]]:
-        """What harness.clusters.docker.netns.armed_cut does in Docker: the DROP rules are made
-        first, in
-        their chain but not hooked; the yielded function hooks them in one SSH command
-        (tens of ms), so the cut can follow a freeze or a hand-over closely."""
+        """What the Docker cluster's armed_cut does with a helper container: the DROP rules
+        are made first, in their chain but not hooked; the yielded function hooks them in
+        one SSH command (tens of ms), so the cut can follow a freeze or a hand-over
+        closely."""
         lines = [f"iptables -w -N {q(chain)} 2>/dev/null || true", f"iptables -w -F {q(chain)}"]
         for ip in peer_ips:
             lines += [f"iptables -w -A {q(chain)} -s {q(ip)} -j DROP",
