@@ -1,7 +1,8 @@
 """leasekv's `retry-forwarded-write` bug end to end: followers proxy writes to the leader
-and retry them after a timeout, so writes take effect twice. With clients pinned to the
-nodes and no fault at all, the run is invalid and the checker names it a duplicated
-write, never a stale read (the leader's lease reads are correct in this build)."""
+and retry them after a timeout, so writes take effect twice. With clients bound to the
+nodes (`--client-routing node`) and no fault at all, the run is invalid and the checker
+names it a duplicated write, never a stale read (the leader's lease reads are correct in
+this build)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def test_retried_forwarded_writes_are_duplicated_writes_not_stale_reads(
         tmp_path: Path, ll_project: str) -> None:
     r = subprocess.run(
         [sys.executable, str(ROOT / "cli.py"), "run", "--json", "--sut", "leasekv",
-         "--sut-opt", "bug=retry-forwarded-write", "--client-routing", "pinned",
+         "--sut-opt", "bug=retry-forwarded-write", "--client-routing", "node",
          "--workload", "register", "--keys", "2", "--time-limit", "8",
          "--project", ll_project, "--results-dir", str(tmp_path / "results")],
         cwd=ROOT, capture_output=True, text=True, timeout=400,
