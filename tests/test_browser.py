@@ -138,7 +138,7 @@ def test_report_renders_timeline_graph_and_record(driver: object, tmp_path: Path
     # The anomaly types' section: the stale read is outlined on the timeline, and marked
     # in the counterexample's graph.
     section = driver.find_element(By.ID, "type-stale-read")  # type: ignore[attr-defined]
-    assert "stale-read (1 keys)" in section.text
+    assert "stale-read (1 key)" in section.text
     assert len(graph.find_elements(By.CSS_SELECTOR, "g.node.involved")) == 1
     driver.find_element(By.CSS_SELECTOR, "#record-panel .btn").click()  # type: ignore[attr-defined]
     button = driver.find_element(By.ID, "show-type-0")  # type: ignore[attr-defined]

@@ -158,7 +158,7 @@ def test_report_shows_verdict_anomaly_and_undecided_keys(run: Path) -> None:
     assert len(blob["anomalies"][0]["graph"]["nodes"]) == 3
     # a section per anomaly type, its operations what the timeline and graph highlight
     stale = k0["anomalies"]["stale-read"]["ops"]
-    assert 'id="type-stale-read"' in page and "stale-read (1 keys)" in page
+    assert 'id="type-stale-read"' in page and "stale-read (1 key)" in page
     assert blob["anomalyTypes"] == [{"type": "stale-read", "key": "k0", "ops": stale}]
     assert blob["anomalies"][0]["types"] == {"stale-read": stale}
 

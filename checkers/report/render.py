@@ -261,8 +261,9 @@ def _types_html(results: dict[str, Any] | None) -> str:
                         "Show in timeline</button></td></tr>")
         more = (f'<p class="muted">{len(mine) - MAX_KEY_ROWS:,} more keys are in results.json.</p>'
                 if len(mine) > MAX_KEY_ROWS else "")
+        count = f"{len(mine):,} key" + ("s" if len(mine) != 1 else "")
         parts.append(
-            f'<div class="anomaly-type" id="type-{t}"><h3>{_e(t)} ({len(mine):,} keys)</h3>'
+            f'<div class="anomaly-type" id="type-{t}"><h3>{_e(t)} ({count})</h3>'
             f'<p class="muted">{_e(TYPE_MEANING[t])}</p>'
             + _table(["key", "minimal Δ once applied#", "operations involved", ""], rows)
             + more + "</div>")
