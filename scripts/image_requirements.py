@@ -24,7 +24,8 @@ from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCK = ROOT / "requirements.lock"
-IMAGE_DIRS = (ROOT / "docker" / "spark", ROOT / "sut" / "leasekv")
+IMAGE_DIRS = (ROOT / "harness" / "clusters" / "docker" / "contexts" / "spark",
+              ROOT / "sut" / "leasekv")
 # The images' interpreter: Debian bookworm's python3, on Linux.
 IMAGE_PYTHON = {
     "python_version": "3.11",

@@ -64,5 +64,5 @@ def test_a_name_the_lock_lacks_is_refused() -> None:
 
 
 def test_driver_and_executors_run_the_same_pyspark() -> None:
-    image = _pins((ROOT / "docker/spark/requirements-image.txt").read_text())
+    image = _pins((ir.IMAGE_DIRS[0] / "requirements-image.txt").read_text())
     assert importlib.metadata.version("pyspark") == image["pyspark"] == _pins(LOCK)["pyspark"]

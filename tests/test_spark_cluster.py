@@ -22,10 +22,11 @@ from typing import Any
 import pytest
 from test_job import H, stale
 
-from harness.clusters.docker.cluster import ROOT, Cluster
+from harness.clusters.docker.cluster import COMPOSE_FILE, Cluster
 from harness.clusters.docker.compose import compose_command
 from harness.errors import EnvironmentProblem
 
+ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
 from bench.gen_history import generate  # noqa: E402
 
@@ -169,7 +170,7 @@ def test_a_cluster_without_workers(histories: list[Path]) -> None:
     project = f"ll-t-{os.getpid()}-spark-noworkers"
     cluster = Cluster(project, "spark")
     try:
-        r = subprocess.run([*compose_command(), "-f", str(ROOT / "docker-compose.yml"), "-p",
+        r = subprocess.run([*compose_command(), "-f", str(COMPOSE_FILE), "-p",
                             project, "--profile", "spark", "up", "-d", "--no-deps",
                             "spark-master"], capture_output=True, text=True, timeout=180)
         assert r.returncode == 0, r.stderr

@@ -15,7 +15,8 @@ import pytest
 from test_job import stale
 
 from checkers.spark_session import CONNECT_TIMEOUT_S
-from harness.clusters.docker.cluster import ROOT
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _check(master: str, path: Path) -> tuple[subprocess.CompletedProcess[str], float]:

@@ -127,7 +127,7 @@ def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
 
 def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir: RunDir,
                    log: Callable[[str], None]) -> DockerCluster:
-    """The compose project of the run: the repository's docker-compose.yml, or for a system
+    """The compose project of the run: the shipped docker-compose.yml, or for a system
     described in a file its image (made now) and a compose file generated into the run
     folder, on a test network of its own."""
     ensure_images(profile, log)

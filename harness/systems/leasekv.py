@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import json
 import tomllib
-from pathlib import Path
 from typing import Any
 
 from harness.errors import BadArguments, EnvironmentProblem
+from harness.shipped import shipped
 from harness.systems.probes import http
 from harness.systems.profile import Endpoint, Option, Profile
 
 # leasekv's system file (a run of `--sut harness/systems/leasekv.toml`, and this profile's
 # runs on the user's own machines through its [host] table) holds the ports and the bug
 # list, so they are written once.
-DESCRIPTION = Path(__file__).with_name("leasekv.toml")
+DESCRIPTION = shipped(__package__, "leasekv.toml")
 _FILE = tomllib.loads(DESCRIPTION.read_text(encoding="utf-8"))
 PORTS: dict[str, int] = dict(_FILE["ports"])
 BUGS: tuple[str, ...] = tuple(_FILE["options"]["bug"]["choices"])

@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadArguments
+from harness.shipped import shipped
 from harness.systems.leasekv import LeaseKV
 from harness.systems.profile import Endpoint, Option, Profile
 from harness.systems.redis_sentinel import RedisSentinel
 
-SYSTEMS_DIR = Path(__file__).resolve().parents[1] / "systems"
+SYSTEMS_DIR = shipped(__package__)
 
 PROFILES: dict[str, type[Profile]] = {
     RedisSentinel.name: RedisSentinel,

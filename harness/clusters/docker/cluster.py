@@ -27,9 +27,9 @@ from harness.clusters.docker import netns
 from harness.clusters.docker.client import client
 from harness.clusters.docker.compose import compose_command, compose_name
 from harness.errors import EnvironmentProblem
+from harness.shipped import shipped
 
-ROOT = Path(__file__).resolve().parents[3]
-COMPOSE_FILE = ROOT / "docker-compose.yml"
+COMPOSE_FILE = shipped(__package__, "docker-compose.yml")
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 SUBNET_ATTEMPTS = 3
@@ -54,9 +54,9 @@ class Cluster:
         self, project: str, compose_profile: str, env: dict[str, str] | None = None,
         compose_file: Path = COMPOSE_FILE, overrides: Sequence[Path] = (),
     ) -> None:
-        """compose_file: the repository's docker-compose.yml, or one generated for the run
-        (a described system, harness/systems/described.py); overrides: compose files
-        merged over it (the Spark cluster's mounts, harness/clusters/docker/spark_cluster.py)."""
+        """compose_file: the shipped docker-compose.yml (beside this module), or one
+        generated for the run (a described system, harness/systems/described.py); overrides:
+        compose files merged over it (the Spark cluster's mounts, spark_cluster.py)."""
         if not re.fullmatch(r"ll-[a-z0-9][a-z0-9_-]*", project):
             raise ValueError(f"compose project names must look like ll-<name>, got {project!r}")
         self.project = project

@@ -20,9 +20,9 @@ from docker.errors import BuildError, ImageNotFound
 
 from harness.clusters.docker.client import client
 from harness.errors import EnvironmentProblem
+from harness.shipped import shipped
 
-ROOT = Path(__file__).resolve().parents[3]
-DOCKER_DIR = ROOT / "docker"
+CONTEXTS_DIR = shipped(__package__, "contexts")
 BASE_TAG = "leaseline/base:bookworm"
 HASH_LABEL = "io.leaseline.context-hash"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
@@ -95,11 +95,10 @@ def context_hash(context: Path) -> str:
 
 
 def image_contexts() -> dict[str, Path]:
-    """tag -> build context, one per folder under docker/ (or sut/, for the systems whose code
-    lives in this repository, e.g. sut/leasekv) that has a Dockerfile."""
-    dirs = [*sorted(DOCKER_DIR.iterdir())]
-    if (ROOT / "sut").is_dir():
-        dirs += sorted((ROOT / "sut").iterdir())
+    """tag -> build context, one per folder with a Dockerfile under contexts/ (the harness's
+    helpers and the shipped systems' servers) or sut/ (the systems whose code lives in this
+    repository, e.g. sut/leasekv)."""
+    dirs = [*sorted(CONTEXTS_DIR.iterdir()), *sorted(shipped("sut").iterdir())]
     return {f"leaseline/{d.name}:latest": d for d in dirs if (d / "Dockerfile").is_file()}
 
 
