@@ -146,7 +146,7 @@ def images_build(system_files: tuple[str, ...]) -> int:
 @click.option("--client-routing", default=None, help=(
     "The client model (default: the system's; redis-sentinel: sentinel, the others: node): "
     + "; ".join(f"{name}: {what}" for name, what in CLIENT_MODELS.items()) + "."))
-@click.option("--project", default=None, help="docker-compose project (default: ll-<sut>).")
+@click.option("--project", default=None, help="Compose project (default: ll-<sut>).")
 @click.option("--hosts", default=None, type=click.Path(), help=(
     "TOML file naming your own machines (name, address, port, user, key_file): run the "
     "system there over SSH instead of in Docker."))
@@ -223,7 +223,7 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
 # harness.clusters.docker.spark_cluster.DEFAULT_PROJECT, spelled here so --help needs no
 # Docker SDK import.
 _spark_project = click.option("--project", default="ll-spark", show_default=True,
-                              help="docker-compose project.")
+                              help="Compose project.")
 
 
 @main.group()
