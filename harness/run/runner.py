@@ -121,7 +121,7 @@ def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
     ctxs = images.image_contexts()
     for tag in (*profile.images, NEMESIS_IMAGE):
         if tag not in ctxs:
-            raise EnvironmentProblem(f"no docker/ folder builds {tag}.")
+            raise EnvironmentProblem(f"no build folder (contexts/ or sut/) makes {tag}.")
         images.build_image(tag, ctxs[tag], log)
 
 

@@ -1,7 +1,7 @@
 """Builds every image locally: no registry is reachable, so nothing is ever pulled.
 
 The base image is a minimal Debian made by debootstrap and `docker import`ed under
-BASE_TAG. Every other image is built FROM it from a folder under docker/, and labelled
+BASE_TAG. Every other image is built FROM it from a folder under contexts/, and labelled
 with a hash of that folder: when the label matches, the build is skipped entirely.
 """
 
