@@ -99,7 +99,12 @@ def test_same_verdicts_as_local_and_tasks_on_both_workers(master: str,
     assert run.returncode == 0, run.stderr[-2000:]
     out = json.loads(run.stdout)
     expected = json.loads(local.stdout)
+    # `check --json` adds the whole command's anomaly counts, the sum of each file's
+    counts = expected.pop("anomaly_types")
     assert out["report"] == expected  # verdicts, Δs, counterexamples, nemesis: all of it
+    per_file = [r["anomaly_types"] for r in out["report"]["files"].values()]
+    assert counts == {t: sum(c[t] for c in per_file) for t in counts}
+    assert counts["stale-read"] > 0  # the planted stale reads are named on the cluster too
     assert expected["files"][files[1]]["summary"]["violation"] == 1
 
     state = _master_json(master)
