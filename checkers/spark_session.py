@@ -114,13 +114,13 @@ def _rpc_probe(host: str, port: int, timeout_s: float) -> str | None:
                 sock.settimeout(max(0.01, deadline - time.monotonic()))
                 chunk = sock.recv(9 - len(reply))
                 if not chunk:
-                    return "it closed the connection without a Spark reply"
+                    return "the connection closed without a Spark reply"
                 reply += chunk
     except TimeoutError:
         return f"no reply within {timeout_s:g} s"
     except OSError as e:
         return e.strerror or e.__class__.__name__
-    return None if reply[8] in (4, 5) else "it answered, but not as a Spark master"
+    return None if reply[8] in (4, 5) else "the reply on that port is not Spark's"
 
 
 def _cluster_conf(master: str) -> tuple[dict[str, str], int]:
