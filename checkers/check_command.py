@@ -14,8 +14,9 @@ run folder's results.json, junit.xml and report.html.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,8 @@ from rich.console import Console
 
 from checkers.anomalies import anomaly_counts
 from checkers.errors import HistoryFormatError
-from checkers.job import FORMATS, CheckerCrashed, check_histories, worst
+from checkers.job import FORMATS, CheckerCrashed, check_histories, check_lease_histories, worst
+from checkers.snapshot_lease import DEFAULT_CLOCK_MARGIN_MS, is_lease_history
 from checkers.summary import exit_code, print_summary
 from harness.errors import BadArguments, LeaselineError
 from harness.store.history import NEMESIS, read_records
@@ -54,6 +56,16 @@ def lease_for(path: Path, fmt: str, lease_ms: float | None) -> tuple[float, str]
     return 0.0, f"no {TEST} beside the history (--lease-ms sets one)"
 
 
+def clock_margin_for(path: Path) -> tuple[int, str]:
+    """(clock margin in ms, where it came from) for a kv-snapshot-lease history: the run's
+    `clock-margin-ms` system option, else the checker's default."""
+    test = RunDir.beside(path).read_test() if RunDir.beside(path).test_json.is_file() else {}
+    value = str((test.get("sut_opts") or {}).get("clock-margin-ms", ""))
+    if value.isdigit():
+        return int(value), f"snapshot lease clock margin {value} ms from {TEST}"
+    return DEFAULT_CLOCK_MARGIN_MS, f"snapshot lease clock margin {DEFAULT_CLOCK_MARGIN_MS} ms"
+
+
 def _check_input(f: str) -> None:
     p = Path(f)
     if p.is_dir():
@@ -78,6 +90,23 @@ def _nothing_checked(report: dict[str, Any]) -> None:
     report.update(valid="unknown", reason=NOTHING_CHECKED)
 
 
+def _checked(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """A checker job's answer; its failures as the one sentence each deserves."""
+    try:
+        return job()
+    except HistoryFormatError as e:
+        raise BadArguments(f"malformed history: {e}") from None
+    except FileNotFoundError as e:
+        raise BadArguments(f"{e}.") from None
+    except CheckerCrashed as e:
+        if not e.details:  # the sentence says it all (Spark unavailable, ...)
+            raise LeaselineError(f"{e}.") from None
+        from harness.store.crashlog import write_crash_log
+
+        where = write_crash_log(e.details)
+        raise LeaselineError(f"{e} (details in {where})") from None
+
+
 def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None = None,
                 spark_master: str = "local[*]") -> dict[str, Checked]:
     """Check every history (one Spark job per lease window); reports by the names given."""
@@ -92,31 +121,26 @@ def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None
         _check_input(f)
     groups: dict[float, list[str]] = {}
     notes: dict[str, str] = {}
+    margins: dict[str, int] = {}
     for f in names:
+        if fmt == "jsonl" and is_lease_history(f):
+            margins[f], notes[f] = clock_margin_for(Path(f))
+            continue
         lease, notes[f] = lease_for(Path(f), fmt, lease_ms)
         groups.setdefault(lease, []).append(f)
 
     reports: dict[str, dict[str, Any]] = {}
     for lease, paths in groups.items():
-        try:
-            report = check_histories(paths, fmt, int(round(lease * 1e6)), spark_master)
-        except HistoryFormatError as e:
-            raise BadArguments(f"malformed history: {e}") from None
-        except FileNotFoundError as e:
-            raise BadArguments(f"{e}.") from None
-        except CheckerCrashed as e:
-            if not e.details:  # the sentence says it all (Spark unavailable, ...)
-                raise LeaselineError(f"{e}.") from None
-            from harness.store.crashlog import write_crash_log
-
-            where = write_crash_log(e.details)
-            raise LeaselineError(f"{e} (details in {where})") from None
+        report = _checked(partial(check_histories, paths, fmt, int(round(lease * 1e6)),
+                                  spark_master))
         reports.update(report["files"])
+    reports.update(_checked(partial(check_lease_histories, margins, spark_master)))
     # Leaseline's own histories only: an imported corpus keeps its tool's verdict (Knossos
     # calls a history without operations valid, and its corpus says so).
     for f in names:
         if fmt == "jsonl" and (not reports[f].get("ops") or not _completed_client_op(f)):
             _nothing_checked(reports[f])
+            reports[f].get("snapshot_lease", {}).update(valid="unknown")
     return {f: Checked(reports[f], notes[f]) for f in names}
 
 

@@ -24,6 +24,7 @@ from rich.text import Text
 
 from checkers.anomalies import describe
 from checkers.report.rundata import History, read_history
+from checkers.summary import print_snapshot_lease
 from harness.errors import BadArguments
 from harness.store.history import read_records
 from harness.store.run_dir import RunDir
@@ -75,6 +76,9 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
         console.print(f"[magenta]{results['reason']}[/]")
     for w in results.get("warnings") or []:
         console.print(f"[yellow]warning:[/] {w}")
+    if isinstance(results.get("snapshot_lease"), dict):
+        print_snapshot_lease(results["snapshot_lease"], console)
+        return results
     summary = results.get("summary") or {}
     t = Table(show_header=True, header_style="bold", box=None)
     for col in ("linearizable", "lease-bounded", "violation", "unknown", "ops", "lease", "max Δ"):

@@ -420,6 +420,67 @@ def _ship(sc: Any, paths: list[str], folder: Path) -> dict[str, str]:
     return shipped
 
 
+def _lease_task(task: tuple[str, int], shipped: dict[str, str]) -> dict[str, Any]:
+    """One kv-snapshot-lease history, checked whole (its promise spans keys and leases)."""
+    from checkers.snapshot_lease import file_report
+
+    path, margin_ms = task
+    try:
+        report = file_report(_local_path(path, shipped), margin_ms)
+        return {"file": path, "report": json.dumps(report)}
+    except HistoryFormatError as e:
+        return {"file": path, "problem": [e.line, e.what]}
+    except OSError as e:
+        return {"file": path, "unreadable": e.strerror or str(e)}
+    except Exception:  # noqa: BLE001 - reported to the driver, which explains it once
+        return {"file": path, "crash": f"checking {path}: " + traceback.format_exc()}
+
+
+def check_lease_histories(margins: dict[str, int], spark_master: str = AUTO
+                          ) -> dict[str, dict[str, Any]]:
+    """The kv-snapshot-lease histories (path -> clock margin in ms), each one task of a
+    Spark job on the checker's Spark (in this process under AUTO for small histories, as
+    check_histories does; shipped to executors that do not see them, as _spark_rows does);
+    file reports by path. Raises as check_histories does."""
+    tasks = list(margins.items())
+    if not tasks:
+        return {}
+    if uses_spark(spark_master, sum(os.path.getsize(p) for p, _ in tasks)):
+        try:
+            sc = spark_context(spark_master)
+        except SparkUnavailable as e:
+            raise CheckerCrashed(str(e).rstrip("."), "") from None
+        try:
+            check = functools.partial(_lease_task, shipped={})
+            rows = sc.parallelize(tasks, len(tasks)).map(check).collect()
+            unseen = sorted(r["file"] for r in rows if r.get("unreadable"))
+            if unseen and spark_master.startswith("spark://"):
+                with tempfile.TemporaryDirectory(prefix="leaseline-ship-") as folder:
+                    check = functools.partial(_lease_task,
+                                              shipped=_ship(sc, unseen, Path(folder)))
+                    again = sc.parallelize([(f, margins[f]) for f in unseen],
+                                           len(unseen)).map(check).collect()
+                rows = [r for r in rows if r["file"] not in unseen] + again
+        except Exception as e:  # noqa: BLE001 - Py4J/JVM errors: one sentence, details kept
+            raise CheckerCrashed(f"the Spark job failed: {str(e).strip()[:300]}",
+                                 traceback.format_exc()) from None
+    else:
+        rows = [_lease_task(t, {}) for t in tasks]
+    out = {}
+    for row in rows:
+        if row.get("crash"):
+            last = row["crash"].strip().splitlines()[-1]
+            raise CheckerCrashed(f"the checker failed: {last}", row["crash"])
+        if row.get("unreadable"):
+            raise CheckerCrashed(f"the checker's executors cannot read {row['file']} "
+                                 f"({row['unreadable']})", "")
+        if row.get("problem"):
+            line, what = row["problem"]
+            raise HistoryFormatError(row["file"], line, what)
+        out[row["file"]] = json.loads(row["report"])
+    return out
+
+
 class _progress:
     """A rich progress bar on stderr fed by Spark's status tracker (only on a terminal)."""
 

@@ -140,6 +140,15 @@ def run_suite(run_dir: Path) -> ET.Element:
             case, "error", type=_clean(status), message=_clean(f"unrecognised status {status!r}")
         )
 
+    found = results.get("snapshot_lease")
+    for v in (found.get("violations") or [] if isinstance(found, dict) else []
+              )[:MAX_CASES_PER_STATUS]:
+        case = _case(suite, classname, f"snapshot {v.get('snapshot')} of bucket "
+                     f"{v.get('bucket')}, read by op {v.get('read')}")
+        el = ET.SubElement(case, "failure", type=_clean(f"snapshot-lease-{v.get('kind')}"))
+        el.set("message", _clean(v.get("explanation")))
+        el.text = _clean(v.get("explanation"))
+
     # The run's verdict must agree with its keys; if it does not, say so rather than pass.
     valid = results.get("valid")
     failures = sum(1 for c in suite.iter("testcase") if c.find("failure") is not None)

@@ -51,8 +51,11 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
     if title:
         head += f"  {escape(title)}"
     console.print(head)
-    lease_line = f"lease window L = {_ms(lease)}" + (" (strict linearizability)" if not lease
-                                                    else "")
+    if isinstance(file_report.get("snapshot_lease"), dict):
+        lease_line = "KV snapshot lease"  # a resource lease: no read lease window applies
+    else:
+        lease_line = f"lease window L = {_ms(lease)}" + (" (strict linearizability)"
+                                                        if not lease else "")
     if lease_note:
         lease_line += f" — {escape(lease_note)}"
     console.print(f"  {lease_line}")
@@ -61,6 +64,9 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
     for warning in file_report.get("warnings") or []:
         console.print(f"  [yellow]warning:[/] {escape(str(warning))}")
 
+    if isinstance(file_report.get("snapshot_lease"), dict):
+        print_snapshot_lease(file_report["snapshot_lease"], console)
+        return
     summary = file_report.get("summary") or {}
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
     for status in (LINEARIZABLE, LEASE_BOUNDED, VIOLATION, UNKNOWN):
@@ -94,3 +100,22 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
         if len(listed) > MAX_LISTED:
             console.print(f"  … and {len(listed) - MAX_LISTED} more {label} keys "
                           "(see results.json)")
+
+
+def print_snapshot_lease(found: dict[str, Any], console: Console) -> None:
+    """The snapshot lease checker's counts and violations (checkers/snapshot_lease.py)."""
+    table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+    for name in ("leases", "upserts", "snapshot reads", "covered by a lease", "undecided",
+                 "violations"):
+        table.add_column(name, justify="right")
+    violations = found.get("violations") or []
+    table.add_row(*(str(found.get(k, 0)) for k in ("leases", "upserts", "snapshot_reads",
+                                                  "covered_reads", "undecided_reads")),
+                  f"[red]{len(violations)}[/]" if violations else "0")
+    console.print(table)
+    for v in violations[:MAX_LISTED]:
+        console.print(f"  [red]{escape(str(v.get('kind')))} violation[/] "
+                      f"{escape(str(v.get('explanation')))}")
+    if len(violations) > MAX_LISTED:
+        console.print(f"  … and {len(violations) - MAX_LISTED} more violations "
+                      "(see results.json)")

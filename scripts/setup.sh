@@ -5,7 +5,9 @@
 #      and the compiled WGL search from native/ (redone only when native/ changes)
 #   2. Java >= 17 for Spark
 #   3. a Docker engine that answers (Debian's docker.io, dockerd started) and Compose (v2 or v1)
-#   4. the local base image and the images of the systems under test (cached by content)
+#   4. the local base image and the images of the systems under test (cached by content);
+#      the Fluss image's jars come from Maven Central, fetched once and checked against
+#      sut/fluss/jars.lock
 # Everything it prints goes to stderr, so the command it wraps owns stdout.
 set -euo pipefail
 
@@ -93,4 +95,9 @@ fi
 command -v debootstrap >/dev/null || apt_install debootstrap
 
 # 4. Images (base + systems under test); cached, so this is quick after the first time ----
+# The Fluss image is built from the release's jars: fetched into the user's cache when
+# missing (about 160 MB, once), checked against their pinned sha256, hard-linked into its
+# build folder; with the folder complete this only compares inodes.
+"$VENV/bin/python" -m sut.fluss.jars "$ROOT/sut/fluss/jars" \
+    || die "fetching the Fluss jars failed (see above)."
 "$VENV/bin/leaseline" images build >&2 || die "building the images failed (see above)."

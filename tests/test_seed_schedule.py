@@ -199,7 +199,9 @@ def test_same_seed_same_operations_other_seed_others(workload: str) -> None:
     assert first == op_schedule(7, workload)
     assert first != op_schedule(8, workload)
     fs = {op[1] for ops in first for op in ops}
-    assert "read" in fs and len(fs) >= 2  # a real mix, not a constant stream
+    assert len(fs) >= 2  # a real mix, not a constant stream
+    if workload_class(workload)(WorkloadOptions()).new_generator().reads() is not None:
+        assert "read" in fs  # a read/write mix has its reads
 
 
 def test_same_seed_same_faults_other_seed_others(tmp_path: Path) -> None:

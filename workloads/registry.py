@@ -6,6 +6,7 @@ from harness.errors import BadArguments
 from workloads.base import Client, Completion, Generator, Op, Workload, WorkloadOptions
 from workloads.dynamo_cas import DynamoCas
 from workloads.dynamo_register import DynamoRegister
+from workloads.kv_snapshot_lease import KvSnapshotLease
 from workloads.lua_cas import LuaCas
 from workloads.register import Register
 
@@ -14,6 +15,7 @@ WORKLOADS: dict[str, type[Workload]] = {
     LuaCas.name: LuaCas,
     DynamoRegister.name: DynamoRegister,
     DynamoCas.name: DynamoCas,
+    KvSnapshotLease.name: KvSnapshotLease,
 }
 
 

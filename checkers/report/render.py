@@ -320,6 +320,32 @@ def _keys_html(results: dict[str, Any] | None) -> str:
     )
 
 
+def _snapshot_lease_html(results: dict[str, Any] | None) -> str:
+    """A kv-snapshot-lease run's counts and violations (checkers/snapshot_lease.py)."""
+    found = (results or {}).get("snapshot_lease")
+    if not isinstance(found, dict):
+        return ""
+    counts = "".join(_stat(f"{found.get(k, 0):,}", label) for k, label in (
+        ("leases", "leases"), ("upserts", "upserts"), ("snapshot_reads", "snapshot reads"),
+        ("covered_reads", "covered by a lease"), ("undecided_reads", "undecided"),
+        ("rows_checked", "rows checked")))
+    rows = []
+    for v in (found.get("violations") or [])[:MAX_KEY_ROWS]:
+        if not isinstance(v, dict):
+            continue
+        cells = [_td(v.get("kind"), "status violation"), _td(v.get("snapshot"), "num"),
+                 _td(v.get("bucket"), "num"), _td(v.get("lease"), code=True),
+                 _td(v.get("read"), "num"), _td(", ".join(v.get("faults") or [])),
+                 _td(v.get("explanation"))]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    headers = ["kind", "snapshot#", "bucket#", "lease", "read op#", "faults in force", "why"]
+    table = (f'<div class="scroll">{_table(headers, rows)}</div>' if rows
+             else '<p class="muted">No violation: every leased read held.</p>')
+    return (f'<section class="card" id="snapshot-lease"><h2>KV snapshot lease (clock margin '
+            f'{_e(found.get("clock_margin_ms"))} ms)</h2><div class="stats">{counts}</div>'
+            f"{table}</section>")
+
+
 GRAPH_LEGEND = (
     '<span class="legend"><span><i style="background:#5b6b7d"></i>real-time</span>'
     '<span><i style="background:#2d6cdf"></i>reads-from</span>'
@@ -470,7 +496,7 @@ def render_report(run_dir: Path) -> str:
         problems=problems_html,
         key_select=key_select,
         anomalies=_types_html(results) + _anomalies_html(found, results),
-        keys=_keys_html(results),
+        keys=_keys_html(results) + _snapshot_lease_html(results),
         nemesis=_nemesis_html(h),
         config=_config_html(test),
         generated=_e(time.strftime("%Y-%m-%d %H:%M:%S")),

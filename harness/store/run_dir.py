@@ -89,6 +89,7 @@ class ResultsJson(TypedDict, total=False):
     nemesis: list[dict[str, Any]]  # the fault events (checkers.faults reads them)
     reason: str  # why the whole history is undecided (e.g. nothing was checked)
     warnings: list[str]  # what went wrong around the run without deciding it
+    snapshot_lease: dict[str, Any]  # a kv-snapshot-lease history's findings (no keys)
 
 
 RESULT_FIELDS = ("valid", "lease_ms", "ops", "summary", "max_delta_ms", "keys", "nemesis")
@@ -259,6 +260,8 @@ class RunDir:
             results["anomaly_types"] = file_report["anomaly_types"]
         if file_report.get("reason"):
             results["reason"] = file_report["reason"]
+        if "snapshot_lease" in file_report:
+            results["snapshot_lease"] = file_report["snapshot_lease"]
         results["warnings"] = list(warnings)
         if self.anomalies.is_dir():  # a re-check replaces the previous verdict's anomalies
             for old in self.anomalies.glob("*.json"):

@@ -10,6 +10,7 @@ from typing import Any
 
 from harness.errors import BadArguments
 from harness.shipped import shipped
+from harness.systems.fluss import Fluss
 from harness.systems.leasekv import LeaseKV
 from harness.systems.profile import Endpoint, Option, Profile
 from harness.systems.redis_sentinel import RedisSentinel
@@ -19,6 +20,7 @@ SYSTEMS_DIR = shipped(__package__)
 PROFILES: dict[str, type[Profile]] = {
     RedisSentinel.name: RedisSentinel,
     LeaseKV.name: LeaseKV,
+    Fluss.name: Fluss,
 }
 # Built-in systems described in one file, run through the same code as a user's file.
 SYSTEM_FILES: dict[str, Path] = {

@@ -1,0 +1,162 @@
+"""Apache Fluss (incubating): ZooKeeper, one coordinator and three tablet servers sharing a
+remote data directory, from the release's jars (sut/fluss; no Fluss code in this
+repository). The coordinator is the leader (kill-leader, partition-leader and pause-leader
+hit it); fltsN are the tablet servers; flzk (ZooKeeper) and flcl (the lease client service
+the workload's clients talk to, on the test network with the shared volume mounted) are
+aux services.
+
+Readiness and the leader come from ZooKeeper's own view (`dump`: the session holding
+/fluss/coordinators/active, the tablet servers' ids) plus a TCP connect to each server's
+port, so a killed coordinator whose session has not expired yet is not taken for a leader.
+
+The image is the pinned release's (sut/fluss/jars.lock, staged by scripts/setup.sh).
+`lease=off` is the negative control: the lease client answers lease calls without asking
+Fluss, so nothing keeps the snapshots the holders read.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import ClassVar
+
+from harness.errors import BadArguments
+from harness.systems.profile import Endpoint, Option, Profile
+
+PORT = 9123
+ZK_PORT = 2181
+CLIENT_PORT = 7700  # flcl's lease client service (sut/fluss/LeaseClient.java)
+DEFAULT_IMAGE = "leaseline/fluss:latest"
+LOG_DIR = "/var/log/fluss"
+
+
+def _tcp_open(ip: str, port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection((ip, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def zk_command(ip: str, command: str, timeout: float = 1.0) -> str:
+    """A ZooKeeper four-letter command's answer ("" when ZooKeeper does not answer)."""
+    try:
+        with socket.create_connection((ip, ZK_PORT), timeout=timeout) as s:
+            s.sendall(command.encode())
+            chunks = []
+            while chunk := s.recv(65536):
+                chunks.append(chunk)
+    except OSError:
+        return ""
+    return b"".join(chunks).decode(errors="replace")
+
+
+def ephemerals(dump: str) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """From a `dump` answer: the paths each session holds, and each session's client IP."""
+    held: dict[str, list[str]] = {}
+    ips: dict[str, str] = {}
+    section, session = "", None
+    for line in dump.splitlines():
+        if line.startswith("Sessions with Ephemerals"):
+            section = "ephemerals"
+        elif line.startswith("Connections dump"):
+            section = "connections"
+        elif section == "ephemerals" and line.startswith("0x"):
+            session = line.rstrip(":").strip()
+            held[session] = []
+        elif section == "ephemerals" and line.startswith("\t/") and session:
+            held[session].append(line.strip())
+        elif section == "connections" and "sessionId:" in line and "ip: /" in line:
+            ip = line.split("ip: /", 1)[1].split(":", 1)[0]
+            ips[line.split("sessionId:", 1)[1].strip()] = ip
+    return held, ips
+
+
+class Fluss(Profile):
+    name = "fluss"
+    compose_profile = "fluss"
+    protocols = frozenset({"fluss"})
+    nodes = ("flco", "flts1", "flts2", "flts3")
+    aux_services = ("flzk", "flcl")
+    lease_ms = 0.0  # no read lease: the snapshot lease is checked by its own checker
+    images = (DEFAULT_IMAGE,)
+    fault_kinds = frozenset({"kill", "partition", "pause"})
+    options: ClassVar[dict[str, Option]] = {
+        "lease": Option("on", "off: lease calls are not sent (the negative control)",
+                        "LL_FLUSS_LEASE"),
+        "retained": Option("2", "kv.snapshot.num-retained", "LL_FLUSS_RETAINED"),
+        "snapshot-interval": Option("2s", "kv.snapshot.interval", "LL_FLUSS_SNAPSHOT_INTERVAL"),
+        "lease-duration-ms": Option("4000", "how long holders lease snapshots"),
+        "expiration-check": Option("1s", "kv.snapshot.lease.expiration-check-interval",
+                                   "LL_FLUSS_EXPIRATION_CHECK"),
+        "clock-margin-ms": Option("500", "the clock margin the lease checker allows"),
+        "heap": Option("256m", "each server's JVM heap", "LL_FLUSS_HEAP"),
+    }
+
+    @classmethod
+    def check_options(cls, opts: dict[str, str]) -> None:
+        super().check_options(opts)
+        if opts.get("lease", "on") not in ("on", "off"):
+            raise BadArguments(f"--sut-opt lease={opts['lease']} must be on or off.")
+        for k in ("retained", "lease-duration-ms", "clock-margin-ms"):
+            if k in opts and not opts[k].isdigit():
+                raise BadArguments(f"--sut-opt {k}={opts[k]} must be a whole number.")
+
+    # -- the Profile interface --------------------------------------------------------------
+    @property
+    def lease_duration_ms(self) -> int:
+        return int(self.opts["lease-duration-ms"])
+
+    def endpoint(self, node: str, protocol: str) -> Endpoint:
+        """Clients reach Fluss through the lease client service in flcl, whichever node
+        they were routed to: it bootstraps from every server."""
+        return Endpoint(self.cluster.ip("flcl"), CLIENT_PORT)
+
+    def _zk_view(self) -> tuple[str | None, set[str], str | None]:
+        """(active coordinator's node, tablet server ids, why not known)."""
+        ip = self.cluster.ip("flzk")
+        if not ip:
+            return None, set(), "flzk is not running"
+        if zk_command(ip, "ruok") != "imok":
+            return None, set(), "ZooKeeper does not answer"
+        held, ips = ephemerals(zk_command(ip, "dump"))
+        by_ip = {self.cluster.ip(n): n for n in self.nodes}
+        active, tablets = None, set()
+        for session, paths in held.items():
+            for path in paths:
+                if path == "/fluss/coordinators/active":
+                    active = by_ip.get(ips.get(session, ""))
+                elif path.startswith("/fluss/tabletservers/ids/"):
+                    tablets.add(path.rsplit("/", 1)[1])
+        return active, tablets, None
+
+    def leader(self) -> str | None:
+        active, _, _ = self._zk_view()
+        if active is None:
+            return None
+        ip = self.cluster.ip(active)
+        return active if ip and _tcp_open(ip, PORT) else None
+
+    def readiness(self) -> str | None:
+        active, tablets, why = self._zk_view()
+        if why:
+            return why
+        for node in self.nodes:
+            ip = self.cluster.ip(node)
+            if not ip or not _tcp_open(ip, PORT):
+                return f"{node} does not accept connections on {PORT}"
+        if active is None:
+            return "no coordinator is active in ZooKeeper"
+        if len(tablets) < len(self.nodes) - 1:
+            return f"{len(tablets)} of {len(self.nodes) - 1} tablet servers registered"
+        ip = self.cluster.ip("flcl")
+        if not ip or not _tcp_open(ip, CLIENT_PORT):
+            return f"the lease client service (flcl) does not accept connections on {CLIENT_PORT}"
+        return None
+
+    def peers(self, node: str) -> list[str]:
+        """Every other server and ZooKeeper; never flcl, where the clients run."""
+        return [s for s in (*self.nodes, "flzk") if s != node]
+
+    def log_files(self, service: str) -> list[str]:
+        role = {"flzk": "zookeeper", "flco": "coordinator"}.get(service, "tablet")
+        return [] if service == "flcl" else [f"{LOG_DIR}/{role}.log"]

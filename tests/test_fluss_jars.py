@@ -1,0 +1,88 @@
+"""The Fluss image's jars: pinned by sha256, fetched once, refused when they differ.
+
+A Maven repository laid out in a temporary folder (file:// URLs) stands in for Maven
+Central; the real fetch is exercised by scripts/setup.sh on every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from sut.fluss import jars
+from sut.fluss.jars import Jar, JarProblem
+
+
+def _publish(repo: Path, jar: Jar, content: bytes) -> None:
+    path = repo / jar.rel_path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(content)
+    path.with_name(path.name + ".sha1").write_text(hashlib.sha1(content).hexdigest() + "\n")
+
+
+def _pinned(content: bytes, version: str = "1.0") -> Jar:
+    return Jar("org.example", "thing", version, hashlib.sha256(content).hexdigest())
+
+
+def test_the_lock_pins_every_jar_and_one_fluss_release() -> None:
+    lock = jars.read_lock()
+    assert {j.artifact for j in lock} >= {"fluss-server", "fluss-client", "log4j-slf4j-impl"}
+    assert all(j.sha256 and len(j.sha256) == 64 for j in lock)
+    assert {j.version for j in lock if j.group == jars.FLUSS_GROUP} == {jars.pinned_version()}
+
+
+def test_another_release_replaces_only_the_fluss_jars_and_unpins_them() -> None:
+    lock = jars.read_lock()
+    other = jars.wanted("0.8.0-incubating", lock)
+    fluss = [j for j in other if j.group == jars.FLUSS_GROUP]
+    assert fluss and all(j.version == "0.8.0-incubating" and j.sha256 is None for j in fluss)
+    assert [j for j in other if j.group != jars.FLUSS_GROUP] == [
+        j for j in lock if j.group != jars.FLUSS_GROUP]
+    assert jars.wanted(jars.pinned_version(lock), lock) == lock
+
+
+def test_a_pinned_jar_is_fetched_once_and_then_served_from_the_cache(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no ~/.m2 shortcut
+    repo, cache = tmp_path / "repo", tmp_path / "cache"
+    jar = _pinned(b"jar bytes")
+    _publish(repo, jar, b"jar bytes")
+    got = jars.fetch(jar, cache, repo=repo.as_uri())
+    assert got.read_bytes() == b"jar bytes"
+    (repo / jar.rel_path).unlink()  # a second fetch must not need the repository
+    assert jars.fetch(jar, cache, repo=repo.as_uri()) == got
+
+
+def test_a_jar_that_differs_from_its_pin_is_refused_and_not_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    repo, cache = tmp_path / "repo", tmp_path / "cache"
+    jar = _pinned(b"the real jar")
+    _publish(repo, jar, b"something else")
+    with pytest.raises(JarProblem, match="sha256"):
+        jars.fetch(jar, cache, repo=repo.as_uri())
+    assert not (cache / jar.rel_path).exists()
+
+
+def test_an_unpinned_jar_is_checked_against_the_published_sha1(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    repo, cache = tmp_path / "repo", tmp_path / "cache"
+    jar = Jar("org.example", "thing", "2.0", None)
+    _publish(repo, jar, b"fine")
+    assert jars.fetch(jar, cache, repo=repo.as_uri()).read_bytes() == b"fine"
+    bad = Jar("org.example", "other", "2.0", None)
+    _publish(repo, bad, b"fine")
+    (repo / bad.rel_path).write_bytes(b"broken in transfer")
+    with pytest.raises(JarProblem, match="sha1"):
+        jars.fetch(bad, cache, repo=repo.as_uri())
+
+
+def test_a_missing_release_is_one_sentence(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    jar = Jar("org.example", "thing", "9.9", None)
+    with pytest.raises(JarProblem, match="does not exist|failed"):
+        jars.fetch(jar, tmp_path / "cache", repo=(tmp_path / "repo").as_uri())
