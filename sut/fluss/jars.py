@@ -182,31 +182,6 @@ def stage(into: Path, version: str | None = None, cache: Path = CACHE,
     return staged
 
 
-def stage_own(into: Path, folder: Path, cache: Path = CACHE,
-              log: Callable[[str], None] = lambda _: None) -> list[Path]:
-    """The user's own Fluss build: its fluss-server and fluss-client jars from `folder`
-    (copied), with the pinned jars that are not Fluss's (the log4j binding)."""
-    own = {}
-    for artifact in ("fluss-server", "fluss-client"):
-        found = sorted(p for p in folder.glob(f"{artifact}-*.jar")
-                       if not p.name.endswith(("-sources.jar", "-tests.jar", "-javadoc.jar")))
-        if len(found) != 1:
-            what = "no" if not found else f"{len(found)}"
-            raise JarProblem(f"{folder} holds {what} {artifact}-*.jar; it must hold exactly one.")
-        own[artifact] = found[0]
-    into.mkdir(parents=True, exist_ok=True)
-    staged = []
-    for path in own.values():
-        shutil.copyfile(path, into / path.name)
-        staged.append(into / path.name)
-    for jar in read_lock():
-        if jar.group != FLUSS_GROUP:
-            dest = into / jar.file_name
-            shutil.copyfile(fetch(jar, cache, log=log), dest)
-            staged.append(dest)
-    return staged
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m sut.fluss.jars",
