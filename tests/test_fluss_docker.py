@@ -40,16 +40,18 @@ def run_fluss(tmp_path: Path, project: str, *extra: str) -> tuple[subprocess.Com
     return r, json.loads((run / "results.json").read_text()), run
 
 
-def test_leased_snapshots_stay_readable_while_the_coordinator_is_killed(
+def test_leased_snapshots_stay_readable_while_the_coordinator_is_paused(
         tmp_path: Path, fluss_project: str) -> None:
-    r, results, run = run_fluss(tmp_path, fluss_project, "--nemesis", "kill-leader",
+    # pause-leader rather than kill-leader: while a killed coordinator restarts (its JVM
+    # takes seconds) nothing can be leased, and a short run may then check nothing
+    r, results, run = run_fluss(tmp_path, fluss_project, "--nemesis", "pause-leader",
                                 "--nemesis-interval", "6")
     found = results["snapshot_lease"]
     assert r.returncode == 0, (r.stderr[-2000:], found["violations"][:3])
     assert results["valid"] is True
     assert found["covered_reads"] > 0 and found["rows_checked"] > 0 and found["upserts"] > 0
     records = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    assert any(x["f"] == "kill" and x["type"] == "ok" for x in records)  # the fault happened
+    assert any(x["f"] == "pause" and x["type"] == "ok" for x in records)  # the fault happened
     assert (run / "nodes" / "flco" / "coordinator.log").stat().st_size > 0
     junit = (run / "junit.xml").read_text()
     assert 'failures="0"' in junit
