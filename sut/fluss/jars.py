@@ -2,10 +2,10 @@
 cached per user.
 
 jars.lock (beside this file) pins each jar's version and sha256; a pinned jar whose
-content differs is refused. Another Fluss release (`--sut-opt version=`) replaces the two
-Fluss jars' version: those are not pinned, so they are checked against the .sha1 Maven
-Central publishes beside each jar, which guards against a broken transfer, not against a
-changed repository (the message says so once).
+content differs is refused. Another Fluss release (`--version`, to build an image of it by
+hand from this folder) replaces the two Fluss jars' version: those are not pinned, so they
+are checked against the .sha1 Maven Central publishes beside each jar, which guards
+against a broken transfer, not against a changed repository.
 """
 
 from __future__ import annotations
