@@ -98,6 +98,7 @@ command -v debootstrap >/dev/null || apt_install debootstrap
 # The Fluss image is built from the release's jars: fetched into the user's cache when
 # missing (about 160 MB, once), checked against their pinned sha256, hard-linked into its
 # build folder; with the folder complete this only compares inodes.
+command -v mvn >/dev/null || apt_install maven  # fetches them (Maven's own client)
 "$VENV/bin/python" -m sut.fluss.jars "$ROOT/sut/fluss/jars" \
     || die "fetching the Fluss jars failed (see above)."
 "$VENV/bin/leaseline" images build >&2 || die "building the images failed (see above)."

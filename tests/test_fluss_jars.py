@@ -7,6 +7,7 @@ Central; the real fetch is exercised by scripts/setup.sh on every machine.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,35 @@ def test_a_missing_release_is_one_sentence(tmp_path: Path,
     jar = Jar("org.example", "thing", "9.9", None)
     with pytest.raises(JarProblem, match="does not exist|failed"):
         jars.fetch(jar, tmp_path / "cache", repo=(tmp_path / "repo").as_uri())
+
+
+FAKE_MVN = """#!/usr/bin/env python3
+# Stands in for Maven: puts the artifact's bytes where -Dmaven.repo.local says, and refuses
+# to run without strict checksums.
+import sys
+from pathlib import Path
+args = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("-D"))
+if "-C" not in sys.argv or args.get("transitive") != "false":
+    sys.exit("[ERROR] called without -C or with transitive dependencies")
+group, artifact, version, _ = args["artifact"].split(":")
+path = (Path(args["maven.repo.local"]) / group.replace(".", "/") / artifact / version
+        / f"{artifact}-{version}.jar")
+path.parent.mkdir(parents=True, exist_ok=True)
+path.write_bytes(b"from maven")
+"""
+
+
+def test_without_a_repository_maven_fetches_and_the_pin_still_decides(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mvn").write_text(FAKE_MVN)
+    (bin_dir / "mvn").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LEASELINE_MAVEN_REPO", raising=False)
+    got = jars.fetch(_pinned(b"from maven"), tmp_path / "cache")
+    assert got.read_bytes() == b"from maven"
+    assert (tmp_path / "home" / ".m2" / "repository" / _pinned(b"").rel_path).is_file()
+    with pytest.raises(JarProblem, match="sha256"):
+        jars.fetch(_pinned(b"what the lock pins", "2.0"), tmp_path / "cache")

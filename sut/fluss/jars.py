@@ -1,6 +1,10 @@
 """The jars the Fluss image is made of, fetched from Maven Central by coordinates and
 cached per user.
 
+Maven's own client fetches them (`mvn dependency:get`, into the local Maven repository,
+with strict checksums), so they come from wherever this machine's Maven is set up to go;
+LEASELINE_MAVEN_REPO names a repository to read directly instead (a URL, file:// too).
+
 jars.lock (beside this file) pins each jar's version and sha256; a pinned jar whose
 content differs is refused. Another Fluss release (`--version`, to build an image of it by
 hand from this folder) replaces the two Fluss jars' version: those are not pinned, so they
@@ -14,6 +18,7 @@ import argparse
 import hashlib
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import urllib.error
@@ -23,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 LOCK = Path(__file__).resolve().parent / "jars.lock"
-CENTRAL = "https://repo1.maven.org/maven2"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "leaseline" / "maven"
 FLUSS_GROUP = "org.apache.fluss"
 TIMEOUT_S = 60.0
@@ -112,10 +116,32 @@ def _verify(jar: Jar, path: Path, repo: str, work: Path) -> None:
         raise JarProblem(f"{jar} does not match the .sha1 published beside it; refusing it.")
 
 
+def _maven_get(jar: Jar) -> Path:
+    """The jar in the local Maven repository, fetched there by Maven when it is not."""
+    # Named explicitly: Maven takes its home from the password database, not $HOME.
+    repository = Path.home() / ".m2" / "repository"
+    local = repository / jar.rel_path
+    if local.is_file():
+        return local
+    if shutil.which("mvn") is None:
+        raise JarProblem(f"fetching {jar} needs Maven (mvn), which is not installed.")
+    cmd = ["mvn", "-q", "-B", "-C", "dependency:get", f"-Dartifact={jar}:jar",
+           "-Dtransitive=false", f"-Dmaven.repo.local={repository}"]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S * 10)
+    except subprocess.TimeoutExpired:
+        raise JarProblem(f"mvn dependency:get {jar} did not finish in time.") from None
+    if r.returncode != 0 or not local.is_file():
+        lines = [ln.strip() for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln]
+        why = lines[0] if lines else f"exit {r.returncode}"
+        raise JarProblem(f"mvn could not fetch {jar} (is the version right?): {why[:300]}")
+    return local
+
+
 def fetch(jar: Jar, cache: Path = CACHE, repo: str | None = None,
           log: Callable[[str], None] = lambda _: None) -> Path:
-    """The jar's path in the cache, downloading it (and checking it) when it is not there."""
-    repo = (repo or os.environ.get("LEASELINE_MAVEN_REPO") or CENTRAL).rstrip("/")
+    """The jar's path in the cache, fetching it (and checking it) when it is not there."""
+    repo = repo or os.environ.get("LEASELINE_MAVEN_REPO")
     target = cache / jar.rel_path
     if _checked_before(target):
         return target
@@ -126,13 +152,15 @@ def fetch(jar: Jar, cache: Path = CACHE, repo: str | None = None,
     with tempfile.TemporaryDirectory(prefix=".fetch-", dir=target.parent) as tmp:
         work = Path(tmp)
         part = work / jar.file_name
-        local = Path.home() / ".m2" / "repository" / jar.rel_path
-        if local.is_file():
-            shutil.copyfile(local, part)
+        if repo is None:
+            log(f"fetching {jar} with Maven")
+            shutil.copyfile(_maven_get(jar), part)
+            if jar.sha256 is not None:  # an unpinned one Maven checked against its .sha1
+                _verify(jar, part, "", work)
         else:
-            log(f"fetching {jar} from Maven Central")
-            _download(f"{repo}/{jar.rel_path}", part)
-        _verify(jar, part, repo, work)
+            log(f"fetching {jar} from {repo}")
+            _download(f"{repo.rstrip('/')}/{jar.rel_path}", part)
+            _verify(jar, part, repo.rstrip("/"), work)
         part.replace(target)
     _remember_checked(target)
     return target
