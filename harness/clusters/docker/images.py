@@ -122,6 +122,34 @@ def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> 
     return True
 
 
+STAGED = "staged.txt"
+
+
+def unstaged(context: Path) -> str | None:
+    """What a context still lacks, from its staged.txt ("PATH  how to stage it" a line):
+    files a command of the system's own puts there (the Fluss jars, fetched from Maven
+    Central by scripts/setup.sh) and that a wheel does not carry; None when complete."""
+    spec = context / STAGED
+    if not spec.is_file():
+        return None
+    for line in spec.read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        path, _, how = line.partition(" ")
+        target = context / path
+        if not (target.is_file() or (target.is_dir() and any(target.iterdir()))):
+            return f"{target} is not staged ({how.strip()})"
+    return None
+
+
 def build_all(log: Callable[[str], None] = print) -> list[str]:
+    """The base image and every context's image that changed; a context whose staged files
+    are missing is left out with one line (its system's runs need them, the others not)."""
     build_base(log)
-    return [tag for tag, ctx in image_contexts().items() if build_image(tag, ctx, log)]
+    built = []
+    for tag, ctx in image_contexts().items():
+        if missing := unstaged(ctx):
+            log(f"skipping {tag}: {missing}")
+        elif build_image(tag, ctx, log):
+            built.append(tag)
+    return built
