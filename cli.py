@@ -213,7 +213,8 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
     from checkers.spark_session import AUTO, warm_up
 
     if spark_master != AUTO and files and all(Path(f).is_file() for f in files):
-        warm_up(spark_master)  # the JVM starts while the checker's modules are imported
+        # the JVM starts while the checker's modules are imported
+        warm_up(spark_master, preload="checkers.job")
 
     from checkers.check_command import run_check
 

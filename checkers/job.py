@@ -73,7 +73,7 @@ def warm_up_for(master: str, expected_ops: float) -> None:
     """Start the SparkContext in the background if the check of a history of about
     expected_ops operations is going to need it (`leaseline run`, while the cluster boots)."""
     if uses_spark(master, int(expected_ops * BYTES_PER_OP)):
-        warm_up(master)
+        warm_up(master, preload=__name__)
 
 
 # ---- executors ----------------------------------------------------------------------------

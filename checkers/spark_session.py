@@ -16,6 +16,8 @@ the driver. Each failure is a SparkUnavailable with one sentence.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
 import json
 import os
 import socket
@@ -250,21 +252,22 @@ def _start(master: str) -> Any:
     return sc
 
 
-def _import_checker(_: Any) -> None:
-    import checkers.job  # noqa: F401 - the Python worker keeps it (and numpy, pandas...)
+def _preload(module: str, _: Any) -> None:
+    importlib.import_module(module)  # the Python worker keeps it (and numpy, pandas...)
 
 
-def warm_up(master: str) -> threading.Thread:
+def warm_up(master: str, preload: str) -> threading.Thread:
     """Start the session in the background (the JVM takes seconds to start), and its Python
-    workers, with the checker imported (Spark reuses them, so the check's first tasks do not
-    pay for forking and importing); a failure is left for the check to meet and report when
-    it asks for the session itself."""
+    workers, with the module `preload` imported (the job that will run there: Spark reuses
+    the workers, so the check's first tasks do not pay for forking and importing); a failure
+    is left for the check to meet and report when it asks for the session itself. The
+    caller names the job, so the session knows no job."""
 
     def start() -> None:
         with contextlib.suppress(Exception):  # spark_context raises it again at check time
             sc = spark_context(master)
             cores = sc.defaultParallelism
-            sc.parallelize(range(cores), cores).foreach(_import_checker)
+            sc.parallelize(range(cores), cores).foreach(functools.partial(_preload, preload))
 
     thread = threading.Thread(target=start, name="spark-warm-up", daemon=True)
     thread.start()

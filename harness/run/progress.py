@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from harness.run.leader import LeaderTracker
 from harness.run.phases import PhaseDriver
-from harness.run.workers import LeaderTracker, Stats
+from harness.run.workers import Stats
 from harness.store.history import MonotonicClock
 from nemesis.schedule import NemesisSchedule
 

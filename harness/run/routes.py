@@ -18,7 +18,7 @@ application could have never see it:
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
@@ -26,12 +26,10 @@ from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
 from harness.errors import BadArguments
+from harness.run.leader import LeaderTracker
 from harness.systems.profile import Profile
 from workloads.base import OK, Client, Completion, Workload
 from workloads.redis_client import CONNECT_TIMEOUT_S, REPLY_TIMEOUT_S, RedisClient
-
-if TYPE_CHECKING:
-    from harness.run.workers import LeaderTracker
 
 
 class Route:

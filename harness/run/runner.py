@@ -33,11 +33,12 @@ from harness.clusters.docker.cluster import Cluster as DockerCluster
 from harness.clusters.docker.netns import NEMESIS_IMAGE
 from harness.errors import EnvironmentProblem, LeaselineError
 from harness.run.config import RunConfig
+from harness.run.leader import LeaderTracker
 from harness.run.phases import PhaseDriver
 from harness.run.plan import RunPlan, plan_run
 from harness.run.progress import live_progress
 from harness.run.routes import NodeRoute, route_for
-from harness.run.workers import LeaderTracker, ProcessIds, Stats, Worker
+from harness.run.workers import ProcessIds, Stats, Worker
 from harness.store.crashlog import write_crash_log
 from harness.store.history import HistoryWriter, MonotonicClock
 from harness.store.run_dir import RunDir

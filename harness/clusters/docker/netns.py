@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from docker.errors import ContainerError, DockerException, NotFound
 from docker.models.containers import Container
@@ -27,8 +27,17 @@ from harness.clusters.docker.client import client
 from harness.clusters.netrules import CHAIN, armed_cut_script, heal_script
 from harness.errors import EnvironmentProblem
 
-if TYPE_CHECKING:
-    from harness.clusters.docker.cluster import Cluster
+
+class Containers(Protocol):
+    """What a helper needs of the Docker cluster (harness/clusters/docker/cluster.py, which
+    imports this module): its project and its containers."""
+
+    project: str
+
+    def container(self, service: str) -> Container: ...
+
+    def status(self, service: str) -> str: ...
+
 
 NEMESIS_IMAGE = "leaseline/nemesis:latest"
 HELPER_LABEL = "io.leaseline.nemesis-helper"
@@ -84,7 +93,7 @@ class Helper:
             self._container.remove(force=True)
 
 
-def _running_target(cluster: Cluster, service: str) -> Container:
+def _running_target(cluster: Containers, service: str) -> Container:
     target = cluster.container(service)
     target.reload()
     # A paused (frozen) container still has its network namespace: rules can be healed there.
@@ -93,7 +102,7 @@ def _running_target(cluster: Cluster, service: str) -> Container:
     return target
 
 
-def run_in_netns(cluster: Cluster, service: str, script: str, pid: bool = False) -> str:
+def run_in_netns(cluster: Containers, service: str, script: str, pid: bool = False) -> str:
     target = _running_target(cluster, service)
     try:
         out = client().containers.run(
@@ -114,7 +123,7 @@ def run_in_netns(cluster: Cluster, service: str, script: str, pid: bool = False)
 
 
 def start_in_netns(
-    cluster: Cluster, service: str, argv: list[str], files: dict[str, bytes] | None = None,
+    cluster: Containers, service: str, argv: list[str], files: dict[str, bytes] | None = None,
     labels: dict[str, str] | None = None,
 ) -> Helper:
     """A long-lived helper in the service's network namespace, with `files` (absolute path ->
@@ -175,7 +184,7 @@ def tar_of(files: dict[str, bytes]) -> bytes:
 
 
 @contextlib.contextmanager
-def armed_cut(cluster: Cluster, service: str, peer_ips: list[str], chain: str
+def armed_cut(cluster: Containers, service: str, peer_ips: list[str], chain: str
               ) -> Iterator[Callable[[], None]]:
     """Cut `service` off its peers within milliseconds of a moment the caller chooses.
 
@@ -202,7 +211,7 @@ def armed_cut(cluster: Cluster, service: str, peer_ips: list[str], chain: str
             helper.remove()
 
 
-def heal_chain(cluster: Cluster, services: Iterable[str], chain: str = CHAIN) -> list[str]:
+def heal_chain(cluster: Containers, services: Iterable[str], chain: str = CHAIN) -> list[str]:
     """Removes the chain from every service that still has a network; returns those healed."""
 
     def one(service: str) -> bool:
@@ -214,12 +223,12 @@ def heal_chain(cluster: Cluster, services: Iterable[str], chain: str = CHAIN) ->
     return [s for s, healed in in_parallel(one, services).items() if healed]
 
 
-def list_rules(cluster: Cluster, service: str) -> str:
+def list_rules(cluster: Containers, service: str) -> str:
     """`iptables -S` inside the service's namespace (used by tests and leftovers checks)."""
     return run_in_netns(cluster, service, "iptables -w -S")
 
 
-def start_delay_handler(cluster: Cluster, service: str, rules: str, args: str, instance: int,
+def start_delay_handler(cluster: Containers, service: str, rules: str, args: str, instance: int,
                         timeout_s: float) -> None:
     """The delay handler in a helper of its own behind its NFQUEUE rules, which stays up while
     the fault is in force (if it dies, --queue-bypass lets the traffic flow again)."""
@@ -231,7 +240,7 @@ def start_delay_handler(cluster: Cluster, service: str, rules: str, args: str, i
         raise EnvironmentProblem(f"the delay handler in {service} {why}")
 
 
-def stop_delay_handlers(cluster: Cluster, services: Iterable[str], instance: int) -> None:
+def stop_delay_handlers(cluster: Containers, services: Iterable[str], instance: int) -> None:
     """Stopped with SIGTERM, a handler accepts what it holds; gone already is fine."""
     handlers = helpers(cluster.project, HANDLER_LABEL)
     mine = [f"{instance}:{s}" for s in services if f"{instance}:{s}" in handlers]
