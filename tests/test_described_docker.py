@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import wait_until_ready
@@ -19,7 +20,7 @@ from harness.clusters.docker.cluster import Cluster
 from harness.clusters.docker.netns import remove_helpers
 from harness.clusters.docker.system_images import system_image
 from harness.store.run_dir import RunDir
-from harness.systems.described import DescribedProfile, static_ip, write_compose
+from harness.systems.described import DescribedProfile, static_ip
 from harness.systems.registry import profile_class
 
 pytestmark = [pytest.mark.docker]
@@ -76,10 +77,11 @@ def test_killed_node_name_still_resolves(tmp_path: Path, project: str) -> None:
     assert issubclass(cls, DescribedProfile)
     tag, _ = system_image(cls.description, lambda m: None)
     compose = tmp_path / "compose.yml"
-    cluster = Cluster(project, cls.compose_profile, compose_file=compose)
+    cluster = Cluster(project, cls.compose_profile, compose_file=compose,
+                      document=lambda subnet: cls.compose_document(tag, subnet, {}))
     cluster.down()
     subnet = cluster.free_subnet()
-    write_compose(compose, cls.compose_document(tag, subnet))
+    cluster.use_subnet(subnet)
     cluster.up()
     profile = cls(cluster, {})
     wait_until_ready(profile)
@@ -104,25 +106,24 @@ def test_a_subnet_taken_meanwhile_is_replaced(tmp_path: Path, project: str) -> N
 
     cls = profile_class(str(LEASEKV_FILE))
     tag, _ = system_image(cls.description, lambda m: None)
-    compose = tmp_path / "compose.yml"
-    cluster = Cluster(project, cls.compose_profile, compose_file=compose)
+    subnets: list[str] = []
+
+    def document(subnet: str) -> dict[str, Any]:
+        subnets.append(subnet)
+        return cls.compose_document(tag, subnet, {})
+
+    cluster = Cluster(project, cls.compose_profile, compose_file=tmp_path / "compose.yml",
+                      document=document)
     cluster.down()
     taken = cluster.free_subnet()
     blocker = client().networks.create(
         f"{project}-blocker",
         ipam=docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=taken)]))
     try:
-        write_compose(compose, cls.compose_document(tag, taken))
-        subnets: list[str] = []
-
-        def rewrite(subnet: str) -> None:
-            subnets.append(subnet)
-            write_compose(compose, cls.compose_document(tag, subnet))
-
-        cluster.on_subnet_taken = rewrite
+        cluster.use_subnet(taken)
         cluster.up()
-        assert len(subnets) == 1 and subnets[0] != taken
-        assert cluster.ip("lk1") == static_ip(subnets[0], 1)
+        assert len(subnets) == 2 and subnets[0] == taken != subnets[1]
+        assert cluster.ip("lk1") == static_ip(subnets[1], 1) == cluster.address("lk1")
     finally:
         cluster.down()
         blocker.remove()

@@ -22,7 +22,6 @@ NAMES = ["m1", "m2", "m3", "m4", "m5"]
 class FakeHosts:
     """What Delay asks of an SshCluster; netem_support answers as configured."""
 
-    backend = "ssh"
     project = "ll-ssh-test"
 
     def __init__(self, no_netem: dict[str, str] | None = None, broken: str | None = None

@@ -38,7 +38,6 @@ TURNS = 2 * len(SPECS)
 
 class FakeCluster:
     project = "ll-fake"
-    backend = "docker"
     node_names = None
 
     def __init__(self, services: tuple[str, ...]) -> None:

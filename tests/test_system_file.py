@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.clusters.docker.compose import _escaped
 from harness.errors import EXIT_BAD_ARGS, BadArguments
 from harness.run.config import RunConfig, validate
-from harness.systems.described import _escaped, described_profile, static_ip
+from harness.systems.described import described_profile, static_ip
 from harness.systems.host_system import load_host_commands
 from harness.systems.registry import SYSTEM_FILES, option_defaults, profile_class
 
@@ -82,7 +83,7 @@ def test_minimal_description_makes_a_profile(tmp_path: Path) -> None:
 
 def test_compose_document_fixes_addresses_and_names(tmp_path: Path) -> None:
     cls = described_profile(write(tmp_path, MINIMAL))
-    doc = cls.compose_document("img:1", "10.97.5.0/24")
+    doc = cls.compose_document("img:1", "10.97.5.0/24", {})
     kv2 = doc["services"]["kv2"]
     assert kv2["networks"]["net"]["ipv4_address"] == "10.97.5.12" == static_ip("10.97.5.0/24", 2)
     assert kv2["extra_hosts"] == ["kv1:10.97.5.11", "kv3:10.97.5.13"]
@@ -279,18 +280,14 @@ build_commands = ["cat main.txt > {{out}}/kv; echo built >> {{out}}/../count",
     assert (tmp_path / "cache" / "count").read_text().count("built") == 2
 
 
-class _Cluster:
-    backend = "docker"
-    node_names = None
-
-    def ip(self, node: str) -> str:
-        return ""
-
-
 def test_leader_is_named_by_a_majority_and_confirms(tmp_path: Path) -> None:
+    from harness.clusters.docker.cluster import Cluster
+
     cls = described_profile(write(tmp_path, MINIMAL))
-    cls.compose_document("img", "10.97.9.0/24")  # fixes the addresses
-    profile = cls(_Cluster(), {})  # type: ignore[arg-type]
+    cluster = Cluster("ll-test", cls.compose_profile, compose_file=tmp_path / "compose.yml",
+                      document=lambda subnet: cls.compose_document("img", subnet, {}))
+    cluster.use_subnet("10.97.9.0/24")  # writes the file, which fixes the addresses
+    profile = cls(cluster, {})
     assert [profile._node_named(v) for v in ("kv2", "2", "10.97.9.13", "kv1:6379",
                                              "10.97.9.12:6379", "", None, "kv9")] == [
         "kv2", "kv2", "kv3", "kv1", "kv2", None, None, None]

@@ -24,7 +24,6 @@ from workloads.registry import WORKLOADS
 
 
 class FakeCluster:
-    backend = "docker"
     node_names = None
     downs = 0
 

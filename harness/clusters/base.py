@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
+from pathlib import Path
 from typing import Protocol, TypeVar
 
 from harness.errors import LeaselineError
@@ -19,9 +20,11 @@ R = TypeVar("R")
 
 class Cluster(Protocol):
     project: str
-    backend: str  # "docker" or "ssh": for sentences and test.json, not for branching
     # The nodes' names where the machines name them (a hosts file); None: the system's own.
     node_names: tuple[str, ...] | None
+    # {file.X} of a description's templates: files of the system's image on this machine
+    # (Docker takes them out of the image it made; a hosts file's machines have none).
+    host_files: dict[str, Path]
 
     # -- lifecycle --------------------------------------------------------------------------
     def up(self) -> None:
@@ -44,6 +47,14 @@ class Cluster(Protocol):
         """running, paused or exited (Docker's words; also created and dead in Docker)."""
 
     def is_running(self, node: str) -> bool: ...
+
+    def address(self, node: str) -> str:
+        """Where the node is reached, also while it is stopped: the address the cluster
+        fixed for it (a compose file generated with static addresses), else ip(node)."""
+
+    def known_stopped(self, node: str) -> bool:
+        """True when the cluster itself can tell, without asking the node, that it is not
+        running (Docker: the container's state); over SSH the system's probes tell."""
 
     # -- pause and kill -----------------------------------------------------------------------
     def kill(self, node: str) -> None:

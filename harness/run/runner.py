@@ -42,7 +42,7 @@ from harness.run.workers import ProcessIds, Stats, Worker
 from harness.store.crashlog import write_crash_log
 from harness.store.history import HistoryWriter, MonotonicClock
 from harness.store.run_dir import RunDir
-from harness.systems.described import DescribedProfile, write_compose
+from harness.systems.described import DescribedProfile
 from harness.systems.profile import Profile
 from nemesis.base import NemesisContext
 from nemesis.registry import nemesis_classes
@@ -137,15 +137,13 @@ def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir
                              profile.compose_env(cfg.sut_opts))
     from harness.clusters.docker.system_images import system_image
 
-    tag, profile.host_files = system_image(profile.description, log)
-    cluster = DockerCluster(project, profile.compose_profile, compose_file=run_dir.compose_file)
+    tag, host_files = system_image(profile.description, log)
+    cluster = DockerCluster(
+        project, profile.compose_profile, compose_file=run_dir.compose_file,
+        document=lambda subnet: profile.compose_document(tag, subnet, host_files),
+        host_files=host_files)
     cluster.down()  # an earlier run's network must go before its subnet is looked at
-
-    def write(subnet: str) -> None:
-        write_compose(run_dir.compose_file, profile.compose_document(tag, subnet))
-
-    write(cluster.free_subnet())
-    cluster.on_subnet_taken = write
+    cluster.use_subnet(cluster.free_subnet())
     return cluster
 
 

@@ -4,9 +4,10 @@
 ports, lease window and fault kinds are class attributes (they depend on the options, e.g.
 `nodes=5`), and its instances answer leader(), readiness() and transfer_leader() by the
 probes the file names: a Redis INFO field, an HTTP status, a JSON field, or a command run
-on the control machine. The compose file of a run is generated here (`compose_document`)
+on the control machine. The compose document of a run is made here (`compose_document`)
 with a static address per node and every node's name in every container's /etc/hosts, so
-a node keeps its name and address across kill, restart and pause.
+a node keeps its name and address across kill, restart and pause. What the run learns
+later (the subnet, the files taken out of the image) the cluster holds, never the class.
 """
 
 from __future__ import annotations
@@ -44,8 +45,6 @@ class DescribedProfile(Profile):
     """The Profile of a described system; `described_profile` makes its subclasses."""
 
     description: ClassVar[SystemDescription]
-    subnet: ClassVar[str] = ""  # chosen when the compose file is generated
-    host_files: ClassVar[dict[str, Path]] = {}  # {file.X}: files of the image on this machine
 
     @classmethod
     def check_options(cls, opts: dict[str, str]) -> None:
@@ -55,31 +54,29 @@ class DescribedProfile(Profile):
     def node_id(self, node: str) -> int:
         return self.nodes.index(node) + 1
 
-    def static_ip(self, node: str) -> str:
-        """The node's address: fixed on the test network (Docker), the hosts file's (SSH)."""
-        if self.subnet and self.cluster.backend == "docker":
-            return static_ip(self.subnet, self.node_id(node))
-        return str(self.cluster.ip(node))
+    def address(self, node: str) -> str:
+        """The node's address, kept while it is down where the cluster fixed it."""
+        return str(self.cluster.address(node))
 
     @classmethod
     def values_for(cls, nodes: tuple[str, ...], ip_of: Callable[[str], str],
-                   node: str | None = None) -> dict[str, str]:
+                   host_files: dict[str, Path], node: str | None = None) -> dict[str, str]:
         """Template values: ports, options, lists, files, and those of `node` if given."""
         d = cls.description
         base = d.base_values()
         values = base | list_values(d.lists, base, [(n, i, ip_of(n))
                                                     for i, n in enumerate(nodes, 1)])
-        values |= {f"file.{f}": str(p) for f, p in cls.host_files.items()}
+        values |= {f"file.{f}": str(p) for f, p in host_files.items()}
         if node is not None:
             values |= {"name": node, "id": str(nodes.index(node) + 1), "ip": ip_of(node),
                        "exe": d.image.exe}
         return values
 
     def _values(self, node: str | None = None) -> dict[str, str]:
-        return self.values_for(self.nodes, self.static_ip, node)
+        return self.values_for(self.nodes, self.address, self.cluster.host_files, node)
 
     def endpoint(self, node: str, protocol: str) -> Endpoint:
-        return Endpoint(self.static_ip(node), self.description.ports[protocol])
+        return Endpoint(self.address(node), self.description.ports[protocol])
 
     def log_files(self, service: str) -> list[str]:
         return list(self.description.log_files)
@@ -106,7 +103,7 @@ class DescribedProfile(Profile):
             candidates.append(text.rsplit(":", 1)[0].strip("[]"))
         for c in candidates:
             for n in self.nodes:
-                if c in (n, str(self.node_id(n)), self.static_ip(n)):
+                if c in (n, str(self.node_id(n)), self.address(n)):
                     return n
         return None
 
@@ -114,7 +111,7 @@ class DescribedProfile(Profile):
         spec = self.description.leader
         try:
             args = ("INFO", spec.section) if spec.section else ("INFO",)
-            return info_fields(str(redis_command(self.static_ip(node),
+            return info_fields(str(redis_command(self.address(node),
                                                  self.description.ports["redis"], *args) or ""))
         except (OSError, ValueError):
             return None
@@ -168,8 +165,8 @@ class DescribedProfile(Profile):
     def readiness(self) -> str | None:
         d = self.description
         for node in self.nodes:
-            ip = self.static_ip(node)
-            if self.cluster.backend == "docker" and not self.cluster.is_running(node):
+            ip = self.address(node)
+            if self.cluster.known_stopped(node):
                 return f"{node} is not running"
             if "redis" in d.protocols:
                 try:
@@ -200,7 +197,7 @@ class DescribedProfile(Profile):
         old = self.leader()
         if old is None:
             raise EnvironmentProblem(f"{self.name} has no leader to transfer leadership from.")
-        values = self._values() | {"leader": old, "leader_ip": self.static_ip(old)}
+        values = self._values() | {"leader": old, "leader_ip": self.address(old)}
         r = self._control(self.description.transfer, values)
         if r.returncode != 0:
             why = (r.stderr or r.stdout).strip().splitlines()
@@ -217,16 +214,16 @@ class DescribedProfile(Profile):
 
     # -- the compose file of a run --------------------------------------------------------
     @classmethod
-    def compose_document(cls, image: str, subnet: str) -> dict[str, Any]:
+    def compose_document(cls, image: str, subnet: str, host_files: dict[str, Path]
+                         ) -> dict[str, Any]:
         """The compose project of one run: each node on `subnet` at a fixed address, every
         node's name in every container's /etc/hosts (so a killed node's name still
         resolves), its data in an anonymous volume that a restart keeps."""
-        cls.subnet = subnet
         d = cls.description
         ips = {n: static_ip(subnet, i) for i, n in enumerate(cls.nodes, 1)}
         services: dict[str, Any] = {}
         for node in cls.nodes:
-            values = cls.values_for(cls.nodes, ips.__getitem__, node)
+            values = cls.values_for(cls.nodes, ips.__getitem__, host_files, node)
             service: dict[str, Any] = {
                 "image": image,
                 "hostname": node,
@@ -242,22 +239,6 @@ class DescribedProfile(Profile):
             services[node] = service
         return {"services": services,
                 "networks": {"net": {"ipam": {"config": [{"subnet": subnet}]}}}}
-
-
-def _escaped(value: Any) -> Any:
-    """Compose interpolates $VAR in every string; a description's `$` is meant literally."""
-    if isinstance(value, str):
-        return value.replace("$", "$$")
-    if isinstance(value, list):
-        return [_escaped(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _escaped(v) for k, v in value.items()}
-    return value
-
-
-def write_compose(path: Path, document: dict[str, Any]) -> None:
-    """The compose file (JSON, which compose reads as the YAML it is)."""
-    path.write_text(json.dumps(_escaped(document), indent=2) + "\n")
 
 
 def static_ip(subnet: str, node_id: int) -> str:

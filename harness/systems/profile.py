@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, Protocol
 
 from harness.errors import BadArguments, EnvironmentProblem
@@ -19,13 +20,17 @@ class Machines(Protocol):
     """What a profile needs of the cluster it runs on; every cluster of harness/clusters/
     offers it (systems sit below clusters, so a profile never imports one)."""
 
-    backend: str
     # The nodes' names where the machines name them (a hosts file); None: the system's own.
     node_names: tuple[str, ...] | None
+    host_files: dict[str, Path]  # {file.X}: files of the system's image on this machine
 
     def ip(self, node: str) -> str: ...
 
     def is_running(self, node: str) -> bool: ...
+
+    def address(self, node: str) -> str: ...
+
+    def known_stopped(self, node: str) -> bool: ...
 
 
 @dataclass(frozen=True)

@@ -19,13 +19,14 @@ import tarfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from docker.errors import APIError, NotFound
 from docker.models.containers import Container
 
 from harness.clusters.docker import netns
 from harness.clusters.docker.client import client
-from harness.clusters.docker.compose import compose_command, compose_name
+from harness.clusters.docker.compose import compose_command, compose_name, write_compose
 from harness.errors import EnvironmentProblem
 from harness.shipped import shipped
 
@@ -47,16 +48,21 @@ def _explain_compose_failure(output: str) -> str:
 
 
 class Cluster:
-    backend = "docker"  # harness.clusters.ssh.cluster.SshCluster is the other one
+    """The Docker implementation of the Cluster protocol (harness.clusters.ssh.cluster's
+    SshCluster is the other one)."""
+
     node_names = None  # the system's own: compose services
 
     def __init__(
         self, project: str, compose_profile: str, env: dict[str, str] | None = None,
         compose_file: Path = COMPOSE_FILE, overrides: Sequence[Path] = (),
+        document: Callable[[str], dict[str, Any]] | None = None,
+        host_files: dict[str, Path] | None = None,
     ) -> None:
-        """compose_file: the shipped docker-compose.yml (beside this module), or one
-        generated for the run (a described system, harness/systems/described.py); overrides:
-        compose files merged over it (the Spark cluster's mounts, spark_cluster.py)."""
+        """compose_file: the shipped docker-compose.yml (beside this module), or the file
+        `document(subnet)` (a described system, harness/systems/described.py) is written to
+        for the run's subnet; overrides: compose files merged over it (the Spark cluster's
+        mounts, spark_cluster.py); host_files: the {file.X} taken out of the system's image."""
         if not re.fullmatch(r"ll-[a-z0-9][a-z0-9_-]*", project):
             raise ValueError(f"compose project names must look like ll-<name>, got {project!r}")
         self.project = project
@@ -64,8 +70,9 @@ class Cluster:
         self.env = dict(env or {})
         self.compose_file = compose_file
         self.overrides = list(overrides)
-        # A generated compose file with a subnet of its own: rewrites it for another subnet.
-        self.on_subnet_taken: Callable[[str], None] | None = None
+        self.document = document
+        self.host_files = dict(host_files or {})
+        self.fixed_ips: dict[str, str] = {}  # the addresses a generated compose file fixes
 
     # -- compose ------------------------------------------------------------------------
     def _compose(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
@@ -83,24 +90,33 @@ class Cluster:
             ) from None
 
     def use_subnet(self, subnet: str) -> None:
-        """The shipped compose file takes its project's test network from LL_NET."""
-        self.env["LL_NET"] = subnet.rsplit(".", 1)[0]
+        """The project's test network: a generated compose file is written for it (each
+        node's address fixed there); the shipped one takes it from LL_NET."""
+        if self.document is None:
+            self.env["LL_NET"] = subnet.rsplit(".", 1)[0]
+            return
+        document = self.document(subnet)
+        write_compose(self.compose_file, document)
+        self.fixed_ips = {name: str(net["ipv4_address"])
+                          for name, service in document["services"].items()
+                          for net in (service.get("networks") or {}).values()
+                          if "ipv4_address" in net}
 
     def up(self) -> None:
         client()  # a missing engine is reported as such, not as a compose error
         if self.compose_file == COMPOSE_FILE:
             self.use_subnet(self.free_subnet())
-            self.on_subnet_taken = self.use_subnet
         for attempt in range(SUBNET_ATTEMPTS):
             r = self._compose("up", "-d", "--no-build", "--remove-orphans")
             if r.returncode == 0:
                 return
             self.down()
-            # Another run took the same subnet in the meantime: write the file anew.
-            if "Pool overlaps" not in r.stdout + r.stderr or self.on_subnet_taken is None \
-                    or attempt == SUBNET_ATTEMPTS - 1:
+            # Another run took the same subnet in the meantime: take another (a generated
+            # file is written anew; a file of someone else's cannot be).
+            if "Pool overlaps" not in r.stdout + r.stderr or attempt == SUBNET_ATTEMPTS - 1 \
+                    or (self.document is None and self.compose_file != COMPOSE_FILE):
                 break
-            self.on_subnet_taken(self.free_subnet())
+            self.use_subnet(self.free_subnet())
         why = _explain_compose_failure(r.stdout + r.stderr)
         raise EnvironmentProblem(f"the {self.compose_profile} cluster did not start: {why}.")
 
@@ -168,6 +184,12 @@ class Cluster:
 
     def is_running(self, service: str) -> bool:
         return self.status(service) == "running"
+
+    def address(self, service: str) -> str:
+        return self.fixed_ips.get(service) or self.ip(service)
+
+    def known_stopped(self, service: str) -> bool:
+        return not self.is_running(service)
 
     def pause(self, service: str) -> bool:
         """Freezes a running service (the cgroup freezer); False if it was not running."""

@@ -1,5 +1,6 @@
-"""How to call Compose on this machine: the v2 plugin (`docker compose`) when the Docker CLI
-has it, the standalone `docker-compose` (v1, or v2 installed under that name) otherwise.
+"""How to call Compose on this machine, and how a generated compose file is written: the v2
+plugin (`docker compose`) when the Docker CLI has it, the standalone `docker-compose` (v1,
+or v2 installed under that name) otherwise.
 
 Both read the same files and label containers the same way (com.docker.compose.project and
 .service), which is all the harness relies on after `up`; container names differ between
@@ -10,10 +11,13 @@ when both are installed.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
+from typing import Any
 
 from harness.errors import EnvironmentProblem
 
@@ -52,3 +56,19 @@ def compose_command() -> tuple[str, ...]:
 def compose_name() -> str:
     """How the Compose in use is called, for messages (`docker compose` or `docker-compose`)."""
     return " ".join([os.path.basename(compose_command()[0]), *compose_command()[1:]])
+
+
+def _escaped(value: Any) -> Any:
+    """Compose interpolates $VAR in every string; a description's `$` is meant literally."""
+    if isinstance(value, str):
+        return value.replace("$", "$$")
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _escaped(v) for k, v in value.items()}
+    return value
+
+
+def write_compose(path: Path, document: dict[str, Any]) -> None:
+    """The compose file (JSON, which compose reads as the YAML it is)."""
+    path.write_text(json.dumps(_escaped(document), indent=2) + "\n")

@@ -79,8 +79,6 @@ done
 class SshCluster:
     """The nodes of a hosts file, running the system as its description's [host] says."""
 
-    backend = "ssh"
-
     def __init__(self, hosts: HostsFile, commands: HostCommands, accept_new_keys: bool = False,
                  log: Callable[[str], None] = lambda _m: None, name: str = "ssh") -> None:
         self.hosts = hosts
@@ -89,6 +87,7 @@ class SshCluster:
         self.log = log
         self.nodes = hosts.names
         self.node_names = tuple(hosts.names)
+        self.host_files: dict[str, Path] = {}  # nothing of an image is on this machine
         self._ssh = {h.name: SshNode(h, hosts.known_hosts, accept_new_keys) for h in hosts.nodes}
         self._ips = {h.name: _resolve(h.address) for h in hosts.nodes}
         self._dirs: dict[str, str] = {}
@@ -264,6 +263,12 @@ rm -f {STATE}/pid
 
     def is_running(self, name: str) -> bool:
         return self.status(name) == "running"
+
+    def address(self, name: str) -> str:
+        return self.ip(name)
+
+    def known_stopped(self, name: str) -> bool:
+        return False  # only the node can tell: the system's own probes ask it
 
     def kill(self, name: str) -> None:
         """SIGKILL to the server's process group; returns once it is gone."""
