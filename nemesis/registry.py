@@ -14,16 +14,20 @@ from harness.clusters.base import Cluster
 from harness.errors import BadArguments
 from harness.systems.profile import Profile
 from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis, NemesisContext
+from nemesis.clock_skew import ClockSkew
+from nemesis.cut_storage import CutStorage
 from nemesis.delay import Delay
 from nemesis.kill import Kill
 from nemesis.kill_leader import KillLeader
 from nemesis.loss import Loss
 from nemesis.partition_bridge import PartitionBridge
+from nemesis.partition_coordination import PartitionCoordination
 from nemesis.partition_halves import PartitionHalves
 from nemesis.partition_leader import PartitionLeader
 from nemesis.partition_one import PartitionOne
 from nemesis.partition_ring import PartitionMajoritiesRing
 from nemesis.pause import Pause, PauseLeader
+from nemesis.pause_client import PauseClient
 from nemesis.pause_isolate import PauseIsolate
 from nemesis.spec import NemesisSpec, parse_spec
 from nemesis.transfer_isolate import TransferIsolate
@@ -46,6 +50,10 @@ NEMESES: dict[str, type[Nemesis]] = {
         TransferLeader,
         TransferIsolate,
         PauseIsolate,
+        PartitionCoordination,
+        CutStorage,
+        PauseClient,
+        ClockSkew,
     )
 }
 

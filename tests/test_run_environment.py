@@ -55,6 +55,7 @@ def test_port_in_use_is_explained() -> None:
 
 class NeverReady(RedisSentinel):
     name = "never-ready"
+    ready_timeout_s = 3.0
 
     def readiness(self) -> str | None:
         return "n2 is sulking"
@@ -65,7 +66,6 @@ def test_node_that_never_becomes_ready(
     tmp_path: Path, ll_project: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(PROFILES, NeverReady.name, NeverReady)
-    monkeypatch.setattr(runner, "READY_TIMEOUT_S", 3.0)
     cfg = RunConfig(sut="never-ready", project=ll_project, results_dir=tmp_path, time_limit=5)
     with pytest.raises(
         EnvironmentProblem, match=r"never became ready within 3 s \(n2 is sulking\)"

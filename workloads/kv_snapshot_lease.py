@@ -48,7 +48,7 @@ BUCKETS = 3
 DEFAULT_DURATION_MS = 4000
 CONNECT_TIMEOUT_S = 5.0
 REPLY_TIMEOUT_S = 25.0  # the service gives up on Fluss after 10 s per call
-SETUP_TIMEOUT_S = 60.0
+SETUP_TIMEOUT_S = 120.0
 ROWS_PER_BUCKET = 4
 LAZY_EVERY = 3  # one lease in three is held by a holder that never renews
 READS_PER_LEASE = 12
@@ -293,9 +293,16 @@ class KvSnapshotLease(Workload):
                                      "kv-snapshot-lease needs.")
         self.duration_ms = int(cast(LeaseClientHost, profile).lease_duration_ms)
         conn = LeaseConnection(profile.endpoint(leader, self.protocol))
+        # The service gives up on each Fluss call after 10 s, which a just-booted cluster on
+        # a busy machine may need: setup (drop, then create) is asked again until it is done.
+        deadline = time.monotonic() + SETUP_TIMEOUT_S
         try:
-            reply = conn.call({"op": "setup", "table": TABLE, "buckets": BUCKETS},
-                              timeout_s=SETUP_TIMEOUT_S)
+            while True:
+                reply = conn.call({"op": "setup", "table": TABLE, "buckets": BUCKETS},
+                                  timeout_s=SETUP_TIMEOUT_S)
+                if reply.get("ok") or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
         except (ConnectionError, TimeoutError) as e:
             raise EnvironmentProblem(f"the lease client could not create {TABLE}: {e}.") from None
         finally:

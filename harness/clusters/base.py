@@ -82,6 +82,11 @@ class Cluster(Protocol):
     def run_in_netns(self, node: str, script: str) -> str:
         """A fault's iptables script where the node's network is, as root; its output."""
 
+    def run_on_node(self, node: str, script: str) -> str:
+        """A fault's shell script where the node's own files are (its container; on the
+        user's machines the host), as root; its output. Faults that change a file the
+        system reads (the shared storage's link, a fake clock's offset) use it."""
+
     def heal_chain(self, nodes: Iterable[str], chain: str) -> list[str]:
         """Removes a fault's chain from every node that still has a network; those healed."""
 

@@ -50,7 +50,6 @@ from nemesis.schedule import NemesisLog, NemesisSchedule
 from workloads.base import WorkloadOptions
 from workloads.registry import workload_class
 
-READY_TIMEOUT_S = 90.0
 HEALED_READY_TIMEOUT_S = 60.0
 
 
@@ -306,10 +305,11 @@ def _lifecycle(plan: RunPlan, run_dir: RunDir, console: Console) -> RunOutcome:
                 console.print(f"starting the {cfg.sut} cluster (compose project {project})")
             cluster.down()  # a previous run's leftovers (faults included) go with it
             cluster.up()
-            why = wait_ready(profile, READY_TIMEOUT_S, console, "start")
+            why = wait_ready(profile, profile.ready_timeout_s, console, "start")
             if why is not None:
                 raise EnvironmentProblem(
-                    f"the {cfg.sut} cluster never became ready within {READY_TIMEOUT_S:.0f} s "
+                    f"the {cfg.sut} cluster never became ready within "
+                    f"{profile.ready_timeout_s:.0f} s "
                     f"({why}); its logs are in {run_dir.nodes}."
                 )
             tracker.refresh()

@@ -27,6 +27,8 @@ ZK_PORT = 2181
 CLIENT_PORT = 7700  # flcl's lease client service (sut/fluss/LeaseClient.java)
 DEFAULT_IMAGE = "leaseline/fluss:latest"
 LOG_DIR = "/var/log/fluss"
+REMOTE_LINK = "/remote"  # remote.data.dir: the same path on every server
+REMOTE_VOLUME = "/fluss-remote"  # where the shared volume is mounted
 
 
 def _tcp_open(ip: str, port: int, timeout: float = 0.5) -> bool:
@@ -79,7 +81,16 @@ class Fluss(Profile):
     aux_services = ("flzk", "flcl")
     lease_ms = 0.0  # no read lease: the snapshot lease is checked by its own checker
     images = (DEFAULT_IMAGE,)
-    fault_kinds = frozenset({"kill", "partition", "pause"})
+    # Five JVMs start at once (ZooKeeper first): on 2 busy cores that took over 90 s.
+    ready_timeout_s = 240.0
+    fault_kinds = frozenset({"kill", "partition", "pause", "storage", "clock"})
+    # What the Fluss-specific faults reach: partition-coordination cuts the coordinator from
+    # ZooKeeper; pause-client stalls every lease holder; cut-storage points a server's
+    # /remote (a link in its own filesystem, fluss-node) away from the shared volume;
+    # clock-skew writes the offset libfaketime gives each server's JVM (fluss-node).
+    coordination_services = ("flzk",)
+    client_services = ("flcl",)
+    shared_storage = (REMOTE_LINK, REMOTE_VOLUME)
     options: ClassVar[dict[str, Option]] = {
         "lease": Option("on", "off: lease calls are not sent (the negative control)",
                         "LL_FLUSS_LEASE"),

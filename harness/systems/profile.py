@@ -55,6 +55,9 @@ class Profile(ABC):
     nodes: ClassVar[tuple[str, ...]]  # data nodes: client endpoints and fault targets
     # e.g. sentinels: cut off from a partitioned node, but never a fault target themselves
     aux_services: ClassVar[tuple[str, ...]] = ()
+    # How long a fresh cluster may take to become ready (JVM systems boot slowly on a loaded
+    # machine).
+    ready_timeout_s: ClassVar[float] = 90.0
     lease_ms: ClassVar[float]
     images: ClassVar[tuple[str, ...]]  # local images the compose services use (built if stale)
     # What nemeses may do to this system: "kill", "partition", "pause", "transfer-leader"

@@ -38,7 +38,7 @@ TOP_FIELDS = {"name", "lease_ms", "protocols", "fault_kinds", "redis_protocol",
               "default_client_routing", "options", "nodes", "image", "node", "ports", "lists",
               "leader", "ready", "transfer", "host"}
 PROTOCOLS = ("redis", "dynamodb")
-FAULT_KINDS = ("kill", "partition", "pause", "transfer-leader")
+FAULT_KINDS = ("kill", "partition", "pause", "transfer-leader", "clock")
 LEADER_KINDS = ("redis-info", "http", "http-json", "command")
 IMAGE_SOURCES = ("name", "build", "binary", "source")
 OPT_VARS = ("opt.",)

@@ -265,6 +265,15 @@ class Cluster:
     def heal_chain(self, services: Iterable[str], chain: str) -> list[str]:
         return netns.heal_chain(self, services, chain)
 
+    def run_on_node(self, service: str, script: str) -> str:
+        """`docker exec` as root in the service's running container."""
+        code, out = self.container(service).exec_run(["sh", "-ec", script], user="root")
+        text = out.decode(errors="replace") if isinstance(out, bytes) else str(out)
+        if code != 0:
+            raise EnvironmentProblem(f"a fault command in {service} failed: "
+                                     f"{text.strip()[-300:] or f'exit {code}'}")
+        return text
+
     @contextlib.contextmanager
     def armed_cut(self, service: str, peer_ips: list[str], chain: str
                   ) -> Iterator[Callable[[], None]]:

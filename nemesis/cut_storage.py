@@ -1,0 +1,77 @@
+"""cut-storage: the target nodes (default: the leader) lose the shared storage every node
+reads and writes (Fluss's remote data directory), the other nodes keep it.
+
+A system offers this fault by reaching that storage through a link in each node's own
+filesystem (`shared_storage`: the link's path, and where it points): the fault points the
+target's link at a path nothing can create, so every file the node opens there from then on
+is missing and every write fails, while files it already holds open stay readable (as
+with a network filesystem gone away). Stopping the fault points the link back.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any, Protocol, cast
+
+from harness.errors import BadArguments
+from harness.systems.profile import Profile
+from nemesis.base import FaultNotApplied, Nemesis
+from nemesis.spec import TARGETS, NemesisSpec
+from nemesis.targets import pick_nodes
+
+# Under /proc nothing can be created, so no mkdirs can quietly make a private copy.
+NOWHERE = "/proc/leaseline-storage-cut"
+
+
+class SharedStorageHost(Protocol):
+    shared_storage: tuple[str, str]  # (link, what it points at)
+
+
+def link_script(link: str, to: str) -> str:
+    return f"ln -sfn {shlex.quote(to)} {shlex.quote(link)}"
+
+
+class CutStorage(Nemesis):
+    name = "cut-storage"
+    start_f = "cut-storage"
+    stop_f = "restore-storage"
+    fault_kind = "storage"
+    targets = TARGETS
+    default_target = "leader"
+
+    @classmethod
+    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
+        super().check(profile, spec)
+        if not getattr(profile, "shared_storage", None):
+            raise BadArguments(f"nemesis {cls.name} needs shared storage reached through a "
+                               f"link, and {profile.name} declares none.")
+
+    def storage(self) -> tuple[str, str]:
+        return cast(SharedStorageHost, self.ctx.profile).shared_storage
+
+    def start(self) -> Any:
+        if self.active:
+            return self.active
+        link, _ = self.storage()
+        nodes = [n for n in pick_nodes(self.target or "leader", self.ctx.profile, self.rng)
+                 if self.ctx.cluster.is_running(n)]
+        if not nodes:
+            raise FaultNotApplied("no running node to cut from the storage")
+        for node in nodes:
+            self.ctx.cluster.run_on_node(node, link_script(link, NOWHERE))
+        self.active = {"nodes": nodes}
+        self.ctx.log(f"cut {', '.join(nodes)} off the shared storage ({link})")
+        return self.active
+
+    def stop(self) -> Any:
+        link, real = self.storage()
+        return self.stop_on_nodes(
+            lambda node: self.ctx.cluster.run_on_node(node, link_script(link, real)),
+            "restored the shared storage of")
+
+    def heal(self) -> None:
+        link, real = self.storage()
+        for node in self.ctx.profile.nodes:
+            if self.ctx.cluster.is_running(node):
+                self.ctx.cluster.run_on_node(node, link_script(link, real))
+        self.active = None

@@ -1,0 +1,42 @@
+"""The faults made for Fluss's snapshot lease, without Docker: which systems accept them,
+what they say to those that do not, and the scripts they run on a node."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.errors import BadArguments
+from harness.systems.registry import profile_class
+from nemesis.clock_skew import CLOCK_FILE, offset_script
+from nemesis.cut_storage import NOWHERE, link_script
+from nemesis.registry import nemesis_classes
+
+FLUSS_FAULTS = ["partition-coordination", "cut-storage", "cut-storage:all", "pause-client",
+                "pause-client:d=7", "clock-skew", "clock-skew:leader:ms=-5000"]
+
+
+def test_fluss_accepts_its_faults() -> None:
+    assert len(nemesis_classes(FLUSS_FAULTS, profile_class("fluss"))) == len(FLUSS_FAULTS)
+
+
+@pytest.mark.parametrize(("spec", "fragment"), [
+    ("partition-coordination", "names none"),
+    ("cut-storage", "needs 'storage' faults"),
+    ("pause-client", "has none (its clients run in Leaseline)"),
+    ("clock-skew", "needs 'clock' faults"),
+])
+def test_systems_without_them_refuse_in_one_sentence(spec: str, fragment: str) -> None:
+    with pytest.raises(BadArguments, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+        nemesis_classes([spec], profile_class("leasekv"))
+
+
+def test_clock_skew_takes_only_ms_and_a_target() -> None:
+    with pytest.raises(BadArguments, match="no parameter p="):
+        nemesis_classes(["clock-skew:p=3"], profile_class("fluss"))
+
+
+def test_node_scripts() -> None:
+    assert offset_script(10000) == f"printf '%s\\n' '+10.000' > {CLOCK_FILE}"
+    assert offset_script(-5500) == f"printf '%s\\n' '-5.500' > {CLOCK_FILE}"
+    assert offset_script(0).endswith(f"'+0.000' > {CLOCK_FILE}")
+    assert link_script("/remote", NOWHERE) == f"ln -sfn {NOWHERE} /remote"
