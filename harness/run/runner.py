@@ -258,153 +258,199 @@ def run_for_scripts(cfg: RunConfig) -> int:
 
 
 def _lifecycle(plan: RunPlan, run_dir: RunDir, console: Console) -> RunOutcome:
-    cfg, profile_cls, project = plan.cfg, plan.profile, plan.project
-    if cfg.check:  # the JVM starts while the cluster boots and the workload runs
+    if plan.cfg.check:  # the JVM starts while the cluster boots and the workload runs
         from checkers.job import warm_up_for
 
-        warm_up_for(cfg.spark_master, plan.rate * cfg.time_limit)
-    remote = plan.remote
-    cluster: Cluster
-    if remote:  # the user's own machines: no image, no container, no Docker at all
-        from harness.clusters.ssh.remote import remote_cluster
-
-        cluster = remote_cluster(profile_cls, cfg.hosts, cfg.sut_opts, cfg.ssh_accept_new_keys,
-                                 lambda m: console.print(f"[dim]{m}[/]"))
-    else:
-        cluster = docker_cluster(profile_cls, cfg, project, run_dir,
-                                 lambda m: console.print(f"[dim]{m}[/]"))
-    profile = profile_cls(cluster, cfg.sut_opts)
-    workload = workload_class(cfg.workload)(
-        WorkloadOptions(keys=cfg.keys, writes_per_key=cfg.writes_per_key, seed=cfg.seed,
-                        redis_protocol=profile.redis_protocol)
-    )
-    generator = workload.new_generator()
-    clock = MonotonicClock()
-    history = HistoryWriter(run_dir.history, clock)
-    nem_log = NemesisLog(run_dir.nemesis_log)
-    n_clients, rate = plan.clients, plan.rate
-    stats, ids = Stats(), ProcessIds(n_clients)
-    tracker = LeaderTracker(profile)
-    stop_workers = threading.Event()
-    worker_died = threading.Event()
-    workers: list[Worker] = []
-    final_reader: Worker | None = None
-    schedule: NemesisSchedule | None = None
-    phases: PhaseDriver | None = None
-    completed = False
-    cleanup_problems: list[str] = []
-    history_error: OSError | None = None
-    warnings: list[str] = []
-
+        warm_up_for(plan.cfg.spark_master, plan.rate * plan.cfg.time_limit)
+    life = Lifecycle(plan, run_dir, console)
     with signals_as_interrupts() as shield:
         try:
-            if remote:
-                console.print(f"starting {cfg.sut} on {len(profile.nodes)} machines over SSH "
-                              f"({cfg.hosts})")
-            else:
-                console.print(f"starting the {cfg.sut} cluster (compose project {project})")
-            cluster.down()  # a previous run's leftovers (faults included) go with it
-            cluster.up()
-            why = wait_ready(profile, profile.ready_timeout_s, console, "start")
-            if why is not None:
-                raise EnvironmentProblem(
-                    f"the {cfg.sut} cluster never became ready within "
-                    f"{profile.ready_timeout_s:.0f} s "
-                    f"({why}); its logs are in {run_dir.nodes}."
-                )
-            tracker.refresh()
-            tracker.start()
-            workload.setup(profile, tracker.current or profile.nodes[0])
-            ctx = NemesisContext(profile, cluster, nem_log, seed=cfg.seed)
-            nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, profile_cls,
-                                                              type(cluster))]
-            schedule = NemesisSchedule(
-                nemeses, history, cfg.nemesis_interval, nem_log, cfg.seed, mode=cfg.nemesis_mode
-            )
-            # Time 0 is the moment the workload starts (cluster boot is not part of the test).
-            clock = history.clock = MonotonicClock()
-            if plan.phases:
-                phases = PhaseDriver(list(plan.phases), schedule, generator, rate, n_clients)
-                phases.enter(0)  # at time 0, before any operation or fault
-            for wid in range(n_clients):
-                w = Worker(
-                    wid,
-                    workload=workload,
-                    generator=generator,
-                    route=route_for(plan.routing, wid, profile, workload, tracker),
-                    history=history,
-                    ids=ids,
-                    stats=stats,
-                    rate_per_worker=(
-                        phases.rate_per_worker if phases else rate / n_clients
-                    ),
-                    seed=cfg.seed,
-                    stop_event=stop_workers,
-                    died=worker_died,
-                )
-                workers.append(w)
-                w.start()
-            schedule.start()
-            with live_progress(console, cfg.time_limit, clock, stats, schedule, tracker, phases):
-                # A dead worker ends the run now: it exits 255 once the cluster is healed.
-                completed = run_clock(clock, cfg.time_limit, phases, worker_died)
+            life.boot()
+            life.ready()
+            life.drive()
         finally:
             shield()  # from here on Ctrl-C / SIGTERM wait until the cluster is healed
-            stop_workers.set()
-            for w in workers:
-                w.join(10)
-            if schedule is not None:
-                schedule.stop()
-                cleanup_problems += schedule.heal_all()
-            if completed:
-                why = wait_ready(profile, HEALED_READY_TIMEOUT_S, console, "after healing")
-                if why is not None:
-                    warnings.append(f"the cluster was not ready {HEALED_READY_TIMEOUT_S:.0f} s "
-                                    f"after healing ({why}); the final reads ran anyway.")
-                    nem_log(f"cluster not ready after healing: {why}")
-                    console.print(f"[yellow]warning: {warnings[-1]}[/]")
-                final_reader = final_reads(profile, cfg, workload, generator, tracker,
-                                           history, ids, stats)
-            tracker.stop()
-            try:
-                history.close()
-            except OSError as e:  # disk full, ...: said below, after the cleanup still due
-                history_error = e
-            nem_log.close()
-            run_dir.render_history_txt()
-            with contextlib.suppress(LeaselineError):  # no engine/containers: nothing to collect
-                collect_logs(cluster, profile, run_dir)
-            if not cfg.leave_running:
-                try:
-                    cluster.down()
-                except LeaselineError as e:
-                    cleanup_problems.append(str(e))
-            else:
-                try:  # the servers go on, but no fault may outlive the run
-                    cluster.heal_everything()
-                except LeaselineError as e:
-                    cleanup_problems.append(str(e))
-                console.print(f"cluster left running on the machines of {cfg.hosts}" if remote
-                              else f"cluster left running: compose project {project}")
-            cluster.close()
+            life.teardown()
+    return life.record()
 
-    dead = [w for w in (*workers, final_reader) if w is not None and w.error is not None]
-    crashed = [w.error for w in dead]
-    history_error = history_error or next((e for e in crashed if isinstance(e, OSError)), None)
-    if history_error is not None:
-        raise EnvironmentProblem(
-            f"the history could not be written ({history_error.strerror or history_error}); "
-            f"what was written before that is in {run_dir.history}."
+
+class Lifecycle:
+    """One run's live parts, and the steps of ARCHITECTURE.md "Data flow" that share them,
+    in order: boot (the cluster up), ready (really ready, the workload set up), drive
+    (workers and nemeses until the time limit), teardown (always: heal, final reads, logs,
+    cluster down) and record (the outcome, checked). Each step owns the state it makes."""
+
+    def __init__(self, plan: RunPlan, run_dir: RunDir, console: Console) -> None:
+        self.plan, self.cfg, self.run_dir, self.console = plan, plan.cfg, run_dir, console
+        self.cluster = self._machines()
+        self.profile = plan.profile(self.cluster, self.cfg.sut_opts)
+        self.workload = workload_class(self.cfg.workload)(
+            WorkloadOptions(keys=self.cfg.keys, writes_per_key=self.cfg.writes_per_key,
+                            seed=self.cfg.seed, redis_protocol=self.profile.redis_protocol)
         )
-    if dead:
-        raise worker_died_problem(dead[0], run_dir)
-    if cleanup_problems:
-        raise EnvironmentProblem(f"healing the faults failed: {cleanup_problems[0]}")
-    outcome = RunOutcome(run_dir.path, 0, history_records=history.count,
-                         faults=schedule.faults, warnings=warnings)
-    if cfg.check:
-        check(outcome, cfg.spark_master, console)
-    return outcome
+        self.generator = self.workload.new_generator()
+        self.clock = MonotonicClock()
+        self.history = HistoryWriter(run_dir.history, self.clock)
+        self.nem_log = NemesisLog(run_dir.nemesis_log)
+        self.stats, self.ids = Stats(), ProcessIds(plan.clients)
+        self.tracker = LeaderTracker(self.profile)
+        self.stop_workers = threading.Event()
+        self.worker_died = threading.Event()
+        self.workers: list[Worker] = []
+        self.final_reader: Worker | None = None
+        self.schedule: NemesisSchedule | None = None
+        self.phases: PhaseDriver | None = None
+        self.completed = False
+        self.cleanup_problems: list[str] = []
+        self.history_error: OSError | None = None
+        self.warnings: list[str] = []
+
+    def _machines(self) -> Cluster:
+        def log(message: str) -> None:
+            self.console.print(f"[dim]{message}[/]")
+
+        if self.plan.remote:  # the user's own machines: no image, no container, no Docker
+            from harness.clusters.ssh.remote import remote_cluster
+
+            return remote_cluster(self.plan.profile, self.cfg.hosts, self.cfg.sut_opts,
+                                  self.cfg.ssh_accept_new_keys, log)
+        return docker_cluster(self.plan.profile, self.cfg, self.plan.project, self.run_dir, log)
+
+    def boot(self) -> None:
+        """The cluster started from a clean state."""
+        cfg = self.cfg
+        if self.plan.remote:
+            self.console.print(f"starting {cfg.sut} on {len(self.profile.nodes)} machines over "
+                               f"SSH ({cfg.hosts})")
+        else:
+            self.console.print(f"starting the {cfg.sut} cluster (compose project "
+                               f"{self.plan.project})")
+        self.cluster.down()  # a previous run's leftovers (faults included) go with it
+        self.cluster.up()
+
+    def ready(self) -> None:
+        """Waits until the system says it is ready, then sets the workload up on its leader."""
+        bound = self.profile.ready_timeout_s
+        why = wait_ready(self.profile, bound, self.console, "start")
+        if why is not None:
+            raise EnvironmentProblem(
+                f"the {self.cfg.sut} cluster never became ready within {bound:.0f} s "
+                f"({why}); its logs are in {self.run_dir.nodes}."
+            )
+        self.tracker.refresh()
+        self.tracker.start()
+        self.workload.setup(self.profile, self.tracker.current or self.profile.nodes[0])
+
+    def drive(self) -> None:
+        """The nemeses and the workers, from time 0 to the time limit (or a dead worker)."""
+        cfg, plan = self.cfg, self.plan
+        ctx = NemesisContext(self.profile, self.cluster, self.nem_log, seed=cfg.seed)
+        nemeses = [cls(ctx) for cls in nemesis_classes(cfg.nemesis, plan.profile,
+                                                          type(self.cluster))]
+        self.schedule = NemesisSchedule(nemeses, self.history, cfg.nemesis_interval,
+                                        self.nem_log, cfg.seed, mode=cfg.nemesis_mode)
+        # Time 0 is the moment the workload starts (cluster boot is not part of the test).
+        self.clock = self.history.clock = MonotonicClock()
+        if plan.phases:
+            self.phases = PhaseDriver(list(plan.phases), self.schedule, self.generator,
+                                      plan.rate, plan.clients)
+            self.phases.enter(0)  # at time 0, before any operation or fault
+        for wid in range(plan.clients):
+            w = Worker(
+                wid,
+                workload=self.workload,
+                generator=self.generator,
+                route=route_for(plan.routing, wid, self.profile, self.workload, self.tracker),
+                history=self.history,
+                ids=self.ids,
+                stats=self.stats,
+                rate_per_worker=(
+                    self.phases.rate_per_worker if self.phases else plan.rate / plan.clients
+                ),
+                seed=cfg.seed,
+                stop_event=self.stop_workers,
+                died=self.worker_died,
+            )
+            self.workers.append(w)
+            w.start()
+        self.schedule.start()
+        with live_progress(self.console, cfg.time_limit, self.clock, self.stats, self.schedule,
+                           self.tracker, self.phases):
+            # A dead worker ends the run now: it exits 255 once the cluster is healed.
+            self.completed = run_clock(self.clock, cfg.time_limit, self.phases,
+                                       self.worker_died)
+
+    def teardown(self) -> None:
+        """Whatever happened: workers stopped, every fault healed, the final reads (after a
+        run that reached its time limit), the history closed, logs kept, the cluster down."""
+        self.stop_workers.set()
+        for w in self.workers:
+            w.join(10)
+        if self.schedule is not None:
+            self.schedule.stop()
+            self.cleanup_problems += self.schedule.heal_all()
+        if self.completed:
+            self._final_reads()
+        self.tracker.stop()
+        try:
+            self.history.close()
+        except OSError as e:  # disk full, ...: said by record, after the cleanup still due
+            self.history_error = e
+        self.nem_log.close()
+        self.run_dir.render_history_txt()
+        with contextlib.suppress(LeaselineError):  # no engine/containers: nothing to collect
+            collect_logs(self.cluster, self.profile, self.run_dir)
+        self._release()
+
+    def _final_reads(self) -> None:
+        why = wait_ready(self.profile, HEALED_READY_TIMEOUT_S, self.console, "after healing")
+        if why is not None:
+            self.warnings.append(f"the cluster was not ready {HEALED_READY_TIMEOUT_S:.0f} s "
+                                 f"after healing ({why}); the final reads ran anyway.")
+            self.nem_log(f"cluster not ready after healing: {why}")
+            self.console.print(f"[yellow]warning: {self.warnings[-1]}[/]")
+        self.final_reader = final_reads(self.profile, self.cfg, self.workload, self.generator,
+                                        self.tracker, self.history, self.ids, self.stats)
+
+    def _release(self) -> None:
+        """The cluster down, or (--leave-running) left running with no fault on it."""
+        if not self.cfg.leave_running:
+            try:
+                self.cluster.down()
+            except LeaselineError as e:
+                self.cleanup_problems.append(str(e))
+        else:
+            try:  # the servers go on, but no fault may outlive the run
+                self.cluster.heal_everything()
+            except LeaselineError as e:
+                self.cleanup_problems.append(str(e))
+            self.console.print(
+                f"cluster left running on the machines of {self.cfg.hosts}" if self.plan.remote
+                else f"cluster left running: compose project {self.plan.project}")
+        self.cluster.close()
+
+    def record(self) -> RunOutcome:
+        """The outcome of a run that ended without an exception: one sentence for a history
+        not written, a dead worker or a fault not healed; else checked (--check)."""
+        dead = [w for w in (*self.workers, self.final_reader)
+                if w is not None and w.error is not None]
+        history_error = self.history_error or next(
+            (w.error for w in dead if isinstance(w.error, OSError)), None)
+        if history_error is not None:
+            raise EnvironmentProblem(
+                f"the history could not be written ({history_error.strerror or history_error}); "
+                f"what was written before that is in {self.run_dir.history}."
+            )
+        if dead:
+            raise worker_died_problem(dead[0], self.run_dir)
+        if self.cleanup_problems:
+            raise EnvironmentProblem(f"healing the faults failed: {self.cleanup_problems[0]}")
+        outcome = RunOutcome(self.run_dir.path, 0, history_records=self.history.count,
+                             faults=self.schedule.faults if self.schedule else 0,
+                             warnings=self.warnings)
+        if self.cfg.check:
+            check(outcome, self.cfg.spark_master, self.console)
+        return outcome
 
 
 def worker_died_problem(worker: Worker, run_dir: RunDir) -> EnvironmentProblem:
