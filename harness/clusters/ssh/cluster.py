@@ -224,21 +224,18 @@ rm -f {STATE}/pid
 
     def heal_everything(self) -> None:
         """Every fault off every node, the servers left running (--leave-running)."""
-        def one(name: str) -> None:
-            if self._exists(name):
-                self.run(name, stop_handlers_script("delay-*"), "stopping delay handlers",
-                         privileged=True)
-                self.thaw(name)
-            self.node(name).run(HEAL_ALL_CHAINS, "removing Leaseline's iptables chains",
-                                self.commands.timeout_s, privileged=True)
-
-        in_parallel(one, self.nodes)
+        in_parallel(lambda name: self._heal(name, self.thaw), self.nodes)
 
     def _clean(self, name: str) -> None:
+        self._heal(name, self.stop)
+
+    def _heal(self, name: str, then: Callable[[str], object]) -> None:
+        """The node's delay handlers stopped, then `then` on its server (thaw: it goes on;
+        stop: it goes), then every Leaseline chain removed from the host."""
         if self._exists(name):
             self.run(name, stop_handlers_script("delay-*"), "stopping delay handlers",
                      privileged=True)
-            self.stop(name)
+            then(name)
         self.node(name).run(HEAL_ALL_CHAINS, "removing Leaseline's iptables chains",
                             self.commands.timeout_s, privileged=True)
 
