@@ -1,9 +1,9 @@
 """leasekv, the reference cluster (sut/leasekv): lk1..lk5, Raft via pysyncobj, lease reads.
 
-Every node runs a Redis endpoint (6379), a DynamoDB endpoint (8000) and an admin HTTP
-endpoint (8080: /status, /transfer?to=N). The leader is the node that says it leads at
-the highest term. The lease window is what the design promises, election timeout minus
-safety margin (1000 - 300 = 700 ms), whatever bug is switched on: a build whose lease
+Every node runs a Redis endpoint, a DynamoDB endpoint and an admin HTTP endpoint
+(/status, /transfer?to=N), on the ports of harness/systems/leasekv.toml. The leader is the
+node that says it leads at the highest term. The lease window is what the design promises,
+election timeout minus safety margin, whatever bug is switched on: a build whose lease
 runs longer (`bug=lease-longer-than-election`) must be caught serving reads staler than
 that promise.
 """
@@ -11,21 +11,24 @@ that promise.
 from __future__ import annotations
 
 import json
-import tomllib
 from typing import Any
 
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.shipped import shipped
 from harness.systems.probes import http
 from harness.systems.profile import Endpoint, Option, Profile
+from harness.systems.system_file import load_system
 
-# leasekv's system file (a run of `--sut harness/systems/leasekv.toml`, and this profile's
-# runs on the user's own machines through its [host] table) holds the ports and the bug
-# list, so they are written once.
-DESCRIPTION = shipped(__package__, "leasekv.toml")
-_FILE = tomllib.loads(DESCRIPTION.read_text(encoding="utf-8"))
-PORTS: dict[str, int] = dict(_FILE["ports"])
-BUGS: tuple[str, ...] = tuple(_FILE["options"]["bug"]["choices"])
+# leasekv's one description is its system file: the ports, the bug switches, the lease
+# window, the protocols and the fault kinds come from it, and so do a run of the file itself
+# (`--sut harness/systems/leasekv.toml`, three nodes) and this profile's runs on the user's
+# own machines (its [host] table). The profile adds what a file cannot say: the shipped
+# compose file's five services, and probes that read leasekv's /status (the leader at the
+# highest term, followers caught up, a transfer to the most caught-up one).
+DESCRIPTION = load_system(shipped(__package__, "leasekv.toml"))
+PORTS: dict[str, int] = DESCRIPTION.ports
+_BUG = DESCRIPTION.options["bug"]
+BUGS: tuple[str, ...] = _BUG.choices
 
 
 def _admin(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, Any]]:
@@ -42,15 +45,15 @@ def _admin(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, 
 class LeaseKV(Profile):
     name = "leasekv"
     compose_profile = "leasekv"
-    protocols = frozenset({"redis", "dynamodb"})
-    nodes = ("lk1", "lk2", "lk3", "lk4", "lk5")
-    lease_ms = 700.0  # the compose defaults: --election-timeout-ms 1000 --lease-margin-ms 300
+    protocols = DESCRIPTION.protocols
+    nodes = ("lk1", "lk2", "lk3", "lk4", "lk5")  # the shipped compose file's services
+    lease_ms = DESCRIPTION.lease_ms
     images = ("leaseline/leasekv:latest",)
     # How a node is set up and started on a machine of the user's own (`run --hosts`).
-    hosts_description = DESCRIPTION
-    fault_kinds = frozenset({"kill", "partition", "pause", "transfer-leader"})
+    hosts_description = DESCRIPTION.path
+    fault_kinds = DESCRIPTION.fault_kinds
     options = {
-        "bug": Option("none", f"inject a bug: {', '.join(BUGS)}", "LL_LEASEKV_BUG"),
+        "bug": Option(_BUG.default, f"{_BUG.help}: {', '.join(BUGS)}", "LL_LEASEKV_BUG"),
     }
 
     @classmethod
