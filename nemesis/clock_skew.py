@@ -4,8 +4,10 @@
 Containers share the kernel's clock, so the shift is libfaketime's: a system's image
 supports this fault (fault kind "clock") when its server processes run with libfaketime
 preloaded, reading their offset from CLOCK_FILE (libfaketime's own default file) at most
-once a second, with the monotonic clock left real (FAKETIME_DONT_FAKE_MONOTONIC=1): wall
-clock time jumps, timers keep their pace. Fluss's image does (sut/fluss/fluss-node).
+once a second. The offset moves the process's wall clock and its monotonic clock alike (a
+JVM's currentTimeMillis and nanoTime jump together; its timed waits keep their pace), a
+harsher step than an NTP correction, which leaves the monotonic clock alone. Fluss's image
+supports it (sut/fluss/fluss-node); no other built-in system does.
 """
 
 from __future__ import annotations
