@@ -82,12 +82,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="without the 10k-op cas keys")
     ap.add_argument("--repeat", type=int, default=3, help="runs per side (least kept)")
+    ap.add_argument("--only", default="", help="the cases whose name contains this")
     args = ap.parse_args()
     print("| case | keys | violations | today's check | with anomaly types | overhead "
           "| linearizable keys: today / with | types named | unknown relaxations |")
     print("|---|---|---|---|---|---|---|---|---|")
     total = [0.0, 0.0]
     for name, keys, lease in cases(args.quick):
+        if args.only not in name:
+            continue
         best: list[list[float] | None] = [None, None]
         results = []
         for run in range(args.repeat):

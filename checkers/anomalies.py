@@ -145,8 +145,26 @@ class Relaxed:
     found: DeltaSearch
     changed: list[int]  # history indices (sorted) of the writes doubled or dropped, and
     # the reads that returned a doubled write's second effect
-    # decided by the zone method instead (found.order empty): the relaxed history
-    history: KeyHistory | None = None
+    # decided by the zone method instead (found.order empty): the relaxed clusters
+    clusters: zone.Clusters | None = None
+    originals: int = 0  # ops[:originals] are the history's, the rest clones
+
+
+def applied(r: Relaxed, ops: Sequence[Operation]) -> tuple[list[Operation], list[int]]:
+    """The history with the changes r's witness reports made, and the witness in it: the
+    writes it drops left out, the second applications it makes kept (info, like the
+    writes they repeat), every other clone left out, nothing droppable (ops: the history
+    r relaxes). The witness is a
+    linearization of it at r's minimal Δ, and it is a restriction of the relaxed history,
+    so that is its minimal Δ too; each read's staleness is decided over it, so that the
+    stale reads left are those of the anomaly as reported (the zone method does the same
+    with the clusters of the writes it reports dropped)."""
+    placed = set(r.found.order)
+    keep = [i for i, o in enumerate(r.ops)
+            if i in placed or not (o.droppable or i >= r.originals)]
+    at = {i: k for k, i in enumerate(keep)}
+    return [ops[i] if i < r.originals else r.ops[i] for i in keep], \
+        [at[i] for i in r.found.order]
 
 
 def _lower(a: int | None, b: int | None) -> bool:
@@ -167,14 +185,16 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     cands = _Candidates(relaxed)
     probe = cands.top() if delta_ns is None else cands.below(delta_ns)
     if not linearizable(relaxed, model, initial, probe, limits).ok:
-        return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [])
+        return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
+                       originals=len(ops))
     found = min_delta(relaxed, model, initial, lease_ns, limits)
     if found.min_delta_ns is None:
-        return Relaxed(relaxed, found, [])
+        return Relaxed(relaxed, found, [], originals=len(ops))
     order = _trim(relaxed, model, initial, len(ops), found.order, found.min_delta_ns)
     order = _put_back(relaxed, model, initial, len(ops), order, found.min_delta_ns)
     found = dataclasses.replace(found, order=order)
-    return Relaxed(relaxed, found, _changed(relaxed, model, initial, len(ops), order))
+    return Relaxed(relaxed, found, _changed(relaxed, model, initial, len(ops), order),
+                   originals=len(ops))
 
 
 def _legal(ops: Sequence[Operation], model: Model, initial: str | None,
@@ -213,22 +233,28 @@ def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: in
     """The witness with each dropped write put back where it changes nothing seen."""
     out = list(order)
     placed = set(out)
+    starts = [ops[i].invoke - (delta if ops[i].f == READ else 0) for i in out]
+    states = [model.init(initial)]  # states[q]: the state before out[q]
+    for i in out:
+        states.append(model.step(states[-1], ops[i])[1])
+    earliest_after = [UNKNOWN_END] * (len(out) + 1)  # least completion in out[q:]
+    for q in range(len(out) - 1, -1, -1):
+        earliest_after[q] = min(earliest_after[q + 1], ops[out[q]].complete)
     for d in [i for i in range(n) if ops[i].droppable and i not in placed]:
         w = ops[d]
-        starts = [ops[i].invoke - (delta if ops[i].f == READ else 0) for i in out]
-        states = [model.init(initial)]
-        for i in out:
-            states.append(model.step(states[-1], ops[i])[1])
-        earliest_after = [UNKNOWN_END] * (len(out) + 1)  # least completion in out[q:]
-        for q in range(len(out) - 1, -1, -1):
-            earliest_after[q] = min(earliest_after[q + 1], ops[out[q]].complete)
         latest_start = -(1 << 62)  # greatest start in out[:q]
         for q in range(len(out) + 1):
             if latest_start > w.complete:
                 break
-            if ((q == len(out) or ops[out[q]].f == WRITE)
-                    and earliest_after[q] >= w.invoke and model.step(states[q], w)[0]):
+            if ((q == len(out) or ops[out[q]].f == WRITE) and earliest_after[q] >= w.invoke
+                    and (after := model.step(states[q], w))[0]):
+                # before a blind write (or at the end): every later state stays as it was
                 out.insert(q, d)
+                starts.insert(q, w.invoke)
+                states.insert(q + 1, after[1])
+                earliest_after.insert(q, earliest_after[q])
+                for k in range(q + 1):
+                    earliest_after[k] = min(earliest_after[k], w.complete)
                 break
             if q < len(out):
                 latest_start = max(latest_start, starts[q])
@@ -261,97 +287,79 @@ def _changed(ops: Sequence[Operation], model: Model, initial: str | None, n: int
     return sorted(changed)
 
 
-def zone_bound(h: KeyHistory, name: str, delta_ns: int | None
-               ) -> tuple[bool, int | None, Relaxed | None]:
-    """For a unique-value register (zone.applicable): (True, Δ, _) with Δ at most the
-    relaxed minimal Δ, by the zone method, or (False, None, None) where there is none
-    this way. If Δ is not below the key's (delta_ns), the relaxation does not lower it:
-    no search needed. For lost-write Δ is exact, and where it is below the key's the
-    third item is the decided relaxation (no search at all, see _zone_lost).
+def zone_relaxed(h: KeyHistory, z: zone.ZoneResult, name: str, delta_ns: int | None
+                 ) -> tuple[bool, int | None, Relaxed | None]:
+    """For a unique-value register whose check was z (zone.check_zone of h, minimal Δ
+    delta_ns): (True, Δ, _) with Δ at most the relaxed minimal Δ, from z's clusters (no
+    history rebuilt or clustered again), or (False, None, None) where there is none this
+    way. If Δ is not below delta_ns, the relaxation does not lower it: no search needed.
+    For lost-write Δ is exact, and where it is below delta_ns the third item is the
+    decided relaxation (no search at all).
+
+    Both relaxations keep the key a unique-value register of the same clusters, but for
+    a few: lost-write removes clusters, duplicated-write splits them (below). The pair
+    bounds of the zone method (zone.py) are pairwise: a pair of clusters neither
+    relaxation changes keeps its bound in every relaxed history. So where z's pair (two
+    clusters whose bound is the key's Δ) is unchanged, the relaxed Δ is the key's.
 
     lost-write: the droppable writes (relax) are the acknowledged writes whose value no
-    read returns, when no write of the initial value is read (else skipped). Removing such
-    a write keeps every linearization one (no read sits right after it), so dropping all
-    of them gives the least Δ any subset does: exactly the relaxed minimal Δ.
+    read returns (the initial value is never written in a unique-value key), clusters
+    without reads. Removing such a write keeps every linearization one (no read sits
+    right after it), so dropping all of them gives the least Δ any subset does: exactly
+    the relaxed minimal Δ, Δ'. A cluster without reads only takes part in a pair as its
+    second cluster v, of type A, conflicting for Δ below S_u - max(f_u, f_v) where
+    W_v > f_u (then f_v >= W_v > f_u). So the writes every witness at Δ' drops, and
+    that suffice (every other pair bounds at most Δ', as with all of them dropped), are
+    those with some cluster u with reads, f_u < W_v and S_u - f_v > Δ': the greatest S_u
+    over the clusters with f_u < W_v, one prefix maximum over the clusters by f.
     duplicated-write: each read of a value an info write wrote gets a copy of that write
     of its own (a value of its own, invoked when the write was, info), a unique-value
-    history again. Any linearization with the write applied twice is one of it (each
-    read's application becomes its copy; copies serving no read are left out, which only
-    drops constraints), so its minimal Δ is at most the relaxed one."""
-    f, value = h.f, h.value
-    is_read = f == READ
-    read_values = set(value[is_read].tolist())
-    info = h.complete == UNKNOWN_END
+    history again: the cluster splits into one per read (W the write's invoke, f the
+    read's completion, S its invoke). Any linearization with the write applied twice is
+    one of it (each read's application becomes its copy; copies serving no read are left
+    out, which only drops constraints), so its minimal Δ is at most the relaxed one. A
+    cluster with one read splits into itself: only info writes read twice or more
+    change anything."""
+    c = z.clusters
+    if c is None or z.pair is None:
+        # no Δ helps (a read of a value never written, or read before its write was
+        # invoked: neither relaxation changes either), or none is needed
+        return True, delta_ns, None
+    has_reads = c.S > zone.NEG
     if name == LOST_WRITE:
-        writes = f == WRITE
-        initial_read = bool(((writes & ~info) & (value == h.initial)).any()) \
-            and h.initial in read_values
-        if initial_read:
-            return False, None, None
-        unread = np.fromiter((v not in read_values for v in value.tolist()), bool, len(h))
-        droppable = writes & ~info & unread
-        low = zone.check_zone(_rows(h, ~droppable)).min_delta_ns
-        if not _lower(low, delta_ns):
-            return True, low, None
-        return True, low, _zone_lost(h, droppable, low)
-    info_writes = np.flatnonzero((f == WRITE) & info)
-    source = {value[w]: w for w in info_writes.tolist()}
-    reads = [r for r in np.flatnonzero(is_read).tolist() if value[r] in source]
-    if not reads:
-        return True, zone.check_zone(h).min_delta_ns, None
-    copy = h.value.copy()
-    for r in reads:
-        copy[r] = f"{copy[r]}\x00copy{r}"  # canonical JSON text never looks like this
-    writes = np.array([source[value[r]] for r in reads], dtype=np.intp)
-    rows = np.concatenate((np.arange(len(h)), writes))
-    values = np.concatenate((copy, copy[np.array(reads, dtype=np.intp)]))
-    out = _rows(h, rows)
-    out.value = values
-    order = np.argsort(out.invoke, kind="stable")
-    return True, zone.check_zone(_rows(out, order)).min_delta_ns, None
-
-
-# Rounds of _zone_lost's walk before it settles for every droppable write.
-ZONE_LOST_ROUNDS = 32
-
-
-def _zone_lost(h: KeyHistory, droppable: np.ndarray, delta: int | None) -> Relaxed:
-    """The lost-write relaxation of a unique-value register decided by the zone method:
-    its minimal Δ is `delta` (every droppable write dropped, zone_bound). The writes
-    reported are found by a walk: while the key without the writes dropped so far needs
-    more than `delta`, each read that needs more has a write completing exactly its own
-    staleness before its invoke (the completion its shift passes); those that are
-    droppable are dropped. A read's need only falls as writes are dropped, so the walk
-    ends with `delta`, dropping only writes some read's shift passed; where it stalls
-    (no droppable write at a read's bound) or takes more than ZONE_LOST_ROUNDS rounds,
-    every droppable write is reported."""
-    drop = np.zeros(len(h), dtype=bool)
-    for _ in range(ZONE_LOST_ROUNDS):
-        z = zone.check_zone(_rows(h, ~drop))
-        if z.min_delta_ns == delta:
-            break
-        rows = np.flatnonzero(~drop)  # the checked history's rows in h
-        added = False
-        for r, s in z.staleness:
-            if delta is not None and s <= delta:
-                continue
-            at = droppable & ~drop & (h.complete == h.invoke[rows[r]] - s)
-            added = added or bool(at.any())
-            drop |= at
-        if not added:
-            drop = droppable.copy()
-            break
+        changed = c.live & ~has_reads & (c.write_row >= 0)  # live, so acknowledged
     else:
-        drop = droppable.copy()
-    return Relaxed([], DeltaSearch(delta, True, [], None), sorted(h.index[drop].tolist()),
-                   _rows(h, ~drop))
-
-
-def _rows(h: KeyHistory, rows: np.ndarray) -> KeyHistory:
-    """h's rows selected (a mask or positions), the rest of it as it is."""
-    cols = {c: getattr(h, c)[rows] for c in ("index", "process", "f", "value", "expected",
-                                              "invoke", "complete", "node", "complete_index")}
-    return dataclasses.replace(h, **cols)
+        info = np.zeros(len(c.W), dtype=bool)
+        written = c.write_row >= 0
+        info[written] = h.complete[c.write_row[written]] == UNKNOWN_END
+        changed = c.live & info & (np.bincount(c.read_cluster, minlength=len(c.W)) > 1)
+    if not changed[list(z.pair)].any():
+        return True, delta_ns, None
+    live = c.live & ~changed
+    if name == DUPLICATED_WRITE:
+        split = changed[c.read_cluster]
+        complete = h.complete[c.read_rows[split]]
+        W = np.concatenate((c.W[live], c.W[c.read_cluster[split]]))
+        f = np.concatenate((c.f[live], np.where(complete == UNKNOWN_END, zone.BIG,
+                                                complete)))
+        S = np.concatenate((c.S[live], h.invoke[c.read_rows[split]]))
+        return True, zone.min_delta_of(W, f, S), None
+    low = zone.min_delta_of(c.W[live], c.f[live], c.S[live], z.type_b_ns)
+    if not _lower(low, delta_ns):
+        return True, low, None
+    # only a cluster u whose S_u - f_u exceeds Δ' can (f_v > f_u)
+    rd = np.flatnonzero(live & has_reads & (c.S - c.f > low))
+    by_f = np.argsort(c.f[rd], kind="stable")
+    f_sorted = c.f[rd][by_f]
+    most_s = np.maximum.accumulate(c.S[rd][by_f])  # greatest S_u over the first k by f
+    cand = np.flatnonzero(changed)
+    k = np.searchsorted(f_sorted, c.W[cand], side="left")  # clusters with f_u < W_v
+    need = (k > 0) & (most_s[np.maximum(k - 1, 0)] - c.f[cand] > low)
+    drop = cand[need]
+    kept = dataclasses.replace(c, live=c.live.copy())
+    kept.live[drop] = False
+    return True, low, Relaxed([], DeltaSearch(low, True, [], None),
+                              sorted(h.index[c.write_row[drop]].tolist()), clusters=kept)
 
 
 def classify(ops: Sequence[Operation], model: Model, initial: str | None,
@@ -362,7 +370,7 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
              ) -> tuple[list[Anomaly], Relaxed | None]:
     """The anomalies of a violating key whose minimal Δ is delta_ns (None: none helps).
     exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search;
-    bound(name, delta_ns): as zone_bound, a lower bound of the relaxed Δ that spares the
+    bound(name, delta_ns): as zone_relaxed, a lower bound of the relaxed Δ that spares the
     search when it is not below delta_ns (or decides the relaxation outright).
     Returns them (relaxations first, then stale-read or violation) and the search that
     explains the most (None when no relaxation lowers Δ), over which each read's

@@ -21,12 +21,13 @@ from typing import Any
 import numpy as np
 
 from checkers import explain, zone
-from checkers.anomalies import STALE_READ, Anomaly, classify, zone_bound
+from checkers.anomalies import STALE_READ, Anomaly, applied, classify, zone_relaxed
 from checkers.anomalies import VIOLATION as VIOLATION_TYPE
 from checkers.models import CasRegister, Model, model_for
 from checkers.ops import CAS, READ, KeyHistory, Operation
 from checkers.wgl import (
     BudgetExceeded,
+    DeltaSearch,
     HistoryOperations,
     SearchLimits,
     entry_bytes,
@@ -128,12 +129,16 @@ def check_key(history: KeyHistory, lease_ns: int, budget: Budget | None = None, 
     if lease_ns < 0:
         raise ValueError("the lease window cannot be negative")
     budget = budget or Budget()
+    z = found = None
     if zone.applicable(history):
-        result = _by_zone(history, lease_ns)
+        z = zone.check_zone(history)
+        result = _by_zone(history, lease_ns, z)
     else:
-        result = _by_search(history, lease_ns, budget)
+        # a violation's staleness waits for its anomalies: a relaxation that lowers its
+        # minimal Δ replaces it
+        result, found = _by_search(history, lease_ns, budget, later=anomalies)
     if anomalies and result.status == VIOLATION:
-        _name_anomalies(history, lease_ns, budget, result)
+        _name_anomalies(history, lease_ns, budget, result, z, found)
     return result
 
 
@@ -145,11 +150,13 @@ def _limits(h: KeyHistory, budget: Budget) -> tuple[SearchLimits, int]:
     return SearchLimits(time.monotonic() + budget.max_seconds, max_states), max_states
 
 
-def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyResult) -> None:
+def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyResult,
+                    z: zone.ZoneResult | None, verdict: DeltaSearch | None) -> None:
     """result.anomalies, and its reads' staleness once a duplicated or lost write that
-    explains more is accounted for. A zone key's relaxations are bounded by the zone
-    method first (its lost writes decided by it), and searched by WGL where that cannot
-    rule them out: it is already invalid, so only violations pay for it."""
+    explains more is accounted for (else, for a WGL key, from verdict: the search that
+    decided it). A zone key's relaxations (z: its check) are bounded by the zone method
+    first (its lost writes decided by it), and searched by WGL where that cannot rule
+    them out: it is already invalid, so only violations pay for it."""
     model = search_model(h)
     ops = HistoryOperations(h)
     work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states)
@@ -159,21 +166,23 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
         limits.max_work = work
         return limits
 
-    bound = partial(zone_bound, h) if result.method == "zone" else None
+    bound = partial(zone_relaxed, h, z) if z is not None else None
     found, best = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
                            lease_ns, limits_for, bound)
-    if best is not None and best.history is not None:  # decided by the zone method
-        z = zone.check_zone(best.history)
+    if best is not None and best.clusters is not None:  # decided by the zone method
+        stale = zone.staleness_of(h, best.clusters, best.found.min_delta_ns or 0)
         result.shifted_reads = sorted(
-            (ShiftedRead(int(best.history.index[r]), int(s)) for r, s in z.staleness),
-            key=lambda s: s.index)
+            (ShiftedRead(int(h.index[r]), int(s)) for r, s in stale), key=lambda s: s.index)
     elif best is not None:
-        delta = best.found.min_delta_ns or 0
-        moved, result.staleness_exact = _staleness(
-            best.ops, model, h.initial, best.found.order, delta, _limits(h, budget)[0])
-        result.shifted_reads = sorted(
-            (ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),
-            key=lambda s: s.index)
+        changed, order = applied(best, ops)
+        result.shifted_reads, result.staleness_exact = _stale_reads(
+            h, changed, [o.index for o in changed], model, order,
+            best.found.min_delta_ns or 0, budget)
+    elif verdict is not None:
+        result.shifted_reads, result.staleness_exact = _stale_reads(
+            h, ops, h.index, model, verdict.order, verdict.min_delta_ns or 0, budget)
+        if not result.staleness_exact:
+            result.reason += STALENESS_INEXACT
     for a in found:
         if a.name == STALE_READ:
             a.ops = [s.index for s in result.shifted_reads]
@@ -195,12 +204,26 @@ def _staleness(ops: Sequence[Operation], model: Model, initial: str | None,
     return read_staleness(ops, model, initial, delta, moved, limits)
 
 
+def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],
+                 model: Model, order: list[int], delta: int, budget: Budget
+                 ) -> tuple[list[ShiftedRead], bool]:
+    """_staleness of a linearization at Δ of ops (h's, or h's with an anomaly's changes
+    made; index: each one's history index), as the stale reads sorted by index, within a
+    fresh budget."""
+    moved, exact = _staleness(ops, model, h.initial, order, delta, _limits(h, budget)[0])
+    return sorted((ShiftedRead(int(index[i]), s) for i, s in moved if s > 0),
+                  key=lambda s: s.index), exact
+
+
+STALENESS_INEXACT = (" (the budget ran out deciding each read's staleness: shifts are upper"
+                     " bounds)")
+
+
 def _ms(ns: int) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
-def _by_zone(h: KeyHistory, lease_ns: int) -> KeyResult:
-    z = zone.check_zone(h)
+def _by_zone(h: KeyHistory, lease_ns: int, z: zone.ZoneResult) -> KeyResult:
     status = status_for(z.min_delta_ns, lease_ns)
     shifted = sorted((ShiftedRead(int(h.index[r]), int(s)) for r, s in z.staleness),
                      key=lambda s: s.index)
@@ -237,7 +260,10 @@ def search_model(h: KeyHistory) -> Model:
     return CasRegister() if h.f.max(initial=READ) >= CAS else model_for(h.model)
 
 
-def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
+def _by_search(h: KeyHistory, lease_ns: int, budget: Budget, *, later: bool = False
+               ) -> tuple[KeyResult, DeltaSearch | None]:
+    """The verdict by the general search, and that search (None: undecided). later: a
+    violation's staleness is left to _name_anomalies."""
     model = search_model(h)
     ops = HistoryOperations(h)  # rows built only if the search needs them
     limits, max_states = _limits(h, budget)
@@ -248,14 +274,12 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
         return KeyResult(
             h.key, UNKNOWN, None, len(h), "wgl",
             reason=f"search budget exhausted ({spent}) before the verdict was decided",
-        )
+        ), None
     delta = found.min_delta_ns
     status = status_for(delta, lease_ns)
     # staleness_exact False: the budget ran out; some shifts are upper bounds
-    moved, staleness_exact = _staleness(ops, model, h.initial, found.order, delta or 0,
-                                        _limits(h, budget)[0])
-    shifted = sorted((ShiftedRead(int(h.index[i]), s) for i, s in moved if s > 0),
-                     key=lambda s: s.index)
+    shifted, staleness_exact = ([], True) if later and status == VIOLATION else \
+        _stale_reads(h, ops, h.index, model, found.order, delta or 0, budget)
     counterexample = None
     if status == VIOLATION:
         # shown at Δ = L: why the key is not L-linearizable (the violation's meaning)
@@ -274,7 +298,7 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget) -> KeyResult:
     if not found.exact:
         reason += " (the budget ran out refining: the minimal Δ is at most this)"
     if not staleness_exact:
-        reason += " (the budget ran out deciding each read's staleness: shifts are upper bounds)"
+        reason += STALENESS_INEXACT
     return KeyResult(h.key, status, delta, len(h), "wgl", shifted, counterexample, reason,
                      exact=found.exact, staleness_exact=staleness_exact,
-                     verdict_states=found.verdict_states)
+                     verdict_states=found.verdict_states), found

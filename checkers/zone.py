@@ -97,6 +97,11 @@ class ZoneResult:
     # first; stale_witness explains the first of them
     staleness: list[tuple[int, int]] = field(default_factory=list)
     stale_witness: Witness | None = None
+    # for naming anomalies (checkers/anomalies.py) without clustering the history again:
+    # its clusters, two clusters whose pair bound is the minimal Δ, and the type-B maximum
+    clusters: Clusters | None = None
+    pair: tuple[int, int] | None = None
+    type_b_ns: int | None = None
 
 
 class NotUniqueValues(Exception):
@@ -104,7 +109,7 @@ class NotUniqueValues(Exception):
 
 
 @dataclass
-class _Clusters:
+class Clusters:
     """Per-cluster columns; cluster c is the written value with code c."""
 
     W: np.ndarray  # write invoke
@@ -156,7 +161,7 @@ def _codes(h: KeyHistory) -> tuple[np.ndarray, int, int]:
     return codes, init_code, n_codes
 
 
-def _clusters(h: KeyHistory) -> tuple[_Clusters, ZoneResult | None]:
+def _clusters(h: KeyHistory) -> tuple[Clusters, ZoneResult | None]:
     codes, init_code, n_codes = _codes(h)
     is_read = h.f == READ
     is_write = ~is_read
@@ -205,12 +210,12 @@ def _clusters(h: KeyHistory) -> tuple[_Clusters, ZoneResult | None]:
     # that only name read values (not written) constrain nothing.
     live = written & (has_reads | (WC < BIG))
     live[init_code] = has_reads[init_code]
-    return _Clusters(W, f, S, write_row, read_rows, rc, live), None
+    return Clusters(W, f, S, write_row, read_rows, rc, live), None
 
 
-def _empty() -> _Clusters:
+def _empty() -> Clusters:
     e = np.zeros(0, dtype=np.int64)
-    return _Clusters(e, e, e, e, e, e, np.zeros(0, dtype=bool))
+    return Clusters(e, e, e, e, e, e, np.zeros(0, dtype=bool))
 
 
 def _type_a(W: np.ndarray, f: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -253,7 +258,7 @@ def _type_b(f: np.ndarray, S: np.ndarray) -> tuple[int, int, int]:
     return int(best[k]), int(order[rec[bq[k]]]), int(order[k])
 
 
-def _shifts(c: _Clusters, inv: np.ndarray, delta: int) -> np.ndarray:
+def _shifts(c: Clusters, inv: np.ndarray, delta: int) -> np.ndarray:
     """Shift of every read (aligned with c.read_rows) in one linearization at Δ = delta."""
     idx = np.flatnonzero(c.live)
     W, f, S = c.W[idx], c.f[idx], c.S[idx]
@@ -291,11 +296,11 @@ def check_zone(h: KeyHistory) -> ZoneResult:
     rd = np.flatnonzero(with_reads)
     b_val, bi, bj = _type_b(f[rd], S[rd])
     delta = max(0, int(a_val[ka]), b_val)
-    shifts = _shifts(c, h.invoke, delta) if delta > 0 else np.zeros(0, dtype=np.int64)
-    need = np.flatnonzero(shifts > 0)
-    shifted = list(zip(c.read_rows[need].tolist(), shifts[need].tolist(), strict=True))
     if delta == 0:
         return ZoneResult(0, [], "every read returned a value current during the read")
+    shifts = _shifts(c, h.invoke, delta)
+    need = np.flatnonzero(shifts > 0)
+    shifted = list(zip(c.read_rows[need].tolist(), shifts[need].tolist(), strict=True))
     if int(a_val[ka]) >= b_val:
         u = int(idx[ka])
         later = (c.f[u] < W) & (np.arange(len(idx)) != ka)
@@ -309,55 +314,76 @@ def check_zone(h: KeyHistory) -> ZoneResult:
     return ZoneResult(
         delta, shifted,
         "a read returned a value already overwritten when it was invoked",
-        witness, stale, stale_witness,
+        witness, stale, stale_witness, c, (u, v), b_val,
     )
 
 
+def min_delta_of(W: np.ndarray, f: np.ndarray, S: np.ndarray,
+                 type_b_ns: int | None = None) -> int:
+    """The minimal Δ of clusters given by their columns (W, f, S, as in Clusters, live
+    ones only), none failing early; type_b_ns: the type-B maximum where it is known (it
+    depends on the clusters with reads only)."""
+    if len(W) == 0:
+        return 0
+    with_reads = S > NEG
+    a_val = np.where(with_reads, _type_a(W, f, S)[0], NEG)
+    if type_b_ns is None:
+        type_b_ns = _type_b(f[with_reads], S[with_reads])[0]
+    return max(0, int(a_val.max(initial=NEG)), type_b_ns)
+
+
+def staleness_of(h: KeyHistory, c: Clusters, delta: int) -> list[tuple[int, int]]:
+    """(row, s) of every stale read of clusters c of h at their minimal Δ, largest first
+    (as check_zone's staleness)."""
+    if delta == 0:
+        return []
+    shifts = _shifts(c, h.invoke, delta)
+    rows = c.read_rows[np.flatnonzero(shifts > 0)]
+    return _staleness(h, c, delta, rows)[0]
+
+
 class _RangeMin:
-    """Position of the least value over [lo, hi) for arrays of queries (sparse table)."""
+    """Least value over [lo, hi) for arrays of queries (a sparse table of the values)."""
 
     def __init__(self, values: np.ndarray) -> None:
         self.values = values
         n = len(values)
-        level = np.arange(n, dtype=np.int64)
-        self.table = [level]
+        self.table = [values]
         width = 1
         while 2 * width <= n:
-            a, b = level[: n - 2 * width + 1], level[width: n - width + 1]
-            level = np.where(values[b] < values[a], b, a)
-            self.table.append(level)
+            level = self.table[-1]
+            self.table.append(np.minimum(level[: n - 2 * width + 1], level[width: n - width + 1]))
             width *= 2
 
-    def query(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(least value, its position) per query; (BIG, -1) for empty ranges."""
+    def query(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The least value per query; BIG for empty ranges."""
         empty = hi <= lo
-        length = np.where(empty, 1, hi - lo)
-        k = np.floor(np.log2(length)).astype(np.int64)
-        lo_ = np.where(empty, 0, lo)
-        out_pos = np.full(len(lo), -1, dtype=np.int64)
-        out_val = np.full(len(lo), BIG, dtype=np.int64)
+        out = np.full(len(lo), BIG, dtype=np.int64)
         if len(self.values) == 0:
-            return out_val, out_pos
+            return out
+        k = np.floor(np.log2(np.where(empty, 1, hi - lo))).astype(np.int64)
         for j in np.unique(k[~empty]):
             sel = np.flatnonzero((k == j) & ~empty)
             t = self.table[int(j)]
-            a = t[lo_[sel]]
-            b = t[hi[sel] - (1 << int(j))]
-            pos = np.where(self.values[b] < self.values[a], b, a)
-            out_pos[sel] = pos
-            out_val[sel] = self.values[pos]
-        return out_val, out_pos
+            out[sel] = np.minimum(t[lo[sel]], t[hi[sel] - (1 << int(j))])
+        return out
 
 
-def _min_excluding(rmq: _RangeMin, lo: np.ndarray, n: int, skip: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Least value (and position) over [lo, n) without position `skip`."""
-    v1, p1 = rmq.query(lo, np.maximum(lo, skip))
-    v2, p2 = rmq.query(np.maximum(lo, skip + 1), np.full(len(lo), n, dtype=np.int64))
-    return np.where(v2 < v1, v2, v1), np.where(v2 < v1, p2, p1)
+def _min_excluding(rmq: _RangeMin, lo: np.ndarray, n: int, skip: np.ndarray) -> np.ndarray:
+    """Least value over [lo, n) without position `skip`."""
+    return np.minimum(rmq.query(lo, np.maximum(lo, skip)),
+                      rmq.query(np.maximum(lo, skip + 1), np.full(len(lo), n, dtype=np.int64)))
 
 
-def _staleness(h: KeyHistory, c: _Clusters, delta: int, rows: np.ndarray
+def _argmin_excluding(values: np.ndarray, lo: int, skip: int) -> int:
+    """The first position of the least value over [lo, len(values)) without `skip`."""
+    rest = values[lo:].copy()
+    if skip >= lo:
+        rest[skip - lo] = BIG
+    return lo + int(np.argmin(rest))
+
+
+def _staleness(h: KeyHistory, c: Clusters, delta: int, rows: np.ndarray
                ) -> tuple[list[tuple[int, int]], Witness | None]:
     """Each given read's own staleness (module docstring): (row, s) of the stale ones,
     largest first, and a witness for the first."""
@@ -375,7 +401,8 @@ def _staleness(h: KeyHistory, c: _Clusters, delta: int, rows: np.ndarray
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order))
     lo = np.searchsorted(s_all[order], f[qc], side="right").astype(np.int64)
-    T, pos = _min_excluding(_RangeMin(f[order]), lo, len(order), rank[qc])
+    fo = f[order]
+    T = _min_excluding(_RangeMin(fo), lo, len(order), rank[qc])
     s = np.where(T >= BIG, 0, np.clip(h.invoke[rows] - T, 0, delta))
     keep = np.flatnonzero(s > 0)
     keep = keep[np.lexsort((rows[keep], -s[keep]))]
@@ -383,11 +410,12 @@ def _staleness(h: KeyHistory, c: _Clusters, delta: int, rows: np.ndarray
     if len(keep) == 0:
         return [], None
     k = int(keep[0])
-    witness = _stale_read_witness(h, c, int(rows[k]), int(idx[qc[k]]), int(idx[order[pos[k]]]))
+    pos = _argmin_excluding(fo, int(lo[k]), int(rank[qc[k]]))
+    witness = _stale_read_witness(h, c, int(rows[k]), int(idx[qc[k]]), int(idx[order[pos]]))
     return stale, witness
 
 
-def _stale_read_witness(h: KeyHistory, c: _Clusters, row: int, own: int, other: int
+def _stale_read_witness(h: KeyHistory, c: Clusters, row: int, own: int, other: int
                         ) -> Witness:
     """The rows behind one read's staleness: the read, its value's write and first
     completion, and the value that must follow it, with its write and first completion
@@ -409,7 +437,7 @@ def _stale_read_witness(h: KeyHistory, c: _Clusters, row: int, own: int, other: 
     return Witness("stale-read", [row] + [r for r in roles if r != row], roles)
 
 
-def _witness(h: KeyHistory, c: _Clusters, u: int, v: int, kind: str) -> Witness:
+def _witness(h: KeyHistory, c: Clusters, u: int, v: int, kind: str) -> Witness:
     """The few rows that force the bound of pair (u, v): u's latest read, the write it
     needed and u's earliest completion, and v's write and earliest completion (and v's
     latest read for the nested form)."""
