@@ -21,7 +21,14 @@ from typing import Any
 import numpy as np
 
 from checkers import explain, zone
-from checkers.anomalies import STALE_READ, Anomaly, applied, classify, zone_relaxed
+from checkers.anomalies import (
+    STALE_READ,
+    Anomaly,
+    applied,
+    classify,
+    describe,
+    zone_relaxed,
+)
 from checkers.anomalies import VIOLATION as VIOLATION_TYPE
 from checkers.models import CasRegister, Model, model_for
 from checkers.ops import CAS, READ, KeyHistory, Operation
@@ -189,6 +196,10 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
         elif a.name == VIOLATION_TYPE and result.counterexample:
             a.ops = [int(o["id"]) for o in result.counterexample.get("ops", [])]
     result.anomalies = found
+    if result.counterexample is not None and found:
+        # what explains the violation as decided, `unknown` where a search ran out
+        result.counterexample["text"] += (" Anomaly types (decided, not guessed): "
+                                          f"{describe(result.to_json())}.")
 
 
 def _staleness(ops: Sequence[Operation], model: Model, initial: str | None,

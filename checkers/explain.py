@@ -7,9 +7,10 @@ general (WGL) violation: the shortest prefix of the history (by completion time,
 operations still running at the cut treated as outcome unknown) that is not
 L-linearizable, then one-by-one deletion while it stays so, within a budget of work
 (memoised search entries) and time. `from_stale_read` shrinks the same way for one read
-moved just less than its own staleness, every other read moved the minimal Δ. Every
-text names a possible retried write where one fits (`retried_write_note`). `build`
-turns a set of rows into the counterexample dict:
+moved just less than its own staleness, every other read moved the minimal Δ. A
+violation's text then ends with its anomaly types as the checker decided them
+(checkers/decide.py), never a guess of its own. `build` turns a set of rows into the
+counterexample dict:
     {"text", "ops", "nemesis", "graph"}   graph = networkx node_link_data
 with operations as nodes (their full record as attributes) and edges typed
 "real-time", "reads-from", "version-order"; the edges that close the contradiction
@@ -24,7 +25,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import networkx as nx
-import numpy as np
 
 from checkers.faults import fault_periods
 from checkers.models import Model
@@ -122,12 +122,6 @@ def build(
     ends = [int(h.complete[r]) for r in rows if h.complete[r] != UNKNOWN_END]
     lo = min(starts) if starts else 0
     hi = max(ends + starts) if rows else 0
-    noted: set[str | None] = set()
-    for r in rows:  # one note per value
-        note = "" if h.value[r] in noted else retried_write_note(h, r)
-        if note:
-            noted.add(h.value[r])
-            text += note
     nemesis = nemesis_in_force(h, lo, hi)
     if nemesis:
         text += " Nemesis in force: " + "; ".join(
@@ -141,36 +135,6 @@ def build(
         "nemesis": nemesis,
         "graph": nx.node_link_data(g, edges="edges"),
     }
-
-
-def retried_write_note(h: KeyHistory, row: int) -> str:
-    """For a read of a value that was read, overwritten and read again here, whose only
-    write timed out: the sentence saying a duplicated write explains it as well as a
-    stale read ("" otherwise). A client or proxy that retries a timed-out write can
-    apply it twice, once on each side of the overwrite: no lease bug needed."""
-    if h.f[row] != READ:
-        return ""
-    v = h.value[row]
-    writes = np.flatnonzero(np.isin(h.f, (WRITE, CAS)) & (h.value == v))
-    if len(writes) != 1 or h.complete[writes[0]] != UNKNOWN_END or v == h.initial:
-        return ""
-    inv = int(h.invoke[row])
-    earlier = np.flatnonzero((h.f == READ) & (h.value == v) & (h.complete < inv))
-    if len(earlier) == 0:
-        return ""
-    first = int(earlier[np.argmin(h.invoke[earlier])])
-    between = np.flatnonzero((h.value != v) & (h.f != CAS_FAILED) & (h.complete < inv)
-                             & (h.invoke > h.invoke[first]))
-    if len(between) == 0:
-        return ""
-    x = int(between[np.argmin(h.complete[between])])
-    w = int(writes[0])
-    return (f" Either op {int(h.index[row])} read a stale value, or the only write of {v}, "
-            f"op {int(h.index[w])}, "
-            f"which timed out (outcome unknown), was applied twice (a retried write): "
-            f"once before op {int(h.index[x])} replaced it (op {int(h.index[first])} read "
-            f"it) and again afterwards; check for a duplicated write before suspecting "
-            f"the lease.")
 
 
 def _describe(h: KeyHistory, row: int) -> str:
