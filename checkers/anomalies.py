@@ -63,7 +63,9 @@ from checkers.wgl import (
     SearchLimits,
     _Candidates,
     _columns,
+    _compiled_fits,
     _Moves,
+    encode,
     linearizable,
     min_delta,
 )
@@ -184,10 +186,12 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     relaxed = relax(ops, initial, names)
     cands = _Candidates(relaxed)
     probe = cands.top() if delta_ns is None else cands.below(delta_ns)
-    if not linearizable(relaxed, model, initial, probe, limits).ok:
+    # one encoding for both searches (where the compiled search fits)
+    enc = encode(relaxed, initial) if _compiled_fits(relaxed, model) else None
+    if not linearizable(relaxed, model, initial, probe, limits, encoded=enc).ok:
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
                        originals=len(ops))
-    found = min_delta(relaxed, model, initial, lease_ns, limits)
+    found = min_delta(relaxed, model, initial, lease_ns, limits, encoded=enc)
     if found.min_delta_ns is None:
         return Relaxed(relaxed, found, [], originals=len(ops))
     order = _trim(relaxed, model, initial, len(ops), found.order, found.min_delta_ns)
@@ -233,31 +237,32 @@ def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: in
     """The witness with each dropped write put back where it changes nothing seen."""
     out = list(order)
     placed = set(out)
-    starts = [ops[i].invoke - (delta if ops[i].f == READ else 0) for i in out]
+    starts = np.array([ops[i].invoke - (delta if ops[i].f == READ else 0) for i in out],
+                      dtype=np.int64)
     states = [model.init(initial)]  # states[q]: the state before out[q]
     for i in out:
         states.append(model.step(states[-1], ops[i])[1])
-    earliest_after = [UNKNOWN_END] * (len(out) + 1)  # least completion in out[q:]
-    for q in range(len(out) - 1, -1, -1):
-        earliest_after[q] = min(earliest_after[q + 1], ops[out[q]].complete)
+    # a write may go before out[q] (or at the end, q = len(out)) when out[q] is a blind
+    # write, no operation from q on completes before its invoke (the least completion
+    # in out[q:]), and none before q starts after it completes
+    blind = np.array([ops[i].f == WRITE for i in out] + [True])
+    comps = np.array([ops[i].complete for i in out] + [UNKNOWN_END], dtype=np.int64)
+    earliest_after = np.minimum.accumulate(comps[::-1])[::-1]
     for d in [i for i in range(n) if ops[i].droppable and i not in placed]:
         w = ops[d]
-        latest_start = -(1 << 62)  # greatest start in out[:q]
-        for q in range(len(out) + 1):
-            if latest_start > w.complete:
-                break
-            if ((q == len(out) or ops[out[q]].f == WRITE) and earliest_after[q] >= w.invoke
-                    and (after := model.step(states[q], w))[0]):
-                # before a blind write (or at the end): every later state stays as it was
+        latest_start = np.concatenate(([-(1 << 62)], np.maximum.accumulate(starts)))
+        fits = np.flatnonzero(blind & (earliest_after >= w.invoke)
+                              & (latest_start <= w.complete))
+        for q in fits.tolist():
+            ok, after = model.step(states[q], w)
+            if ok:  # before a blind write (or at the end): every later state stays
                 out.insert(q, d)
-                starts.insert(q, w.invoke)
-                states.insert(q + 1, after[1])
-                earliest_after.insert(q, earliest_after[q])
-                for k in range(q + 1):
-                    earliest_after[k] = min(earliest_after[k], w.complete)
+                starts = np.insert(starts, q, w.invoke)
+                states.insert(q + 1, after)
+                blind = np.insert(blind, q, w.f == WRITE)
+                earliest_after = np.insert(earliest_after, q, earliest_after[q])
+                earliest_after[: q + 1] = np.minimum(earliest_after[: q + 1], w.complete)
                 break
-            if q < len(out):
-                latest_start = max(latest_start, starts[q])
     return out
 
 

@@ -627,6 +627,7 @@ def min_delta(
     limits: SearchLimits,
     *,
     reference: bool = False,
+    encoded: Encoded | None = None,
 ) -> DeltaSearch:
     """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then the largest Δ that
     changes anything), then narrows (lo, hi], not linearizable at lo, linearizable at
@@ -650,9 +651,10 @@ def min_delta(
 
     The compiled module runs this same loop, pass for pass (on small keys the Python
     around each pass cost more than the search); reference=True runs it here, over the
-    pure-Python search, as it does where the compiled one does not fit."""
+    pure-Python search, as it does where the compiled one does not fit. `encoded` (from
+    encode(ops, initial)) spares encoding again."""
     if not reference and _compiled_fits(ops, model):
-        return _min_delta_compiled(ops, initial, lease_ns, limits)
+        return _min_delta_compiled(ops, initial, lease_ns, limits, encoded)
 
     def test(d: int) -> Outcome:
         return linearizable_reference(ops, model, initial, d, limits)
@@ -753,8 +755,8 @@ def min_delta(
 
 
 def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns: int,
-                        limits: SearchLimits) -> DeltaSearch:
-    e = encode(ops, initial)
+                        limits: SearchLimits, encoded: Encoded | None = None) -> DeltaSearch:
+    e = encoded if encoded is not None else encode(ops, initial)
     rc, states, delta, exact, failed_at, verdict_states, order, longest = (
         _compiled_min_delta(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, lease_ns,

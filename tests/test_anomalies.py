@@ -203,3 +203,50 @@ def test_a_value_never_written_stays_a_violation() -> None:
     assert body["anomaly_types"] == [VIOLATION]
     assert body["anomalies"][VIOLATION]["remaining_delta_ms"] is None
     assert body["anomalies"][VIOLATION]["ops"]  # today's counterexample's operations
+
+
+@st.composite
+def unique_keys(draw: st.DrawFn) -> KeyHistory:
+    """Unique-value registers whose values are read several times each, many writes
+    timing out: the zone method's relaxations (clusters removed or split)."""
+    n_writes = draw(st.integers(1, 4))
+    rows = []
+    t = 0
+    for k in range(n_writes):
+        t += draw(st.integers(0, 6))
+        rows.append((WRITE, str(k + 1), t, UNKNOWN_END if draw(st.booleans())
+                     else t + draw(st.integers(0, 8))))
+    for _ in range(draw(st.integers(1, 5))):
+        inv = draw(st.integers(0, 5 * n_writes + 10))
+        rows.append((READ, draw(st.sampled_from([str(k + 1) for k in range(n_writes)])),
+                     inv, inv + draw(st.integers(0, 6))))
+    ops = [Operation(i, i, f, v, inv, done, node="n1")
+           for i, (f, v, inv, done) in enumerate(sorted(rows, key=lambda x: x[2]))]
+    return KeyHistory.from_operations(ops, file="t", key="k")
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(unique_keys())
+def test_zone_relaxations_bound_or_decide_as_the_exhaustive_search(h: KeyHistory) -> None:
+    """What the zone method says of each relaxation, without a search: a bound never
+    above the relaxed minimal Δ, the relaxed Δ itself where it does not lower the key's,
+    and lost-write's Δ and writes exactly."""
+    from checkers import zone
+    from checkers.anomalies import zone_relaxed
+
+    if not zone.applicable(h):
+        return
+    z = zone.check_zone(h)
+    assert z.min_delta_ns == exhaustive_delta(h, False, False)
+    for name in (DUPLICATED_WRITE, LOST_WRITE):
+        truth = exhaustive_delta(h, name == DUPLICATED_WRITE, name == LOST_WRITE)
+        known, low, got = zone_relaxed(h, z, name, z.min_delta_ns)
+        assert known
+        assert low == truth if name == LOST_WRITE else not _below(truth, low), (name, low)
+        if not _below(low, z.min_delta_ns):
+            assert truth == z.min_delta_ns, name  # ruled out: the relaxation does not lower
+        if got is not None:  # decided outright: the writes every witness drops, enough
+            assert got.found.min_delta_ns == truth
+            assert exhaustive_delta(h, False, set(got.changed)) == truth
+            for i in got.changed:  # each is needed
+                assert _below(truth, exhaustive_delta(h, False, set(got.changed) - {i}))
