@@ -138,7 +138,10 @@ def check_key(history: KeyHistory, lease_ns: int, budget: Budget | None = None, 
     budget = budget or Budget()
     z = found = None
     if zone.applicable(history):
-        z = zone.check_zone(history)
+        # as below: a violation's staleness waits for its anomalies
+        z = zone.check_zone(history, staleness=False)
+        if not (anomalies and status_for(z.min_delta_ns, lease_ns) == VIOLATION):
+            zone.add_staleness(history, z)
         result = _by_zone(history, lease_ns, z)
     else:
         # a violation's staleness waits for its anomalies: a relaxation that lowers its
@@ -177,14 +180,16 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     found, best = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
                            lease_ns, limits_for, bound)
     if best is not None and best.clusters is not None:  # decided by the zone method
-        stale = zone.staleness_of(h, best.clusters, best.found.min_delta_ns or 0)
-        result.shifted_reads = sorted(
-            (ShiftedRead(int(h.index[r]), int(s)) for r, s in stale), key=lambda s: s.index)
+        result.shifted_reads = _zone_stale_reads(
+            h, zone.staleness_of(h, best.clusters, best.found.min_delta_ns or 0))
     elif best is not None:
         changed, order = applied(best, ops)
         result.shifted_reads, result.staleness_exact = _stale_reads(
             h, changed, [o.index for o in changed], model, order,
             best.found.min_delta_ns or 0, budget)
+    elif z is not None:
+        zone.add_staleness(h, z)
+        result.shifted_reads = _zone_stale_reads(h, z.staleness)
     elif verdict is not None:
         result.shifted_reads, result.staleness_exact = _stale_reads(
             h, ops, h.index, model, verdict.order, verdict.min_delta_ns or 0, budget)
@@ -234,10 +239,14 @@ def _ms(ns: int) -> str:
     return f"{ns / 1e6:.3f} ms"
 
 
+def _zone_stale_reads(h: KeyHistory, staleness: list[tuple[int, int]]) -> list[ShiftedRead]:
+    return sorted((ShiftedRead(int(h.index[r]), int(s)) for r, s in staleness),
+                  key=lambda s: s.index)
+
+
 def _by_zone(h: KeyHistory, lease_ns: int, z: zone.ZoneResult) -> KeyResult:
     status = status_for(z.min_delta_ns, lease_ns)
-    shifted = sorted((ShiftedRead(int(h.index[r]), int(s)) for r, s in z.staleness),
-                     key=lambda s: s.index)
+    shifted = _zone_stale_reads(h, z.staleness)
     counterexample = None
     if status == VIOLATION and z.witness is not None:
         counterexample = explain.from_zone(h, z.witness, z.min_delta_ns, lease_ns)

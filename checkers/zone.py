@@ -280,8 +280,10 @@ def _shifts(c: Clusters, inv: np.ndarray, delta: int) -> np.ndarray:
     return np.clip(np.where(tv < BIG, inv[c.read_rows] - tv, 0), 0, delta)
 
 
-def check_zone(h: KeyHistory) -> ZoneResult:
-    """Minimal Δ of a unique-value register; raises NotUniqueValues if inapplicable."""
+def check_zone(h: KeyHistory, staleness: bool = True) -> ZoneResult:
+    """Minimal Δ of a unique-value register; raises NotUniqueValues if inapplicable.
+    staleness=False leaves the reads' shifts and staleness to add_staleness (a caller
+    that may decide them over a relaxed history instead)."""
     c, early = _clusters(h)
     if early is not None:
         return early
@@ -298,9 +300,6 @@ def check_zone(h: KeyHistory) -> ZoneResult:
     delta = max(0, int(a_val[ka]), b_val)
     if delta == 0:
         return ZoneResult(0, [], "every read returned a value current during the read")
-    shifts = _shifts(c, h.invoke, delta)
-    need = np.flatnonzero(shifts > 0)
-    shifted = list(zip(c.read_rows[need].tolist(), shifts[need].tolist(), strict=True))
     if int(a_val[ka]) >= b_val:
         u = int(idx[ka])
         later = (c.f[u] < W) & (np.arange(len(idx)) != ka)
@@ -309,13 +308,17 @@ def check_zone(h: KeyHistory) -> ZoneResult:
     else:
         u, v = int(idx[rd[bi]]), int(idx[rd[bj]])
         witness = _witness(h, c, u, v, "nested")
-    stale, stale_witness = _staleness(h, c, delta, np.asarray([r for r, _ in shifted],
-                                                               dtype=np.int64))
-    return ZoneResult(
-        delta, shifted,
-        "a read returned a value already overwritten when it was invoked",
-        witness, stale, stale_witness, c, (u, v), b_val,
-    )
+    z = ZoneResult(delta, [], "a read returned a value already overwritten when it was invoked",
+                   witness, clusters=c, pair=(u, v), type_b_ns=b_val)
+    if staleness:
+        add_staleness(h, z)
+    return z
+
+
+def add_staleness(h: KeyHistory, z: ZoneResult) -> None:
+    """z's shifts, staleness and stale_witness, where check_zone left them out."""
+    if z.clusters is not None and z.min_delta_ns:
+        z.shifts, z.staleness, z.stale_witness = _stale(h, z.clusters, z.min_delta_ns)
 
 
 def min_delta_of(W: np.ndarray, f: np.ndarray, S: np.ndarray,
@@ -335,11 +338,18 @@ def min_delta_of(W: np.ndarray, f: np.ndarray, S: np.ndarray,
 def staleness_of(h: KeyHistory, c: Clusters, delta: int) -> list[tuple[int, int]]:
     """(row, s) of every stale read of clusters c of h at their minimal Δ, largest first
     (as check_zone's staleness)."""
-    if delta == 0:
-        return []
+    return _stale(h, c, delta)[1] if delta else []
+
+
+def _stale(h: KeyHistory, c: Clusters, delta: int
+           ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], Witness | None]:
+    """At Δ = delta > 0: each read's shift in one linearization (those above 0), each
+    one's own staleness (of those: no other read can be stale), and its witness."""
     shifts = _shifts(c, h.invoke, delta)
-    rows = c.read_rows[np.flatnonzero(shifts > 0)]
-    return _staleness(h, c, delta, rows)[0]
+    need = np.flatnonzero(shifts > 0)
+    shifted = list(zip(c.read_rows[need].tolist(), shifts[need].tolist(), strict=True))
+    stale, witness = _staleness(h, c, delta, c.read_rows[need])
+    return shifted, stale, witness
 
 
 class _RangeMin:
