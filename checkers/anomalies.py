@@ -40,6 +40,11 @@ operation whose start (a read's moved by Δ) is at most its completion, before e
 one completing no earlier than its invoke (a compare-and-set also needs the state
 there to be the one it expects). Placed so, no read needs more than Δ.
 
+A unique-value register's relaxations are decided by the zone method instead, from the
+clusters its check built (zone_relaxed, _zone_duplicated: the same minimal Δ, held to
+the exhaustive search by tests/test_anomalies.py), and each read's staleness, after a
+relaxation, over the history with the witness's changes made (applied) either way.
+
 The verdict and exit code never change: a duplicated or lost write is a violation, as
 before.
 """
@@ -157,11 +162,10 @@ def applied(r: Relaxed, ops: Sequence[Operation]) -> tuple[list[Operation], list
     """The history with the changes r's witness reports made, and the witness in it: the
     writes it drops left out, the second applications it makes kept (info, like the
     writes they repeat), every other clone left out, nothing droppable (ops: the history
-    r relaxes). The witness is a
-    linearization of it at r's minimal Δ, and it is a restriction of the relaxed history,
-    so that is its minimal Δ too; each read's staleness is decided over it, so that the
-    stale reads left are those of the anomaly as reported (the zone method does the same
-    with the clusters of the writes it reports dropped)."""
+    r relaxes). The witness is a linearization of it at r's minimal Δ, and it is a
+    restriction of the relaxed history, so that is its minimal Δ too; each read's
+    staleness is decided over it, so that the stale reads left are those of the anomaly
+    as reported (the zone method does the same with its relaxed clusters)."""
     placed = set(r.found.order)
     keep = [i for i, o in enumerate(r.ops)
             if i in placed or not (o.droppable or i >= r.originals)]
@@ -297,10 +301,9 @@ def zone_relaxed(h: KeyHistory, z: zone.ZoneResult, name: str, delta_ns: int | N
                  ) -> tuple[bool, int | None, Relaxed | None]:
     """For a unique-value register whose check was z (zone.check_zone of h, minimal Δ
     delta_ns): (True, Δ, _) with Δ at most the relaxed minimal Δ, from z's clusters (no
-    history rebuilt or clustered again), or (False, None, None) where there is none this
-    way. If Δ is not below delta_ns, the relaxation does not lower it: no search needed.
-    For lost-write Δ is exact, and where it is below delta_ns the third item is the
-    decided relaxation (no search at all).
+    history rebuilt or clustered again). If Δ is not below delta_ns, the relaxation does
+    not lower it: no search needed. Where Δ is below delta_ns the third item is the
+    relaxation decided (no search at all), or None where the search must decide it.
 
     Both relaxations keep the key a unique-value register of the same clusters, but for
     a few: lost-write removes clusters, duplicated-write splits them (below). The pair

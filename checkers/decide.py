@@ -22,8 +22,10 @@ import numpy as np
 
 from checkers import explain, zone
 from checkers.anomalies import (
+    RELAXATIONS,
     STALE_READ,
     Anomaly,
+    applicable,
     applied,
     classify,
     describe,
@@ -52,12 +54,14 @@ STATE_MEMORY_BYTES = 1 << 30
 # one stale read: 7.6x the verdict's states to shrink to the 2 operations that show it).
 EXPLAIN_WORK = 8
 EXPLAIN_MIN_STATES = 20_000
-# Each relaxation's search (checkers/anomalies.py) of a violating key may memoise
-# CLASSIFY_WORK times the entries the searches deciding its verdict did (at least
-# CLASSIFY_MIN_STATES; a zone key's verdict takes none), else that relaxation is unknown:
-# a relaxed history's failing searches can cost far more than the key's (each clone and
-# each droppable write is one more choice), and naming the anomaly must not cost more
-# than a fraction of the check.
+# The relaxations' searches (checkers/anomalies.py) of a violating key may memoise, in
+# all, CLASSIFY_WORK times the entries the searches deciding its verdict did: each of the
+# relaxations that apply gets its share (at least CLASSIFY_MIN_STATES; a zone key's
+# verdict takes none), else that relaxation is unknown. A relaxed history's failing
+# searches can cost far more than the key's (each clone and each droppable write is one
+# more choice), and naming the anomaly must not cost more than a fraction of the check
+# (which, past its verdict, also refines Δ, shrinks the counterexample and decides each
+# read's staleness).
 CLASSIFY_WORK = 1
 CLASSIFY_MIN_STATES = 100_000
 # Time for shrinking a lease-bounded key's worst stale read: far more common than
@@ -164,12 +168,13 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
                     z: zone.ZoneResult | None, verdict: DeltaSearch | None) -> None:
     """result.anomalies, and its reads' staleness once a duplicated or lost write that
     explains more is accounted for (else, for a WGL key, from verdict: the search that
-    decided it). A zone key's relaxations (z: its check) are bounded by the zone method
-    first (its lost writes decided by it), and searched by WGL where that cannot rule
-    them out: it is already invalid, so only violations pay for it."""
+    decided it). A zone key's relaxations (z: its check) are decided by the zone method,
+    searched by WGL only where its duplicated writes would take too many combinations
+    (anomalies.ZONE_SPLIT_WORK): it is already invalid, so only violations pay for it."""
     model = search_model(h)
     ops = HistoryOperations(h)
-    work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states)
+    shares = max(1, sum(applicable(ops, name) for name in RELAXATIONS))
+    work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states // shares)
 
     def limits_for() -> SearchLimits:
         limits = _limits(h, budget)[0]
