@@ -66,6 +66,8 @@ from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, 
 from checkers.wgl import (
     BudgetExceeded,
     DeltaSearch,
+    HistoryOperations,
+    RelaxedOperations,
     SearchLimits,
     _Candidates,
     _columns,
@@ -108,7 +110,7 @@ class Anomaly:
 
 
 def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
-          ) -> list[Operation]:
+          ) -> RelaxedOperations:
     """The history with the named relaxations applied: positions 0..n-1 are ops (lost
     writes marked droppable), clones of the info writes follow (same index).
 
@@ -119,22 +121,33 @@ def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
     operation being a blind write or nothing) keeps it one; and a write that alone
     produces a value some read returns (not the initial one) is never dropped in any
     linearization, as that read needs it before it."""
-    f = [o.f for o in ops]
-    values = [o.value for o in ops]
-    read = {v for k, v in zip(f, values, strict=True) if k == READ}
-    produced = Counter(v for k, v in zip(f, values, strict=True) if k in (WRITE, CAS))
-    lose = LOST_WRITE in names
-    out = [Operation(o.index, o.process, o.f, o.value, o.invoke, o.complete, o.expected,
-                     o.node, o.complete_index, True)
-           if lose and o.f in (WRITE, CAS) and o.complete != UNKNOWN_END
-           and not (o.value in read and produced[o.value] == 1 and o.value != initial)
-           else o for o in ops]
+    if isinstance(ops, HistoryOperations):
+        h = ops.history
+        f, values, expected, complete = h.f, h.value.tolist(), h.expected.tolist(), h.complete
+    else:
+        f = np.array([o.f for o in ops], dtype=np.int8)
+        values, expected = [o.value for o in ops], [o.expected for o in ops]
+        complete = np.array([o.complete for o in ops], dtype=np.int64)
+    is_read = f == READ
+    writes = (f == WRITE) | (f == CAS)
+    read = {v for v, r in zip(values, is_read.tolist(), strict=True) if r}
+    produced = Counter(v for v, w in zip(values, writes.tolist(), strict=True) if w)
+    info = complete == UNKNOWN_END
+    drop = np.zeros(len(f), dtype=bool)
+    if LOST_WRITE in names:
+        alone = np.array([v in read and produced[v] == 1 and v != initial for v in values],
+                         dtype=bool)
+        drop = writes & ~info & ~alone
+    clones = np.zeros(0, dtype=np.intp)
     if DUPLICATED_WRITE in names:
-        blind = CAS_FAILED not in f  # else any other value may let a failed compare pass
-        observed = read | {o.expected for o in ops if o.f in (CAS, CAS_FAILED)}
-        out += [o for o in ops if o.f in (WRITE, CAS) and o.complete == UNKNOWN_END
-                and not (blind and o.value not in observed)]
-    return out
+        # without failed compares a clone of an unobserved value cannot help; with them,
+        # any other value may let a failed compare pass
+        blind = not (f == CAS_FAILED).any()
+        observed = read | {e for e, k in zip(expected, f.tolist(), strict=True)
+                           if k in (CAS, CAS_FAILED)}
+        useful = np.array([not blind or v in observed for v in values], dtype=bool)
+        clones = np.flatnonzero(writes & info & useful)
+    return RelaxedOperations(ops, drop, clones)
 
 
 def applicable(ops: Sequence[Operation], name: str) -> bool:
@@ -149,7 +162,7 @@ def applicable(ops: Sequence[Operation], name: str) -> bool:
 class Relaxed:
     """One relaxation's search: its minimal Δ and the operations its witness changed."""
 
-    ops: list[Operation]  # the relaxed history
+    ops: Sequence[Operation]  # the relaxed history
     found: DeltaSearch
     changed: list[int]  # history indices (sorted) of the writes doubled or dropped, and
     # the reads that returned a doubled write's second effect
@@ -189,20 +202,21 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     completion), so if that fails the relaxed minimal Δ is the key's, and most keys a
     relaxation does not explain cost that one search."""
     relaxed = relax(ops, initial, names)
-    cands = _Candidates(relaxed)
+    cands = _Candidates(ops)  # the relaxed history's: reads and completions are the same
     probe = cands.top() if delta_ns is None else cands.below(delta_ns)
     # one encoding for both searches (where the compiled search fits)
     enc = encode(relaxed, initial) if _compiled_fits(relaxed, model) else None
     if not linearizable(relaxed, model, initial, probe, limits, encoded=enc).ok:
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
                        originals=len(ops))
-    found = min_delta(relaxed, model, initial, lease_ns, limits, encoded=enc)
+    rows = relaxed.rows()  # indexed often from here on
+    found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
     if found.min_delta_ns is None:
-        return Relaxed(relaxed, found, [], originals=len(ops))
-    order = _trim(relaxed, model, initial, len(ops), found.order, found.min_delta_ns)
-    order = _put_back(relaxed, model, initial, len(ops), order, found.min_delta_ns)
+        return Relaxed(rows, found, [], originals=len(ops))
+    order = _trim(rows, model, initial, len(ops), found.order, found.min_delta_ns)
+    order = _put_back(rows, model, initial, len(ops), order, found.min_delta_ns)
     found = dataclasses.replace(found, order=order)
-    return Relaxed(relaxed, found, _changed(relaxed, model, initial, len(ops), order),
+    return Relaxed(rows, found, _changed(rows, model, initial, len(ops), order),
                    originals=len(ops))
 
 
@@ -262,10 +276,10 @@ def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: in
             ok, after = model.step(states[q], w)
             if ok:  # before a blind write (or at the end): every later state stays
                 out.insert(q, d)
-                starts = np.insert(starts, q, w.invoke)
+                starts = np.concatenate((starts[:q], [w.invoke], starts[q:]))
                 states.insert(q + 1, after)
-                blind = np.insert(blind, q, w.f == WRITE)
-                earliest_after = np.insert(earliest_after, q, earliest_after[q])
+                blind = np.concatenate((blind[:q], [w.f == WRITE], blind[q:]))
+                earliest_after = np.concatenate((earliest_after[:q + 1], earliest_after[q:]))
                 earliest_after[: q + 1] = np.minimum(earliest_after[: q + 1], w.complete)
                 break
     return out

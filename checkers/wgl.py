@@ -179,9 +179,53 @@ class HistoryOperations(Sequence[Operation]):
         return iter(self._rows())
 
 
+class RelaxedOperations(Sequence[Operation]):
+    """A history with some of its operations droppable and some repeated after it (the
+    same objects: info writes that may take effect twice), as checkers/anomalies.py
+    relaxes it; the Operations built on first use, its columns (for the compiled search
+    and the candidates) taken from the history's."""
+
+    def __init__(self, base: Sequence[Operation], drop: np.ndarray, clones: np.ndarray
+                 ) -> None:
+        self.base = base
+        self.drop = drop  # bool per operation of base
+        self.clones = clones  # positions in base of the operations repeated
+        self._len = len(base) + len(clones)
+        self._ops: list[Operation] | None = None
+
+    def positions(self) -> np.ndarray:
+        """The base position of each operation."""
+        return np.concatenate((np.arange(len(self.base)), self.clones))
+
+    def rows(self) -> list[Operation]:
+        """The Operations, as a list (each built once)."""
+        if self._ops is None:
+            self._ops = [Operation(o.index, o.process, o.f, o.value, o.invoke, o.complete,
+                                   o.expected, o.node, o.complete_index, True) if d else o
+                         for o, d in zip(self.base, self.drop.tolist(), strict=True)]
+            self._ops += [self.base[i] for i in self.clones.tolist()]
+        return self._ops
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN204
+        return self.rows()[i]
+
+    def __iter__(self) -> Iterator[Operation]:
+        return iter(self.rows())
+
+
 def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
     """The compiled search's columns (only called where it is installed). Every value no
     operation observes is one state, UNOBSERVED_CODE (see _abstract)."""
+    if isinstance(ops, RelaxedOperations):
+        # repeats observe nothing new: the history's codes, repeated
+        e, at = encode(ops.base, initial), ops.positions()
+        drop = np.concatenate((ops.drop, np.zeros(len(ops.clones), dtype=bool)))
+        return Encoded(e.kind[at], e.val[at], e.exp[at], e.invoke[at], e.complete[at],
+                       drop.astype(np.uint8) if drop.any() else np.zeros(0, dtype=np.uint8),
+                       e.init, e.index[at])
     if isinstance(ops, HistoryOperations):
         h = ops.history
         kind = np.ascontiguousarray(h.f, dtype=np.int8)
@@ -244,6 +288,8 @@ def _compiled_fits(ops: Sequence[Operation], model: Model) -> bool:
         return False
     if type(model) is CasRegister:
         return True
+    if isinstance(ops, RelaxedOperations):
+        return _compiled_fits(ops.base, model)
     if isinstance(ops, HistoryOperations):
         f = ops.history.f
         return type(model) is Register and not ((f == CAS) | (f == CAS_FAILED)).any()
@@ -508,6 +554,9 @@ def _shift(op: Operation, delta: int, read_shift: Mapping[int, int] | None) -> i
 
 def _columns(ops: Sequence[Operation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(f, invoke, complete) of every operation, as arrays."""
+    if isinstance(ops, RelaxedOperations):
+        at = ops.positions()
+        return tuple(c[at] for c in _columns(ops.base))  # type: ignore[return-value]
     if isinstance(ops, HistoryOperations):
         h = ops.history
         return h.f, h.invoke, h.complete
@@ -899,6 +948,16 @@ def read_staleness(
         best = 1 / (p * r * math.log(2))
         return 1 << int(math.log2(best)) if best >= 2 else 1
 
+    def stale_first() -> bool:
+        """Test a read just below its bound before 0? Where it is stale that spares the
+        failing search at 0; where not, it costs a passing one: first when p F > (1 - p)
+        P (F, P: a failing and a passing search's cost, p as in group_size)."""
+        (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
+        p = (sum(s > 0 for s in done.values()) + 1) / (len(done) + 2)
+        if not fails or not passes:
+            return p > 0.5
+        return p * fail_states / fails > (1 - p) * pass_states / passes
+
     queue = sorted(upper, key=lambda p: (-upper[p], p))  # the most moved first
     head = 0  # queue[head:] is still to be tested
     split: list[list[int]] = []  # halves of failed groups, tested next (a stack)
@@ -924,12 +983,18 @@ def read_staleness(
             if not group:
                 continue
             pos = group[0]
-            if test({pos: 0}):
-                settle(pos, 0)
-                continue
             diffs = ops[pos].invoke - comps[::-1]  # increasing
             cands = np.concatenate((diffs[(diffs > 0) & (diffs < upper[pos])], [upper[pos]]))
             a, b = 0, len(cands) - 1  # cands[b] is known to be enough
+            if b > 0 and stale_first():
+                # failing just below the bound settles the read at it without testing 0
+                if not test({pos: int(cands[b - 1])}):
+                    settle(pos, int(cands[b]))
+                    continue
+                b -= 1
+            if test({pos: 0}):
+                settle(pos, 0)
+                continue
             while a < b:
                 # the candidate just below the bound first (b is still the bound only
                 # then): the bound is often the read's own staleness, settled so by one
