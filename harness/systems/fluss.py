@@ -3,7 +3,10 @@ remote data directory, from the release's jars (sut/fluss; no Fluss code in this
 repository). The coordinator is the leader (kill-leader, partition-leader and pause-leader
 hit it); fltsN are the tablet servers; flzk (ZooKeeper) and flcl (the lease client service
 the workload's clients talk to, on the test network with the shared volume mounted) are
-aux services.
+aux services. Besides kill, pause and partition, Fluss offers the faults of the lease's own
+questions: partition-coordination (coordinator from ZooKeeper alone), cut-storage (a
+server from the shared remote directory), pause-client (every holder at once) and
+clock-skew (a server's clock, through libfaketime).
 
 Readiness and the leader come from ZooKeeper's own view (`dump`: the session holding
 /fluss/coordinators/active, the tablet servers' ids) plus a TCP connect to each server's
