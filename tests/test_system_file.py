@@ -284,10 +284,12 @@ def test_leader_is_named_by_a_majority_and_confirms(tmp_path: Path) -> None:
     from harness.clusters.docker.cluster import Cluster
 
     cls = described_profile(write(tmp_path, MINIMAL))
+    before = dict(vars(cls))
     cluster = Cluster("ll-test", cls.compose_profile, compose_file=tmp_path / "compose.yml",
                       document=lambda subnet: cls.compose_document("img", subnet, {}))
     cluster.use_subnet("10.97.9.0/24")  # writes the file, which fixes the addresses
     profile = cls(cluster, {})
+    assert dict(vars(cls)) == before  # what the run learns, the cluster holds: not the class
     assert [profile._node_named(v) for v in ("kv2", "2", "10.97.9.13", "kv1:6379",
                                              "10.97.9.12:6379", "", None, "kv9")] == [
         "kv2", "kv2", "kv3", "kv1", "kv2", None, None, None]
