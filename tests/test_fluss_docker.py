@@ -44,8 +44,11 @@ def test_leased_snapshots_stay_readable_while_the_coordinator_is_paused(
         tmp_path: Path, fluss_project: str) -> None:
     # pause-leader rather than kill-leader: while a killed coordinator restarts (its JVM
     # takes seconds) nothing can be leased, and a short run may then check nothing
+    # dist=: the pinned jars staged for the image, mounted as a user's own distribution (no
+    # second download): the servers run them and flcl compiles its client against them
     r, results, run = run_fluss(tmp_path, fluss_project, "--nemesis", "pause-leader",
-                                "--nemesis-interval", "6")
+                                "--nemesis-interval", "6",
+                                "--sut-opt", f"dist={ROOT / 'sut' / 'fluss' / 'jars'}")
     found = results["snapshot_lease"]
     assert r.returncode == 0, (r.stderr[-2000:], found["violations"][:3])
     assert results["valid"] is True
@@ -53,6 +56,9 @@ def test_leased_snapshots_stay_readable_while_the_coordinator_is_paused(
     records = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
     assert any(x["f"] == "pause" and x["type"] == "ok" for x in records)  # the fault happened
     assert (run / "nodes" / "flco" / "coordinator.log").stat().st_size > 0
+    for node in ("flco", "flts1", "flcl"):
+        log = (run / "nodes" / node / "container.log").read_text()
+        assert "runs the jars in /opt/fluss/user-lib" in log, log[-2000:]
     junit = (run / "junit.xml").read_text()
     assert 'failures="0"' in junit
 
@@ -69,3 +75,6 @@ def test_without_leases_the_checker_names_the_deleted_snapshot(
     assert f"snapshot {v['snapshot']} of bucket {v['bucket']} was gone" in v["explanation"]
     assert "INVALID" in r.stdout + r.stderr
     assert "snapshot-lease-lease" in (run / "junit.xml").read_text()
+    # no version= nor dist=: the image's own jars
+    log = (run / "nodes" / "flco" / "container.log").read_text()
+    assert "runs the jars in /opt/fluss/lib" in log

@@ -119,3 +119,23 @@ def test_without_a_repository_maven_fetches_and_the_pin_still_decides(
     assert (tmp_path / "home" / ".m2" / "repository" / _pinned(b"").rel_path).is_file()
     with pytest.raises(JarProblem, match="sha256"):
         jars.fetch(_pinned(b"what the lock pins", "2.0"), tmp_path / "cache")
+
+
+def test_a_release_maven_cannot_find_is_one_sentence(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # what Maven prints (coloured) when Central has no such release
+    (bin_dir / "mvn").write_text(
+        "#!/bin/sh\necho '\033[1;31m[ERROR]\033[m Failed to execute goal ... Could not find "
+        "artifact org.apache.fluss:fluss-server:jar:0.9.0-incubating in central'\nexit 1\n")
+    (bin_dir / "mvn").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("LEASELINE_MAVEN_REPO", raising=False)
+    jar = Jar("org.apache.fluss", "fluss-server", "0.9.0-incubating", None)
+    with pytest.raises(JarProblem) as e:
+        jars.fetch(jar, tmp_path / "cache")
+    assert str(e.value) == ("org.apache.fluss:fluss-server:0.9.0-incubating is in none of the "
+                            "Maven repositories this machine reaches (is 0.9.0-incubating a "
+                            "release?).")

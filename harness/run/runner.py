@@ -132,8 +132,9 @@ def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir
     folder, on a test network of its own."""
     ensure_images(profile, log)
     if not issubclass(profile, DescribedProfile):
+        staged = images.fill_folders(profile.staged_folders(cfg.sut_opts), log)
         return DockerCluster(project, profile.compose_profile,
-                             profile.compose_env(cfg.sut_opts))
+                             profile.compose_env(cfg.sut_opts) | staged)
     from harness.clusters.docker.system_images import system_image
 
     tag, host_files = system_image(profile.description, log)

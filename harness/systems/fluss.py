@@ -13,17 +13,25 @@ Readiness and the leader come from ZooKeeper's own view (`dump`: the session hol
 port, so a killed coordinator whose session has not expired yet is not taken for a leader.
 
 The image is the pinned release's (sut/fluss/jars.lock, staged by scripts/setup.sh).
+`version=` runs another release without another image: its jars, fetched with Maven into a
+folder of the user's cache (staged_folders, which the Docker backend fills), are mounted at
+/opt/fluss/user-lib, which fluss-node prefers to the image's own lib (and compiles the
+lease client against). `dist=` mounts a user's own distribution's lib/ there the same way.
 `lease=off` is the negative control: the lease client answers lease calls without asking
 Fluss, so nothing keeps the snapshots the holders read.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import socket
+import sys
+from pathlib import Path
 from typing import ClassVar
 
 from harness.errors import BadArguments
-from harness.systems.profile import Endpoint, Option, Profile
+from harness.systems.profile import Endpoint, Option, Profile, StagedFolder
 
 PORT = 9123
 ZK_PORT = 2181
@@ -32,6 +40,11 @@ DEFAULT_IMAGE = "leaseline/fluss:latest"
 LOG_DIR = "/var/log/fluss"
 REMOTE_LINK = "/remote"  # remote.data.dir: the same path on every server
 REMOTE_VOLUME = "/fluss-remote"  # where the shared volume is mounted
+USER_LIB_ENV = "LL_FLUSS_USER_LIB"  # a host folder of jars mounted at /opt/fluss/user-lib
+# The KV snapshot lease API (FIP-22) the workload needs came with 0.9.0-incubating.
+FIRST_LEASE_RELEASE = (0, 9, 0)
+RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-[A-Za-z0-9.]+)?$")
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "leaseline"
 
 
 def _tcp_open(ip: str, port: int, timeout: float = 0.5) -> bool:
@@ -104,6 +117,13 @@ class Fluss(Profile):
                                    "LL_FLUSS_EXPIRATION_CHECK"),
         "clock-margin-ms": Option("500", "the clock margin the lease checker allows"),
         "heap": Option("256m", "each server's JVM heap", "LL_FLUSS_HEAP"),
+        "version": Option("", "another Fluss release (0.9.0-incubating or later) instead of "
+                          "the image's pinned one: its two Fluss jars are fetched with Maven "
+                          "(not pinned: Maven's strict checksum policy checks them against "
+                          "the .sha1 beside them) and mounted into the servers"),
+        "dist": Option("", "a Fluss distribution folder of your own (its lib/, or a folder of "
+                       "jars, holding fluss-server-*.jar and fluss-client-*.jar) mounted "
+                       "into the servers instead of the image's jars"),
     }
 
     @classmethod
@@ -114,6 +134,29 @@ class Fluss(Profile):
         for k in ("retained", "lease-duration-ms", "clock-margin-ms"):
             if k in opts and not opts[k].isdigit():
                 raise BadArguments(f"--sut-opt {k}={opts[k]} must be a whole number.")
+        if opts.get("version") and opts.get("dist"):
+            raise BadArguments("--sut-opt version= and dist= exclude each other: a "
+                               "distribution brings its own release.")
+        if opts.get("version"):
+            _check_release(opts["version"], "--sut-opt version=" + opts["version"])
+        if opts.get("dist"):
+            dist_lib(opts["dist"])
+
+    @classmethod
+    def compose_env(cls, opts: dict[str, str]) -> dict[str, str]:
+        env = super().compose_env(opts)
+        if opts.get("dist"):
+            env[USER_LIB_ENV] = str(dist_lib(opts["dist"]))
+        return env
+
+    @classmethod
+    def staged_folders(cls, opts: dict[str, str]) -> list[StagedFolder]:
+        version = opts.get("version")
+        if not version:
+            return []
+        folder = CACHE / "fluss-lib" / version
+        return [StagedFolder(USER_LIB_ENV, folder, (
+            sys.executable, "-m", "sut.fluss.jars", str(folder), "--version", version))]
 
     # -- the Profile interface --------------------------------------------------------------
     @property
@@ -174,3 +217,27 @@ class Fluss(Profile):
     def log_files(self, service: str) -> list[str]:
         role = {"flzk": "zookeeper", "flco": "coordinator"}.get(service, "tablet")
         return [] if service == "flcl" else [f"{LOG_DIR}/{role}.log"]
+
+
+def _check_release(version: str, what: str) -> None:
+    m = RELEASE.match(version)
+    if not m:
+        raise BadArguments(f"{what} is not a Fluss release number (e.g. 0.9.1-incubating).")
+    if tuple(int(g) for g in m.groups()) < FIRST_LEASE_RELEASE:
+        raise BadArguments(f"{what} is older than 0.9.0-incubating, the first Fluss release "
+                           "with the KV snapshot lease API the workload needs.")
+
+
+def dist_lib(dist: str) -> Path:
+    """The folder of a distribution's jars: DIR/lib as Fluss's binary tarball lays it out, or
+    DIR itself when it holds the jars (e.g. a folder sut/fluss/jars.py staged)."""
+    root = Path(dist).expanduser().resolve()
+    lib = root / "lib" if (root / "lib").is_dir() else root
+    servers = sorted(lib.glob("fluss-server-*.jar"))
+    if not lib.is_dir() or not servers or not any(lib.glob("fluss-client-*.jar")):
+        raise BadArguments(f"--sut-opt dist={dist} holds no fluss-server-*.jar and "
+                           f"fluss-client-*.jar (looked in {lib}).")
+    version = servers[0].name.removeprefix("fluss-server-").removesuffix(".jar")
+    if RELEASE.match(version):
+        _check_release(version, f"--sut-opt dist={dist} (Fluss {version})")
+    return lib

@@ -38,6 +38,16 @@ class Endpoint:
 
 
 @dataclass(frozen=True)
+class StagedFolder:
+    """A folder of this machine the cluster mounts (its path in compose's `env`), which
+    `command` fills before the cluster starts (e.g. another release's jars)."""
+
+    env: str
+    folder: Path
+    command: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Option:
     """A `--sut-opt key=value` the profile understands; `env` is how compose receives it."""
 
@@ -92,6 +102,11 @@ class Profile(ABC):
     def compose_env(cls, opts: dict[str, str]) -> dict[str, str]:
         merged = {k: o.default for k, o in cls.options.items()} | opts
         return {o.env: merged[k] for k, o in cls.options.items() if o.env}
+
+    @classmethod
+    def staged_folders(cls, opts: dict[str, str]) -> list[StagedFolder]:
+        """Folders to fill before the cluster starts (none by default)."""
+        return []
 
     # -- what every profile must answer ------------------------------------------------
     @abstractmethod

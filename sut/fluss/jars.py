@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -125,14 +126,19 @@ def _maven_get(jar: Jar) -> Path:
         return local
     if shutil.which("mvn") is None:
         raise JarProblem(f"fetching {jar} needs Maven (mvn), which is not installed.")
-    cmd = ["mvn", "-q", "-B", "-C", "dependency:get", f"-Dartifact={jar}:jar",
+    # -U: Maven remembers a miss and would not ask the repository again without it.
+    cmd = ["mvn", "-q", "-B", "-C", "-U", "dependency:get", f"-Dartifact={jar}:jar",
            "-Dtransitive=false", f"-Dmaven.repo.local={repository}"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT_S * 10)
     except subprocess.TimeoutExpired:
         raise JarProblem(f"mvn dependency:get {jar} did not finish in time.") from None
     if r.returncode != 0 or not local.is_file():
-        lines = [ln.strip() for ln in (r.stdout + r.stderr).splitlines() if "ERROR" in ln]
+        text = re.sub(r"\x1b\[[0-9;]*m", "", r.stdout + r.stderr)  # Maven's colours
+        if "Could not find artifact" in text or "was not found in" in text:
+            raise JarProblem(f"{jar} is in none of the Maven repositories this machine "
+                             f"reaches (is {jar.version} a release?).")
+        lines = [ln.strip() for ln in text.splitlines() if "ERROR" in ln]
         why = lines[0] if lines else f"exit {r.returncode}"
         raise JarProblem(f"mvn could not fetch {jar} (is the version right?): {why[:300]}")
     return local

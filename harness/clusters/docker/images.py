@@ -21,6 +21,7 @@ from docker.errors import BuildError, ImageNotFound
 from harness.clusters.docker.client import client
 from harness.errors import EnvironmentProblem
 from harness.shipped import shipped
+from harness.systems.profile import StagedFolder
 
 CONTEXTS_DIR = shipped(__package__, "contexts")
 BASE_TAG = "leaseline/base:bookworm"
@@ -140,6 +141,24 @@ def unstaged(context: Path) -> str | None:
         if not (target.is_file() or (target.is_dir() and any(target.iterdir()))):
             return f"{target} is not staged ({how.strip()})"
     return None
+
+
+def fill_folders(folders: list[StagedFolder], log: Callable[[str], None] = print
+                 ) -> dict[str, str]:
+    """Runs each folder's command (e.g. fetching another release's jars) and returns the
+    compose variables naming the folders; a failing command's last line is the error."""
+    env = {}
+    for f in folders:
+        log(f"staging {f.folder}")
+        try:
+            r = subprocess.run(f.command, capture_output=True, text=True, timeout=1800)
+        except subprocess.TimeoutExpired:
+            raise EnvironmentProblem(f"staging {f.folder} did not finish in time.") from None
+        if r.returncode != 0:
+            lines = [ln for ln in r.stderr.splitlines() if ln.strip()] or [f"exit {r.returncode}"]
+            raise EnvironmentProblem(lines[-1].removeprefix("leaseline: "))
+        env[f.env] = str(f.folder)
+    return env
 
 
 def build_all(log: Callable[[str], None] = print) -> list[str]:
