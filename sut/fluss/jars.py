@@ -6,10 +6,10 @@ with strict checksums), so they come from wherever this machine's Maven is set u
 LEASELINE_MAVEN_REPO names a repository to read directly instead (a URL, file:// too).
 
 jars.lock (beside this file) pins each jar's version and sha256; a pinned jar whose
-content differs is refused. Another Fluss release (`--version`, to build an image of it by
-hand from this folder) replaces the two Fluss jars' version: those are not pinned, so they
-are checked against the .sha1 Maven Central publishes beside each jar, which guards
-against a broken transfer, not against a changed repository.
+content differs is refused. Another Fluss release (`--version`: `--sut-opt version=` stages
+it into a folder the cluster mounts) replaces the two Fluss jars' version: those are not
+pinned, so they are checked against the .sha1 Maven Central publishes beside each jar,
+which guards against a broken transfer, not against a changed repository.
 """
 
 from __future__ import annotations
