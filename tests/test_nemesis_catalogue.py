@@ -336,11 +336,23 @@ def test_delay_leader_ingress_holds_peer_packets_not_clients(lk: Setup) -> None:
 def test_delay_jitter_and_directions(lk: Setup) -> None:
     c, p = lk
     wait_ready(p)
-    out = make(p, c, "delay:one:ms=200:jitter=100:dir=out", seed=8)
+    spec = "delay:one:ms=200:jitter=100:dir=out"
+    out = make(p, c, spec, seed=8)
     value = out.start()
+    (node,) = value["nodes"]
+    if node == p.leader():
+        # A held packet never leaves before an earlier one of its link, and a leader's links
+        # to its peers carry its heartbeats: a probe's SYN-ACK would wait for the latest of
+        # several draws. Make the node a follower (the same seed picks it again).
+        out.stop()
+        p.transfer_leader()
+        wait_ready(p)
+        out = make(p, c, spec, seed=8)
+        value = out.start()
+        assert value["nodes"] == [node]
     try:
-        (node,) = value["nodes"]
-        other = next(n for n in p.nodes if n != node)
+        # Followers do not talk to each other, so node's link to another follower is quiet.
+        other = next(n for n in p.nodes if n not in (node, p.leader()))
         assert value["links"][node] == {"in": [], "out": [n for n in p.nodes if n != node]}
         # Only the SYN-ACK (node's egress) waits, 100..300 ms (uniform): of 10 samples one is
         # below 200 ms but for a 2^-10 chance; the median allows 50 ms of scheduling noise.
