@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemesis.base import FaultNotApplied, Nemesis
-from nemesis.spec import TARGETS
-from nemesis.targets import pick_nodes
+from nemesis.node_script import NodeScriptFault
 
 CLOCK_FILE = "/etc/faketimerc"
 DEFAULT_MS = 10000.0
@@ -26,36 +24,26 @@ def offset_script(ms: float) -> str:
     return f"printf '%s\\n' '{ms / 1000:+.3f}' > {CLOCK_FILE}"
 
 
-class ClockSkew(Nemesis):
+class ClockSkew(NodeScriptFault):
     name = "clock-skew"
     start_f = "skew-clock"
     stop_f = "reset-clock"
     fault_kind = "clock"
-    targets = TARGETS
-    default_target = "leader"
     params = ("ms",)
+    nobody = "no running node to skew"
+    undid = "reset the clock of"
 
-    def start(self) -> Any:
-        if self.active:
-            return self.active
-        ms = self.spec.param("ms", DEFAULT_MS)
-        nodes = [n for n in pick_nodes(self.target or "leader", self.ctx.profile, self.rng)
-                 if self.ctx.cluster.is_running(n)]
-        if not nodes:
-            raise FaultNotApplied("no running node to skew")
-        for node in nodes:
-            self.ctx.cluster.run_on_node(node, offset_script(ms))
-        self.active = {"nodes": nodes, "ms": ms}
-        self.ctx.log(f"skewed the clock of {', '.join(nodes)} by {ms:+.0f} ms")
-        return self.active
+    def ms(self) -> float:
+        return self.spec.param("ms", DEFAULT_MS)
 
-    def stop(self) -> Any:
-        return self.stop_on_nodes(
-            lambda node: self.ctx.cluster.run_on_node(node, offset_script(0)),
-            "reset the clock of")
+    def fault_script(self) -> str:
+        return offset_script(self.ms())
 
-    def heal(self) -> None:
-        for node in self.ctx.profile.nodes:
-            if self.ctx.cluster.is_running(node):
-                self.ctx.cluster.run_on_node(node, offset_script(0))
-        self.active = None
+    def undo_script(self) -> str:
+        return offset_script(0)
+
+    def started(self, nodes: list[str]) -> dict[str, Any]:
+        return {"nodes": nodes, "ms": self.ms()}
+
+    def did(self, nodes: list[str]) -> str:
+        return f"skewed the clock of {', '.join(nodes)} by {self.ms():+.0f} ms"

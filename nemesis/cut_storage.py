@@ -11,13 +11,12 @@ with a network filesystem gone away). Stopping the fault points the link back.
 from __future__ import annotations
 
 import shlex
-from typing import Any, Protocol, cast
+from typing import Protocol, cast
 
 from harness.errors import BadArguments
 from harness.systems.profile import Profile
-from nemesis.base import FaultNotApplied, Nemesis
-from nemesis.spec import TARGETS, NemesisSpec
-from nemesis.targets import pick_nodes
+from nemesis.node_script import NodeScriptFault
+from nemesis.spec import NemesisSpec
 
 # Under /proc nothing can be created, so no mkdirs can quietly make a private copy.
 NOWHERE = "/proc/leaseline-storage-cut"
@@ -31,13 +30,13 @@ def link_script(link: str, to: str) -> str:
     return f"ln -sfn {shlex.quote(to)} {shlex.quote(link)}"
 
 
-class CutStorage(Nemesis):
+class CutStorage(NodeScriptFault):
     name = "cut-storage"
     start_f = "cut-storage"
     stop_f = "restore-storage"
     fault_kind = "storage"
-    targets = TARGETS
-    default_target = "leader"
+    nobody = "no running node to cut from the storage"
+    undid = "restored the shared storage of"
 
     @classmethod
     def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
@@ -49,29 +48,11 @@ class CutStorage(Nemesis):
     def storage(self) -> tuple[str, str]:
         return cast(SharedStorageHost, self.ctx.profile).shared_storage
 
-    def start(self) -> Any:
-        if self.active:
-            return self.active
-        link, _ = self.storage()
-        nodes = [n for n in pick_nodes(self.target or "leader", self.ctx.profile, self.rng)
-                 if self.ctx.cluster.is_running(n)]
-        if not nodes:
-            raise FaultNotApplied("no running node to cut from the storage")
-        for node in nodes:
-            self.ctx.cluster.run_on_node(node, link_script(link, NOWHERE))
-        self.active = {"nodes": nodes}
-        self.ctx.log(f"cut {', '.join(nodes)} off the shared storage ({link})")
-        return self.active
+    def fault_script(self) -> str:
+        return link_script(self.storage()[0], NOWHERE)
 
-    def stop(self) -> Any:
-        link, real = self.storage()
-        return self.stop_on_nodes(
-            lambda node: self.ctx.cluster.run_on_node(node, link_script(link, real)),
-            "restored the shared storage of")
+    def undo_script(self) -> str:
+        return link_script(*self.storage())
 
-    def heal(self) -> None:
-        link, real = self.storage()
-        for node in self.ctx.profile.nodes:
-            if self.ctx.cluster.is_running(node):
-                self.ctx.cluster.run_on_node(node, link_script(link, real))
-        self.active = None
+    def did(self, nodes: list[str]) -> str:
+        return f"cut {', '.join(nodes)} off the shared storage ({self.storage()[0]})"

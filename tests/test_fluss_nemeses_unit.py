@@ -40,3 +40,50 @@ def test_node_scripts() -> None:
     assert offset_script(-5500) == f"printf '%s\\n' '-5.500' > {CLOCK_FILE}"
     assert offset_script(0).endswith(f"'+0.000' > {CLOCK_FILE}")
     assert link_script("/remote", NOWHERE) == f"ln -sfn {NOWHERE} /remote"
+
+
+class _Machines:
+    """Records the scripts a fault runs on each node; flts2 is down."""
+
+    node_names = None
+
+    def __init__(self) -> None:
+        self.ran: list[tuple[str, str]] = []
+
+    def is_running(self, node: str) -> bool:
+        return node != "flts2"
+
+    def run_on_node(self, node: str, script: str) -> str:
+        self.ran.append((node, script))
+        return ""
+
+
+def test_node_script_faults_start_stop_and_heal() -> None:
+    from nemesis.base import NemesisContext
+
+    machines = _Machines()
+    profile = profile_class("fluss")(machines, {})  # type: ignore[arg-type]
+    logged: list[str] = []
+    ctx = NemesisContext(profile, machines, log=logged.append)  # type: ignore[arg-type]
+    (skew,) = nemesis_classes(["clock-skew:all:ms=-2500"], type(profile))
+    fault = skew(ctx)
+    value = fault.start()
+    running = [n for n in profile.nodes if n != "flts2"]
+    assert value == {"nodes": running, "ms": -2500}
+    assert fault.start() is value  # idempotent
+    assert machines.ran == [(n, offset_script(-2500)) for n in running]
+    assert logged[-1] == f"skewed the clock of {', '.join(running)} by -2500 ms"
+    machines.ran.clear()
+    assert fault.stop() == {"nodes": running}
+    assert machines.ran == [(n, offset_script(0)) for n in running]
+
+    (cut,) = nemesis_classes(["cut-storage:all"], type(profile))
+    fault = cut(ctx)
+    link, real = profile.shared_storage
+    machines.ran.clear()
+    assert fault.start() == {"nodes": running}
+    assert machines.ran == [(n, link_script(link, NOWHERE)) for n in running]
+    machines.ran.clear()
+    fault.heal()
+    assert fault.active is None
+    assert machines.ran == [(n, link_script(link, real)) for n in running]
