@@ -49,6 +49,10 @@ class Nemesis(ABC):
     targets: ClassVar[tuple[str, ...]] = ()  # accepted `:target` words; () = none
     default_target: ClassVar[str | None] = None
     params: ClassVar[tuple[str, ...]] = ()  # accepted key=value parameters (and words) besides d=
+    # A profile attribute the fault cannot run without, and what it is to the fault, as a
+    # phrase (e.g. ("client_services", "a client service to pause")); None: nothing beyond
+    # fault_kind. check refuses a profile whose attribute is missing or empty.
+    requires: ClassVar[tuple[str, str] | None] = None
 
     def __init__(self, ctx: NemesisContext, spec: NemesisSpec | None = None) -> None:
         self.ctx = ctx
@@ -67,6 +71,11 @@ class Nemesis(ABC):
                 f"nemesis {cls.name} needs {cls.fault_kind!r} faults, which {profile.name} does "
                 f"not support (it supports: {', '.join(sorted(profile.fault_kinds))})."
             )
+        if cls.requires is not None:
+            attr, need = cls.requires
+            if not getattr(profile, attr, None):
+                raise BadArguments(f"nemesis {cls.name} needs {need}, and {profile.name} "
+                                   f"declares none (its profile has no {attr}).")
         if spec.target is not None and spec.target not in cls.targets:
             valid = ", ".join(cls.targets) if cls.targets else "no target"
             raise BadArguments(

@@ -13,10 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import Protocol, cast
 
-from harness.errors import BadArguments
-from harness.systems.profile import Profile
 from nemesis.node_script import NodeScriptFault
-from nemesis.spec import NemesisSpec
 
 # Under /proc nothing can be created, so no mkdirs can quietly make a private copy.
 NOWHERE = "/proc/leaseline-storage-cut"
@@ -37,13 +34,7 @@ class CutStorage(NodeScriptFault):
     fault_kind = "storage"
     nobody = "no running node to cut from the storage"
     undid = "restored the shared storage of"
-
-    @classmethod
-    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
-        super().check(profile, spec)
-        if not getattr(profile, "shared_storage", None):
-            raise BadArguments(f"nemesis {cls.name} needs shared storage reached through a "
-                               f"link, and {profile.name} declares none.")
+    requires = ("shared_storage", "shared storage reached through a link")
 
     def storage(self) -> tuple[str, str]:
         return cast(SharedStorageHost, self.ctx.profile).shared_storage

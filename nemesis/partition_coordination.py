@@ -10,10 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-from harness.errors import BadArguments
-from harness.systems.profile import Profile
 from nemesis.grudge import Grudge, GrudgePartition, isolate, leader_or_fail
-from nemesis.spec import NemesisSpec
 
 
 class CoordinatedHost(Protocol):
@@ -23,13 +20,7 @@ class CoordinatedHost(Protocol):
 class PartitionCoordination(GrudgePartition):
     name = "partition-coordination"
     chain = "LEASELINE-coord"
-
-    @classmethod
-    def check(cls, profile: type[Profile], spec: NemesisSpec) -> None:
-        super().check(profile, spec)
-        if not getattr(profile, "coordination_services", ()):
-            raise BadArguments(f"nemesis {cls.name} needs a coordination service to cut the "
-                               f"leader from, and {profile.name} names none.")
+    requires = ("coordination_services", "a coordination service to cut the leader from")
 
     def grudge(self) -> tuple[Grudge, list[str]]:
         leader = leader_or_fail(self.ctx.profile)

@@ -7,6 +7,7 @@ import pytest
 
 from harness.errors import BadArguments
 from harness.systems.registry import profile_class
+from nemesis.base import FaultNotApplied, NemesisContext
 from nemesis.clock_skew import CLOCK_FILE, offset_script
 from nemesis.cut_storage import NOWHERE, link_script
 from nemesis.registry import nemesis_classes
@@ -20,14 +21,31 @@ def test_fluss_accepts_its_faults() -> None:
 
 
 @pytest.mark.parametrize(("spec", "fragment"), [
-    ("partition-coordination", "names none"),
+    ("partition-coordination", "needs a coordination service to cut the leader from, and "
+     "leasekv declares none (its profile has no coordination_services)."),
     ("cut-storage", "needs 'storage' faults"),
-    ("pause-client", "has none (its clients run in Leaseline)"),
+    ("pause-client", "needs a client service to pause, and leasekv declares none (its "
+     "profile has no client_services)."),
     ("clock-skew", "needs 'clock' faults"),
 ])
 def test_systems_without_them_refuse_in_one_sentence(spec: str, fragment: str) -> None:
-    with pytest.raises(BadArguments, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(BadArguments) as e:
         nemesis_classes([spec], profile_class("leasekv"))
+    assert fragment in str(e.value) and str(e.value).count(". ") == 0
+
+
+@pytest.mark.parametrize(("spec", "attr", "need"), [
+    ("partition-coordination", "coordination_services",
+     "a coordination service to cut the leader from"),
+    ("cut-storage", "shared_storage", "shared storage reached through a link"),
+    ("pause-client", "client_services", "a client service to pause"),
+])
+def test_fluss_without_what_a_fault_reaches_refuses_it(spec: str, attr: str, need: str) -> None:
+    bare = type("BareFluss", (profile_class("fluss"),), {attr: ()})
+    with pytest.raises(BadArguments) as e:
+        nemesis_classes([spec], bare)
+    assert str(e.value) == (f"nemesis {spec} needs {need}, and fluss declares none (its "
+                            f"profile has no {attr}).")
 
 
 def test_clock_skew_takes_only_ms_and_a_target() -> None:
@@ -59,8 +77,6 @@ class _Machines:
 
 
 def test_node_script_faults_start_stop_and_heal() -> None:
-    from nemesis.base import NemesisContext
-
     machines = _Machines()
     profile = profile_class("fluss")(machines, {})  # type: ignore[arg-type]
     logged: list[str] = []
@@ -87,3 +103,48 @@ def test_node_script_faults_start_stop_and_heal() -> None:
     fault.heal()
     assert fault.active is None
     assert machines.ran == [(n, link_script(link, real)) for n in running]
+    machines.is_running = lambda _node: False  # type: ignore[method-assign]
+    with pytest.raises(FaultNotApplied, match="no running node to cut from the storage"):
+        fault.start()
+
+
+class _Freezer:
+    """Pauses and thaws by name, as the cluster does: True only when it changed something."""
+
+    def __init__(self, running: set[str]) -> None:
+        self.running, self.paused = running, set[str]()
+
+    def pause(self, service: str) -> bool:
+        if service not in self.running:
+            return False
+        self.running.remove(service)
+        self.paused.add(service)
+        return True
+
+    def thaw(self, service: str) -> bool:
+        if service not in self.paused:
+            return False
+        self.paused.remove(service)
+        self.running.add(service)
+        return True
+
+
+def test_pause_client_pauses_only_the_client_service_and_pause_heals_everything() -> None:
+    machines = _Machines()
+    profile = profile_class("fluss")(machines, {})  # type: ignore[arg-type]
+    freezer = _Freezer(set(profile.services()))
+    logged: list[str] = []
+    ctx = NemesisContext(profile, freezer, log=logged.append)  # type: ignore[arg-type]
+    (factory,) = nemesis_classes(["pause-client"], type(profile))
+    fault = factory(ctx)
+    assert fault.duration_s == 1.5 * profile.lease_duration_ms / 1000
+    assert fault.start() == {"nodes": ["flcl"]} and freezer.paused == {"flcl"}
+    assert fault.stop() == {"nodes": ["flcl"]} and not freezer.paused
+    assert logged[-1] == "resumed flcl"
+    freezer.pause("flts1")  # left paused by another fault, or a crashed run
+    fault.start()
+    fault.heal()
+    assert not freezer.paused and fault.active is None
+    freezer.running.discard("flcl")
+    with pytest.raises(FaultNotApplied, match="no client service running to pause"):
+        fault.start()

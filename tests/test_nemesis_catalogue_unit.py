@@ -67,6 +67,31 @@ def test_bad_specs_are_one_sentence(sut: str, spec: str, fragment: str) -> None:
     assert fragment in str(e.value) and e.value.exit_code == 254
 
 
+class _Poke(Nemesis):
+    """A fault that needs what no real profile declares."""
+
+    name = "poke"
+    start_f, stop_f, fault_kind = "poke", "unpoke", "pause"
+    requires = ("widgets", "a widget to poke")
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def heal(self) -> None: ...
+
+
+def test_requires_refuses_a_profile_without_the_attribute_in_one_sentence() -> None:
+    leasekv = profile_class("leasekv")
+    for widgets in (None, ()):  # missing, and declared empty
+        profile = type("NoWidgets", (leasekv,), {} if widgets is None else {"widgets": widgets})
+        with pytest.raises(BadArguments) as e:
+            _Poke.check(profile, parse_spec("poke"))
+        assert str(e.value) == ("nemesis poke needs a widget to poke, and leasekv declares "
+                                "none (its profile has no widgets).")
+    _Poke.check(type("Widgets", (leasekv,), {"widgets": ("w1",)}), parse_spec("poke"))
+
+
 def test_every_registered_fault_validates_on_leasekv() -> None:
     # delay probes the kernel in a helper container; the others need what leasekv lacks
     # (tests/test_fluss_nemeses_unit.py checks them on fluss)
