@@ -41,7 +41,7 @@ from harness.errors import BadArguments, EnvironmentProblem
 from harness.systems.profile import Profile
 from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
 from nemesis.spec import TARGETS, NemesisSpec
-from nemesis.targets import pick_nodes
+from nemesis.targets import running_targets
 
 CHAIN = "LEASELINE-delay"  # each spec's chain is CHAIN-<its id>
 QUEUE = 7000  # each spec's queue number is QUEUE + its id
@@ -127,10 +127,7 @@ class Delay(Nemesis):
         profile, cluster = self.ctx.profile, self.ctx.cluster
         ms, jitter = self.spec.param("ms", 100), self.spec.param("jitter", 0)
         direction = self.spec.word("dir", "both")
-        targets = [n for n in pick_nodes(self.target or "all", profile, self.rng)
-                   if cluster.is_running(n)]
-        if not targets:
-            raise FaultNotApplied("no running node to delay")
+        targets = running_targets(self, "no running node to delay")
         ips = {s: cluster.ip(s) for s in profile.services() if cluster.is_running(s)}
         plan = {n: links(n, [p for p in profile.peers(n) if ips.get(p)], targets, direction)
                 for n in targets}

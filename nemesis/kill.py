@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemesis.base import FaultNotApplied, Nemesis
+from nemesis.base import Nemesis
 from nemesis.spec import TARGETS
-from nemesis.targets import pick_nodes
+from nemesis.targets import running_targets
 
 
 class Kill(Nemesis):
@@ -24,10 +24,7 @@ class Kill(Nemesis):
     def start(self) -> Any:
         if self.active:
             return self.active
-        nodes = [n for n in pick_nodes(self.target or "one", self.ctx.profile, self.rng)
-                 if self.ctx.cluster.is_running(n)]
-        if not nodes:
-            raise FaultNotApplied("no running node to kill")
+        nodes = running_targets(self, "no running node to kill")
         for node in nodes:
             self.ctx.cluster.kill(node)
         self.active = {"nodes": nodes}

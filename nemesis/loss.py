@@ -15,9 +15,9 @@ from harness.clusters.base import in_parallel
 from harness.clusters.netrules import loss_script
 from harness.errors import BadArguments
 from harness.systems.profile import Profile
-from nemesis.base import FaultNotApplied, Nemesis
+from nemesis.base import Nemesis
 from nemesis.spec import TARGETS, NemesisSpec
-from nemesis.targets import pick_nodes
+from nemesis.targets import running_targets
 
 CHAIN = "LEASELINE-loss"
 
@@ -42,10 +42,7 @@ class Loss(Nemesis):
             return self.active
         profile, cluster = self.ctx.profile, self.ctx.cluster
         p = self.spec.param("p", 0.2)
-        targets = [n for n in pick_nodes(self.target or "all", profile, self.rng)
-                   if cluster.is_running(n)]
-        if not targets:
-            raise FaultNotApplied("no running node to make lossy")
+        targets = running_targets(self, "no running node to make lossy")
         ips = {s: cluster.ip(s) for s in profile.services() if cluster.is_running(s)}
 
         def apply(node: str) -> str:

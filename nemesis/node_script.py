@@ -8,9 +8,9 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from nemesis.base import FaultNotApplied, Nemesis
+from nemesis.base import Nemesis
 from nemesis.spec import TARGETS
-from nemesis.targets import pick_nodes
+from nemesis.targets import running_targets
 
 
 class NodeScriptFault(Nemesis):
@@ -38,10 +38,7 @@ class NodeScriptFault(Nemesis):
     def start(self) -> Any:
         if self.active:
             return self.active
-        nodes = [n for n in pick_nodes(self.target or "leader", self.ctx.profile, self.rng)
-                 if self.ctx.cluster.is_running(n)]
-        if not nodes:
-            raise FaultNotApplied(self.nobody)
+        nodes = running_targets(self, self.nobody)
         script = self.fault_script()
         for node in nodes:
             self.ctx.cluster.run_on_node(node, script)
