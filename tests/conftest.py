@@ -6,9 +6,13 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from harness.clusters.docker.cluster import Cluster
+    from harness.systems.profile import Profile
 
 _project_ids = itertools.count()
 
@@ -49,23 +53,31 @@ def wait_until_ready(profile: object, timeout: float = 90) -> None:
     assert why is None, why
 
 
-def booted_cluster(sut: str, project: str, timeout: float = 90) -> Iterator[tuple[object, object]]:
-    """Generator for module fixtures: a profile's cluster, up and ready, removed afterwards."""
-    from harness.clusters.docker.cluster import Cluster
+def booted_cluster(sut: str, project: str, timeout: float = 90,
+                   opts: dict[str, str] | None = None) -> Iterator[tuple[Cluster, Profile]]:
+    """Generator for module fixtures: a system's cluster as a run deploys it
+    (harness/clusters/docker/system_cluster.py), up and ready, removed afterwards."""
+    import tempfile
+    from pathlib import Path
+
     from harness.clusters.docker.netns import remove_helpers
+    from harness.clusters.docker.system_cluster import system_cluster
     from harness.systems.registry import profile_class
 
-    cls = profile_class(sut)
-    cluster = Cluster(project, cls.compose_profile, cls.compose_env({}))
-    try:
-        cluster.down()
-        cluster.up()
-        profile = cls(cluster, {})
-        wait_until_ready(profile, timeout)
-        yield cluster, profile
-    finally:
-        cluster.down()
-        remove_helpers(project)
+    opts = opts or {}
+    cls = profile_class(sut, opts)
+    with tempfile.TemporaryDirectory(prefix=f"{project}-") as folder:
+        cluster = system_cluster(cls, opts, project, Path(folder) / "compose.yml",
+                                 lambda _message: None)
+        try:
+            cluster.down()
+            cluster.up()
+            profile = cls(cluster, opts)
+            wait_until_ready(profile, timeout)
+            yield cluster, profile
+        finally:
+            cluster.down()
+            remove_helpers(project)
 
 
 class FakeConnection:

@@ -1,6 +1,7 @@
-"""The shipped compose file (docker-compose.yml) gives each project a test network of its
-own with fixed node addresses and every node's name in every node's /etc/hosts: a killed
-node keeps its address and its name still resolves in its peers, as on real machines."""
+"""A run's compose file (the shipped docker-compose.yml, or the one generated from a
+system's description) gives each project a test network of its own with fixed node
+addresses and every node's name in every node's /etc/hosts: a killed node keeps its
+address and its name still resolves in its peers, as on real machines."""
 
 from __future__ import annotations
 

@@ -43,7 +43,7 @@ def project(request: pytest.FixtureRequest) -> Iterator[str]:
     name = f"ll-t-{os.getpid()}-file-{request.node.name[-12:].lower().strip('_[]')}"
     name = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)
     yield name
-    Cluster(name, "leasekv-file").down()
+    Cluster(name, "leasekv").down()
     remove_helpers(name)
 
 

@@ -1,39 +1,23 @@
-"""Boots the 5-node leasekv compose profile from the real image and drives it with redis-py."""
+"""Boots the 5-node leasekv cluster a run deploys (from its one description,
+harness/systems/leasekv.toml) and drives it with redis-py."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 import redis
-
-from harness.clusters.docker import images
-from harness.clusters.docker.cluster import Cluster
-from harness.systems.leasekv import LeaseKV
+from conftest import booted_cluster
 
 pytestmark = pytest.mark.docker
 
 
-def _wait_ready(profile: LeaseKV, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    reason: str | None = "not checked"
-    while time.monotonic() < deadline:
-        reason = profile.readiness()
-        if reason is None:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"leasekv never became ready: {reason}")
-
-
-def test_compose_cluster_serves_redirects_and_fails_over() -> None:
-    images.build_base()
-    tag = "leaseline/leasekv:latest"
-    images.build_image(tag, images.image_contexts()[tag])
-    cluster = Cluster("ll-lkvtest-docker", "leasekv")
-    cluster.up()
+def test_cluster_serves_redirects_and_fails_over() -> None:
+    gen = booted_cluster("leasekv", f"ll-t-{os.getpid()}-lkvtest", timeout=60)
+    cluster, profile = next(gen)
     try:
-        profile = LeaseKV(cluster, {})
-        _wait_ready(profile)
+        assert profile.nodes == ("lk1", "lk2", "lk3", "lk4", "lk5")
         leader = profile.leader()
         assert leader in profile.nodes
         ep = profile.endpoint(leader, "redis")
@@ -53,4 +37,4 @@ def test_compose_cluster_serves_redirects_and_fails_over() -> None:
         nep = profile.endpoint(new, "redis")
         assert redis.Redis(host=nep.host, port=nep.port, socket_timeout=5).get("k") == b"v"
     finally:
-        cluster.down()
+        gen.close()

@@ -19,7 +19,7 @@ import pytest
 from harness.clusters.netrules import armed_cut_script
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.systems.redis_sentinel import RedisSentinel
-from harness.systems.registry import PROFILES
+from harness.systems.registry import PROFILES, profile_class
 from nemesis.base import FaultNotApplied, NemesisContext
 from nemesis.spec import parse_spec
 from nemesis.transfer_isolate import TransferIsolate
@@ -34,7 +34,7 @@ class TransferringSentinel(RedisSentinel):
 
 def test_any_profile_that_offers_transfer_can_be_asked() -> None:
     spec = parse_spec("transfer-isolate:d=1.5")
-    TransferIsolate.check(PROFILES["leasekv"], spec)
+    TransferIsolate.check(profile_class("leasekv"), spec)
     TransferIsolate.check(TransferringSentinel, spec)
     with pytest.raises(BadArguments) as e:
         TransferIsolate.check(PROFILES["redis-sentinel"], spec)

@@ -11,7 +11,7 @@ import pytest
 from harness.clusters.docker.cluster import Cluster as DockerCluster
 from harness.clusters.ssh.cluster import SshCluster
 from harness.clusters.ssh.transport import SshFailure
-from harness.systems.leasekv import LeaseKV
+from harness.systems.registry import profile_class
 from nemesis.base import FaultNotApplied, Nemesis, NemesisContext
 from nemesis.delay import split_links, via
 from nemesis.registry import nemesis_classes
@@ -64,8 +64,9 @@ class FakeHosts:
 
 
 def make(spec: str, hosts: FakeHosts) -> Nemesis:
-    (factory,) = nemesis_classes([spec], LeaseKV, SshCluster)
-    return factory(NemesisContext(LeaseKV(hosts, {}), hosts))  # type: ignore[arg-type]
+    leasekv = profile_class("leasekv")
+    (factory,) = nemesis_classes([spec], leasekv, SshCluster)
+    return factory(NemesisContext(leasekv(hosts, {}), hosts))  # type: ignore[arg-type]
 
 
 def test_split_links_puts_each_link_at_its_senders_egress_where_it_has_netem() -> None:

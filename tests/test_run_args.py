@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
         (["--sut", "nope"], "unknown system under test 'nope' (valid: "),
         (["--workload", "nope"], "unknown workload 'nope' (valid: "),
         (["--nemesis", "kill-leader,nope"], "unknown nemesis 'nope' (valid: "),
-        (["--sut-opt", "bogus=1"], "is not an option of leasekv (valid: bug)"),
+        (["--sut-opt", "bogus=1"], "is not an option of leasekv (valid: bug, nodes)"),
         (["--sut", "redis-sentinel", "--sut-opt", "x=1"], "is not an option of redis-sentinel"),
         (["--sut-opt", "novalue"], "expects key=value"),
         (["--time-limit", "0"], "--time-limit must be at least"),

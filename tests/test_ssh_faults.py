@@ -18,6 +18,7 @@ from harness.clusters import netem
 from harness.clusters.ssh.cluster import SshCluster
 from harness.clusters.ssh.remote import remote_cluster
 from harness.systems.leasekv import LeaseKV
+from harness.systems.registry import profile_class
 from nemesis.base import Nemesis, NemesisContext
 from nemesis.delay import Delay
 from nemesis.registry import nemesis_classes
@@ -32,10 +33,12 @@ def cluster() -> Iterator[tuple[Machines, SshCluster, LeaseKV]]:
         for n in m.names:  # the machine's own firewall, which healing must leave alone
             m.exec(n, "iptables -w -N USERCHAIN; iptables -w -A INPUT -p tcp --dport 9999 "
                       "-j ACCEPT; iptables -w -A USERCHAIN -j RETURN")
-        c = remote_cluster(LeaseKV, m.hosts_toml(), {}, False, lambda _m: None)
+        cls = profile_class("leasekv")
+        c = remote_cluster(cls, m.hosts_toml(), {}, False, lambda _m: None)
         c.down()
         c.up()
-        profile = LeaseKV(c, {})
+        profile = cls(c, {})
+        assert isinstance(profile, LeaseKV)
         wait_until_ready(profile, 60)
         try:
             yield m, c, profile
@@ -45,7 +48,7 @@ def cluster() -> Iterator[tuple[Machines, SshCluster, LeaseKV]]:
 
 
 def make(spec: str, c: SshCluster, profile: LeaseKV) -> Nemesis:
-    (factory,) = nemesis_classes([spec], LeaseKV, SshCluster)
+    (factory,) = nemesis_classes([spec], type(profile), SshCluster)
     return factory(NemesisContext(profile, c))  # type: ignore[arg-type]
 
 

@@ -89,21 +89,46 @@ def test_compose_document_fixes_addresses_and_names(tmp_path: Path) -> None:
     assert kv2["extra_hosts"] == ["kv1:10.97.5.11", "kv3:10.97.5.13"]
     assert kv2["entrypoint"] == ["/kv", "--id", "2", "--peers", "kv1:7000,kv2:7000,kv3:7000",
                                  "--flag", "$HOME"]
-    assert doc["networks"]["net"]["ipam"]["config"] == [{"subnet": "10.97.5.0/24"}]
+    # other containers take addresses from the upper half: a killed node's stays free
+    assert doc["networks"]["net"]["ipam"]["config"] == [{"subnet": "10.97.5.0/24",
+                                                         "ip_range": "10.97.5.128/25"}]
     # compose interpolates $VAR: the file says $$ so the node gets the literal text
     assert _escaped(kv2["entrypoint"])[-1] == "$$HOME"
 
 
 def test_shipped_descriptions_load() -> None:
-    leasekv = profile_class(str(LEASEKV_FILE), {"bug": "local-read"})
+    leasekv = profile_class(str(LEASEKV_FILE), {"bug": "local-read", "nodes": "3"})
     assert leasekv.nodes == ("lk1", "lk2", "lk3")
     assert leasekv.lease_ms == 700
     assert "transfer-leader" in leasekv.fault_kinds
-    assert option_defaults(str(LEASEKV_FILE)) == {"bug": "none"}
+    assert option_defaults(str(LEASEKV_FILE)) == {"bug": "none", "nodes": "5"}
     # the same file describes an SSH run: [ports] and [lists] shared, [host.lists] overriding
     host = load_host_commands(LEASEKV_FILE, {"bug": "none"})
     assert host.lists["peers"] == ("{ip}:{port.raft}", ",")
     assert host.ports["raft"] == 4321
+
+
+def test_leasekv_is_described_once() -> None:
+    """`--sut leasekv` is its file plus leasekv's own probes: the same nodes, command and
+    options as `--sut harness/systems/leasekv.toml`, and no compose service of its own."""
+    from harness.clusters.docker.cluster import COMPOSE_FILE
+    from harness.systems.leasekv import LeaseKV
+
+    builtin, described = profile_class("leasekv"), profile_class(str(LEASEKV_FILE))
+    assert issubclass(builtin, LeaseKV) and not issubclass(described, LeaseKV)
+    assert builtin.name == "leasekv" and builtin.description.path == LEASEKV_FILE.resolve()
+    assert builtin.nodes == described.nodes == ("lk1", "lk2", "lk3", "lk4", "lk5")
+    assert builtin.compose_document("img", "10.97.5.0/24", {}) == \
+        described.compose_document("img", "10.97.5.0/24", {})
+    assert option_defaults("leasekv") == option_defaults(str(LEASEKV_FILE))
+    three = profile_class("leasekv", {"nodes": "3", "bug": "local-read"})
+    lk3 = three.compose_document("img", "10.97.5.0/24", {})["services"]["lk3"]
+    assert lk3["entrypoint"][lk3["entrypoint"].index("--peers") + 1] == \
+        "lk1:4321,lk2:4321,lk3:4321"
+    assert lk3["entrypoint"][-2:] == ["--bug", "local-read"]
+    with pytest.raises(BadArguments, match="bug=nope"):
+        validate(RunConfig(sut="leasekv", sut_opts={"bug": "nope"}))
+    assert "leasekv" not in COMPOSE_FILE.read_text().split("\nservices:")[1]
 
 
 def test_elastickv_options(tmp_path: Path) -> None:
@@ -143,7 +168,7 @@ def test_option_paths_are_relative_to_the_working_directory(
     monkeypatch.chdir(tmp_path)
     image = profile_class("elastickv", {"binary": "bin/elastickv"}).description.image
     assert image.value == str(tmp_path / "bin" / "elastickv")
-    assert set(SYSTEM_FILES) == {"elastickv"}
+    assert set(SYSTEM_FILES) == {"elastickv", "leasekv"}
 
 
 @pytest.mark.parametrize("opts, words", [
@@ -253,7 +278,7 @@ def test_ssh_runs_read_the_same_file() -> None:
     from harness.clusters.ssh.remote import host_commands
 
     commands = host_commands(profile_class(str(LEASEKV_FILE)), {"bug": "local-read"})
-    assert commands.opts == {"bug": "local-read"}
+    assert commands.opts == {"bug": "local-read", "nodes": "5"}
     assert "sut.leasekv" in commands.command.argv
 
 

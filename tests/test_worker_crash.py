@@ -27,8 +27,10 @@ class FakeCluster:
     node_names = None
     downs = 0
 
-    def __init__(self, project: str, compose_profile: str, env: dict[str, str]) -> None:
-        pass
+    @classmethod
+    def for_system(cls, *_args: object) -> FakeCluster:
+        """Stands in for system_cluster (no image, no compose)."""
+        return cls()
 
     def up(self) -> None:
         pass
@@ -79,8 +81,7 @@ def test_a_worker_that_dies_ends_the_run_with_255_and_one_sentence(
 ) -> None:
     monkeypatch.setitem(PROFILES, Steady.name, Steady)
     monkeypatch.setitem(WORKLOADS, Raising.name, Raising)
-    monkeypatch.setattr(runner, "DockerCluster", FakeCluster)
-    monkeypatch.setattr(runner, "ensure_images", lambda *_: None)
+    monkeypatch.setattr(runner, "system_cluster", FakeCluster.for_system)
     FakeCluster.downs = 0
     cfg = RunConfig(sut="steady", workload="raising", results_dir=tmp_path, time_limit=60,
                     concurrency=2, check=False)
@@ -127,8 +128,7 @@ def test_a_final_read_that_raises_is_said_too(
 
     monkeypatch.setitem(PROFILES, Steady.name, Steady)
     monkeypatch.setitem(WORKLOADS, Late.name, Late)
-    monkeypatch.setattr(runner, "DockerCluster", FakeCluster)
-    monkeypatch.setattr(runner, "ensure_images", lambda *_: None)
+    monkeypatch.setattr(runner, "system_cluster", FakeCluster.for_system)
     monkeypatch.setattr(runner.LeaderTracker, "refresh", lambda _self: "final")
     FakeCluster.downs = 0
     cfg = RunConfig(sut="steady", workload="late", results_dir=tmp_path, time_limit=1,

@@ -28,9 +28,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.clusters.base import Cluster
-from harness.clusters.docker import images
-from harness.clusters.docker.cluster import Cluster as DockerCluster
-from harness.clusters.docker.netns import NEMESIS_IMAGE
+from harness.clusters.docker.system_cluster import system_cluster
 from harness.errors import EnvironmentProblem, LeaselineError
 from harness.run.config import RunConfig
 from harness.run.leader import LeaderTracker
@@ -42,7 +40,6 @@ from harness.run.workers import ProcessIds, Stats, Worker
 from harness.store.crashlog import write_crash_log
 from harness.store.history import HistoryWriter, MonotonicClock
 from harness.store.run_dir import RunDir
-from harness.systems.described import DescribedProfile
 from harness.systems.profile import Profile
 from nemesis.base import NemesisContext
 from nemesis.registry import nemesis_classes
@@ -114,37 +111,6 @@ def wait_ready(profile: Profile, timeout_s: float, console: Console, what: str) 
             status.update(f"waiting until the cluster is ready ({what}): {reason}")
             time.sleep(0.3)
     return reason
-
-
-def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
-    images.build_base(log)
-    ctxs = images.image_contexts()
-    for tag in (*profile.images, NEMESIS_IMAGE):
-        if tag not in ctxs:
-            raise EnvironmentProblem(f"no build folder (contexts/ or sut/) makes {tag}.")
-        images.build_image(tag, ctxs[tag], log)
-
-
-def docker_cluster(profile: type[Profile], cfg: RunConfig, project: str, run_dir: RunDir,
-                   log: Callable[[str], None]) -> DockerCluster:
-    """The compose project of the run: the shipped docker-compose.yml, or for a system
-    described in a file its image (made now) and a compose file generated into the run
-    folder, on a test network of its own."""
-    ensure_images(profile, log)
-    if not issubclass(profile, DescribedProfile):
-        staged = images.fill_folders(profile.staged_folders(cfg.sut_opts), log)
-        return DockerCluster(project, profile.compose_profile,
-                             profile.compose_env(cfg.sut_opts) | staged)
-    from harness.clusters.docker.system_images import system_image
-
-    tag, host_files = system_image(profile.description, log)
-    cluster = DockerCluster(
-        project, profile.compose_profile, compose_file=run_dir.compose_file,
-        document=lambda subnet: profile.compose_document(tag, subnet, host_files),
-        host_files=host_files)
-    cluster.down()  # an earlier run's network must go before its subnet is looked at
-    cluster.use_subnet(cluster.free_subnet())
-    return cluster
 
 
 def final_reads(
@@ -315,7 +281,8 @@ class Lifecycle:
 
             return remote_cluster(self.plan.profile, self.cfg.hosts, self.cfg.sut_opts,
                                   self.cfg.ssh_accept_new_keys, log)
-        return docker_cluster(self.plan.profile, self.cfg, self.plan.project, self.run_dir, log)
+        return system_cluster(self.plan.profile, self.cfg.sut_opts, self.plan.project,
+                              self.run_dir.compose_file, log)
 
     def boot(self) -> None:
         """The cluster started from a clean state."""

@@ -237,8 +237,12 @@ class DescribedProfile(Profile):
             if d.data_dir:
                 service["volumes"] = [d.data_dir]
             services[node] = service
+        # Containers that are not nodes take addresses from the upper half only: a killed
+        # node's address stays free for its restart.
+        ip_range = subnet.rsplit(".", 1)[0] + ".128/25"
         return {"services": services,
-                "networks": {"net": {"ipam": {"config": [{"subnet": subnet}]}}}}
+                "networks": {"net": {"ipam": {"config": [{"subnet": subnet,
+                                                          "ip_range": ip_range}]}}}}
 
 
 def static_ip(subnet: str, node_id: int) -> str:
@@ -247,9 +251,11 @@ def static_ip(subnet: str, node_id: int) -> str:
 
 
 def described_profile(path: Path, opts: dict[str, str] | None = None,
-                      name: str | None = None) -> type[DescribedProfile]:
+                      name: str | None = None,
+                      probes: type[DescribedProfile] = DescribedProfile) -> type[DescribedProfile]:
     """The Profile class of the system the file at `path` describes, with `opts` filled in
-    (BadArguments naming the field when the file is wrong)."""
+    (BadArguments naming the field when the file is wrong). `probes`: a subclass whose
+    leader, readiness and transfer probes replace the file's (a built-in system's own)."""
     d = load_system(path, opts or {})
     attrs: dict[str, Any] = {
         "description": d,
@@ -266,4 +272,4 @@ def described_profile(path: Path, opts: dict[str, str] | None = None,
         "redis_protocol": d.redis_protocol,
         "hosts_description": d.path,
     }
-    return type(f"Described_{d.name}", (DescribedProfile,), attrs)
+    return type(f"Described_{d.name}", (probes,), attrs)

@@ -1,11 +1,16 @@
-"""leasekv, the reference cluster (sut/leasekv): lk1..lk5, Raft via pysyncobj, lease reads.
+"""leasekv, the reference cluster (sut/leasekv): Raft via pysyncobj, lease reads.
 
-Every node runs a Redis endpoint, a DynamoDB endpoint and an admin HTTP endpoint
-(/status, /transfer?to=N), on the ports of harness/systems/leasekv.toml. The leader is the
-node that says it leads at the highest term. The lease window is what the design promises,
-election timeout minus safety margin, whatever bug is switched on: a build whose lease
-runs longer (`bug=lease-longer-than-election`) must be caught serving reads staler than
-that promise.
+leasekv is described once, in harness/systems/leasekv.toml: its nodes (five by default,
+`--sut-opt nodes=3`), image, ports, command, bug switches, lease window and fault kinds.
+`--sut leasekv` runs that file (harness/systems/registry.py) with the probes below, which
+a file cannot say: the leader is the node that says it leads at the highest term, the
+cluster is ready when every follower has caught up with the leader's log, and a transfer
+goes to the most caught-up follower. `--sut harness/systems/leasekv.toml` runs the same
+deployment with the file's generic probes, as a user's own description would.
+
+The lease window is what the design promises, election timeout minus safety margin,
+whatever bug is switched on: a build whose lease runs longer
+(`bug=lease-longer-than-election`) must be caught serving reads staler than that promise.
 """
 
 from __future__ import annotations
@@ -13,22 +18,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.errors import BadArguments, EnvironmentProblem
+from harness.errors import EnvironmentProblem
 from harness.shipped import shipped
+from harness.systems.described import DescribedProfile
 from harness.systems.probes import http
-from harness.systems.profile import Endpoint, Option, Profile
-from harness.systems.system_file import load_system
 
-# leasekv's one description is its system file: the ports, the bug switches, the lease
-# window, the protocols and the fault kinds come from it, and so do a run of the file itself
-# (`--sut harness/systems/leasekv.toml`, three nodes) and this profile's runs on the user's
-# own machines (its [host] table). The profile adds what a file cannot say: the shipped
-# compose file's five services, and probes that read leasekv's /status (the leader at the
-# highest term, followers caught up, a transfer to the most caught-up one).
-DESCRIPTION = load_system(shipped(__package__, "leasekv.toml"))
-PORTS: dict[str, int] = DESCRIPTION.ports
-_BUG = DESCRIPTION.options["bug"]
-BUGS: tuple[str, ...] = _BUG.choices
+DESCRIPTION_FILE = shipped(__package__, "leasekv.toml")
 
 
 def _admin(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, Any]]:
@@ -42,44 +37,26 @@ def _admin(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, 
         return code, {}
 
 
-class LeaseKV(Profile):
-    name = "leasekv"
-    compose_profile = "leasekv"
-    protocols = DESCRIPTION.protocols
-    nodes = ("lk1", "lk2", "lk3", "lk4", "lk5")  # the shipped compose file's services
-    lease_ms = DESCRIPTION.lease_ms
-    images = ("leaseline/leasekv:latest",)
-    # How a node is set up and started on a machine of the user's own (`run --hosts`).
-    hosts_description = DESCRIPTION.path
-    fault_kinds = DESCRIPTION.fault_kinds
-    options = {
-        "bug": Option(_BUG.default, f"{_BUG.help}: {', '.join(BUGS)}", "LL_LEASEKV_BUG"),
-    }
+class LeaseKV(DescribedProfile):
+    """leasekv's own probes over its admin endpoint's /status and /transfer."""
 
-    @classmethod
-    def check_options(cls, opts: dict[str, str]) -> None:
-        super().check_options(opts)
-        if opts.get("bug", "none") not in BUGS:
-            raise BadArguments(f"--sut-opt bug={opts['bug']} is not one of {', '.join(BUGS)}.")
-
-    def endpoint(self, node: str, protocol: str) -> Endpoint:
-        return Endpoint(self.cluster.ip(node), PORTS[protocol])
+    def _admin_url(self, node: str, path: str) -> str:
+        return f"http://{self.cluster.ip(node)}:{self.description.ports['admin']}{path}"
 
     def node_name(self, node_id: int) -> str:
         return self.nodes[node_id - 1]
 
     def status(self, node: str) -> dict[str, Any] | None:
-        ip = self.cluster.ip(node)
-        if not ip:
+        if not self.cluster.ip(node):  # a stopped container: no address to ask
             return None
         try:
-            code, body = _admin("GET", f"http://{ip}:{PORTS['admin']}/status")
+            code, body = _admin("GET", self._admin_url(node, "/status"))
         except OSError:
             return None
         return body if code == 200 else None
 
     def _statuses(self) -> dict[str, dict[str, Any] | None]:
-        return {n: self.status(n) for n in self.nodes}
+        return self._each(self.status)
 
     def leader(self) -> str | None:
         leaders = [(s["term"], n) for n, s in self._statuses().items()
@@ -120,9 +97,8 @@ class LeaseKV(Profile):
             if not followers:
                 raise EnvironmentProblem("leasekv has no live follower to transfer leadership to.")
             to = max(followers)[1]
-        to_id = self.nodes.index(to) + 1  # leasekv's ids are the nodes' places, from 1
-        url = f"http://{self.cluster.ip(leader)}:{PORTS['admin']}/transfer?to={to_id}"
-        code, body = _admin("POST", url, timeout=3.0)
+        code, body = _admin("POST", self._admin_url(leader, f"/transfer?to={self.node_id(to)}"),
+                            timeout=3.0)
         if code != 200:
             raise EnvironmentProblem(f"leasekv refused to transfer leadership: {body.get('error')}")
         return to

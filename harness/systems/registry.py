@@ -1,6 +1,7 @@
 """Registry of systems under test: a new profile is one module plus one entry here, or one
 TOML description (harness/systems/, README "A system in one file") plus one entry in
-SYSTEM_FILES. `--sut path/to/system.toml` names a description of the user's own."""
+SYSTEM_FILES (with a module of its own probes where the file's cannot say enough).
+`--sut path/to/system.toml` names a description of the user's own."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from harness.errors import BadArguments
 from harness.shipped import shipped
+from harness.systems.described import DescribedProfile, described_profile
 from harness.systems.fluss import Fluss
 from harness.systems.leasekv import LeaseKV
 from harness.systems.profile import Endpoint, Option, Profile
@@ -19,19 +21,20 @@ SYSTEMS_DIR = shipped(__package__)
 
 PROFILES: dict[str, type[Profile]] = {
     RedisSentinel.name: RedisSentinel,
-    LeaseKV.name: LeaseKV,
     Fluss.name: Fluss,
 }
-# Built-in systems described in one file, run through the same code as a user's file.
-SYSTEM_FILES: dict[str, Path] = {
-    "elastickv": SYSTEMS_DIR / "elastickv.toml",
+# Built-in systems described in one file, run through the same code as a user's file: the
+# file, and the class whose probes find the leader, readiness and transfers.
+SYSTEM_FILES: dict[str, tuple[Path, type[DescribedProfile]]] = {
+    "elastickv": (SYSTEMS_DIR / "elastickv.toml", DescribedProfile),
+    "leasekv": (SYSTEMS_DIR / "leasekv.toml", LeaseKV),
 }
 
 
 def system_file_path(name: str) -> Path | None:
     """The description behind `name`: a built-in's file, the user's file, or None."""
     if name in SYSTEM_FILES:
-        return SYSTEM_FILES[name]
+        return SYSTEM_FILES[name][0]
     return Path(name).expanduser() if name.endswith(".toml") else None
 
 
@@ -41,10 +44,9 @@ def profile_class(name: str, opts: dict[str, str] | None = None) -> type[Profile
     if name in PROFILES:
         return PROFILES[name]
     if (path := system_file_path(name)) is not None:
-        from harness.systems.described import described_profile
-
+        probes = SYSTEM_FILES[name][1] if name in SYSTEM_FILES else DescribedProfile
         return described_profile(path, {str(k): str(v) for k, v in (opts or {}).items()},
-                                 name=name if name in SYSTEM_FILES else None)
+                                 name=name if name in SYSTEM_FILES else None, probes=probes)
     valid = ", ".join(sorted([*PROFILES, *SYSTEM_FILES]))
     raise BadArguments(
         f"unknown system under test {name!r} (valid: {valid}, or a system file NAME.toml)."
