@@ -16,6 +16,7 @@ import click
 from harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, LeaselineError
 from harness.run.config import RATE_PER_CLIENT, RunConfig
 from harness.systems.client_models import MODELS as CLIENT_MODELS
+from nemesis.registry import catalogue
 
 # `run` and campaign cases share one set of defaults: RunConfig's.
 _RUN = RunConfig()
@@ -83,8 +84,10 @@ def images() -> None:
 @click.option("--sut", "system_files", multiple=True, type=click.Path(), help=(
     "Also build the image of the system this TOML file describes (repeatable); a run builds "
     "it anyway, this finds a broken build before any run."))
+@click.option("--quiet", is_flag=True, help=(
+    "Say nothing when every image is up to date (the setup before each command uses it)."))
 @_guard
-def images_build(system_files: tuple[str, ...]) -> int:
+def images_build(system_files: tuple[str, ...], quiet: bool) -> int:
     """Build the base image and every system-under-test image that changed."""
     from pathlib import Path
 
@@ -94,7 +97,8 @@ def images_build(system_files: tuple[str, ...]) -> int:
         click.echo(message, err=True)
 
     built = build_all(log=log)
-    click.echo(f"images up to date ({len(built)} rebuilt)", err=True)
+    if built or not quiet:
+        click.echo(f"images up to date ({len(built)} rebuilt)", err=True)
     if system_files:
         from harness.clusters.docker.system_images import system_image
         from harness.systems.system_file import load_system
@@ -109,12 +113,10 @@ def images_build(system_files: tuple[str, ...]) -> int:
 @click.option("--sut", default=_RUN.sut, show_default=True, help="System under test.")
 @click.option("--workload", default=_RUN.workload, show_default=True)
 @click.option("--nemesis", default="", help=(
-    "Comma list of faults, each NAME[:TARGET][:d=SECONDS][:KEY=VALUE]: kill-leader, kill, "
-    "pause-leader, pause, partition-leader, partition-one, partition-halves, "
-    "partition-majorities-ring, partition-bridge, loss (p=0.2), delay (ms=100, jitter=0, "
-    "dir=in|out|both; NFQUEUE, no netem needed), "
-    "transfer-leader. TARGET: leader|one|minority|majority|all; d= holds the fault that "
-    "long (default: the interval). E.g. pause-leader:d=2,loss:all:p=0.3"))
+    f"Comma list of faults, each NAME[:TARGET][:d=SECONDS][:KEY=VALUE]: {catalogue()}. "
+    "TARGET: leader|one|minority|majority|all (where the fault takes one); d= holds the "
+    "fault that long (default: the interval). A system offers only some (a fault it cannot "
+    "take is refused before anything starts). E.g. pause-leader:d=2,loss:all:p=0.3"))
 @click.option("--nemesis-interval", default=_RUN.nemesis_interval, show_default=True,
               help="Seconds per fault/heal.")
 @click.option(

@@ -60,6 +60,12 @@ NEMESES: dict[str, type[Nemesis]] = {
 NemesisFactory = Callable[[NemesisContext], Nemesis]
 
 
+def catalogue() -> str:
+    """Every fault, each with the parameters it takes besides d= (`run --help`)."""
+    return ", ".join(f"{name} ({', '.join(f'{p}=' for p in cls.params)})" if cls.params
+                     else name for name, cls in NEMESES.items())
+
+
 def nemesis_classes(names: list[str], profile: type[Profile],
                     cluster: type[Cluster] | None = None) -> list[NemesisFactory]:
     """Validates a --nemesis list against the registry and what the profile supports, and,

@@ -101,4 +101,4 @@ command -v debootstrap >/dev/null || apt_install debootstrap
 command -v mvn >/dev/null || apt_install maven  # fetches them (Maven's own client)
 "$VENV/bin/python" -m sut.fluss.jars "$ROOT/sut/fluss/jars" \
     || die "fetching the Fluss jars failed (see above)."
-"$VENV/bin/leaseline" images build >&2 || die "building the images failed (see above)."
+"$VENV/bin/leaseline" images build --quiet >&2 || die "building the images failed (see above)."

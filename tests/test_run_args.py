@@ -45,6 +45,16 @@ def test_bad_arguments_exit_254_with_one_sentence(
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.docker
+def test_the_user_command_says_one_sentence_too(tmp_path: Path) -> None:
+    """./leaseline runs the setup first (Docker, images), which on a ready machine says
+    nothing, so a refusal is still the one line."""
+    r = subprocess.run([str(ROOT / "leaseline"), "run", "--results-dir", str(tmp_path),
+                        "--sut-opt", "nodes=4"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 254, r.stderr
+    assert r.stderr == "leaseline: --sut-opt nodes=4 is not one of 3, 5.\n"
+
+
 def test_parsers() -> None:
     assert parse_list("kill-leader, partition-leader") == ["kill-leader", "partition-leader"]
     assert parse_list("none") == [] and parse_list("") == []
@@ -151,3 +161,14 @@ def test_the_plan_resolves_the_run_once_and_writes_it_down(tmp_path: Path) -> No
     assert test["hosts"] is None and test["argv"] == ["leaseline", "run"]
     assert test["sut_opts"]["down-after-ms"] == "1500"  # defaults included
     assert [p["name"] for p in test["phases"]] == ["a", "b"]
+
+
+def test_help_names_every_fault() -> None:
+    from click.testing import CliRunner
+
+    from cli import main
+    from nemesis.registry import NEMESES
+
+    out = CliRunner().invoke(main, ["run", "--help"], terminal_width=1000).output
+    assert all(name in out for name in NEMESES)
+    assert "delay (ms=, jitter=, dir=)" in out
