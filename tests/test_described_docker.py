@@ -32,7 +32,7 @@ def run(tmp_path: Path, project: str, *args: str) -> tuple[int, dict]:
     r = subprocess.run(
         [sys.executable, str(ROOT / "cli.py"), "run", "--sut", str(LEASEKV_FILE),
          "--workload", "register", "--time-limit", "25", "--project", project,
-         "--results-dir", str(tmp_path / "results"), "--json", *args],
+         "--results-dir", str(tmp_path / "results"), "--json", "--sut-opt", "nodes=3", *args],
         capture_output=True, text=True, timeout=600)
     assert r.stdout.strip(), r.stderr[-2000:]
     return r.returncode, json.loads(r.stdout)
@@ -54,7 +54,8 @@ def test_leasekv_file_local_read_bug_is_caught(tmp_path: Path, project: str) -> 
     assert (code, out["valid"]) == (1, False), out
     run_dir = RunDir(Path(out["run_dir"]))
     test = run_dir.read_test()
-    assert test["sut"] == str(LEASEKV_FILE) and test["sut_opts"] == {"bug": "local-read"}
+    assert test["sut"] == str(LEASEKV_FILE) and test["sut_opts"] == {"bug": "local-read",
+                                                                    "nodes": "3"}
     assert test["nodes"] == ["lk1", "lk2", "lk3"] and test["lease_ms"] == 700
     compose = json.loads(run_dir.compose_file.read_text())
     assert compose["services"]["lk1"]["extra_hosts"][0].startswith("lk2:10.97.")
@@ -73,7 +74,7 @@ def test_leasekv_file_correct_build_is_valid(tmp_path: Path, project: str) -> No
 
 
 def test_killed_node_name_still_resolves(tmp_path: Path, project: str) -> None:
-    cls = profile_class(str(LEASEKV_FILE))
+    cls = profile_class(str(LEASEKV_FILE), {"nodes": "3"})
     assert issubclass(cls, DescribedProfile)
     tag, _ = system_image(cls.description, lambda m: None)
     compose = tmp_path / "compose.yml"
@@ -104,7 +105,7 @@ def test_a_subnet_taken_meanwhile_is_replaced(tmp_path: Path, project: str) -> N
 
     from harness.clusters.docker.client import client
 
-    cls = profile_class(str(LEASEKV_FILE))
+    cls = profile_class(str(LEASEKV_FILE), {"nodes": "3"})
     tag, _ = system_image(cls.description, lambda m: None)
     subnets: list[str] = []
 

@@ -47,6 +47,12 @@ def _explain_compose_failure(output: str) -> str:
     return (errors or lines or ["no output"])[-1][:300]
 
 
+def _subnet_taken(output: str) -> bool:
+    """Compose could not create the project's network because another one holds its subnet
+    (the engine words it one way for a plain subnet, another when an ip_range is given)."""
+    return "Pool overlaps" in output or "networks have overlapping IPv4" in output
+
+
 class Cluster:
     """The Docker implementation of the Cluster protocol (harness.clusters.ssh.cluster's
     SshCluster is the other one)."""
@@ -113,7 +119,7 @@ class Cluster:
             self.down()
             # Another run took the same subnet in the meantime: take another (a generated
             # file is written anew; a file of someone else's cannot be).
-            if "Pool overlaps" not in r.stdout + r.stderr or attempt == SUBNET_ATTEMPTS - 1 \
+            if not _subnet_taken(r.stdout + r.stderr) or attempt == SUBNET_ATTEMPTS - 1 \
                     or (self.document is None and self.compose_file != COMPOSE_FILE):
                 break
             self.use_subnet(self.free_subnet())
