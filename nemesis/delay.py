@@ -35,9 +35,9 @@ import zlib
 from typing import Any
 
 from harness.clusters import netem
-from harness.clusters.base import in_parallel
 from harness.clusters.netrules import queue_script
 from harness.errors import BadArguments, EnvironmentProblem
+from harness.parallel import in_parallel
 from harness.systems.profile import Profile
 from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
 from nemesis.spec import TARGETS, NemesisSpec

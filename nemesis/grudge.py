@@ -14,8 +14,8 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
-from harness.clusters.base import in_parallel
 from harness.clusters.netrules import CHAIN, drop_script
+from harness.parallel import in_parallel
 from harness.systems.profile import Profile
 from nemesis.base import FaultNotApplied, Nemesis
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.clusters.base import in_parallel
 from harness.clusters.netrules import loss_script
 from harness.errors import BadArguments
+from harness.parallel import in_parallel
 from harness.systems.profile import Profile
 from nemesis.base import Nemesis
 from nemesis.spec import TARGETS, NemesisSpec

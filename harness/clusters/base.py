@@ -7,15 +7,9 @@ system runs on (ARCHITECTURE.md, "Clusters"). Two implementations: Docker
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol, TypeVar
-
-from harness.errors import LeaselineError
-
-T = TypeVar("T")
-R = TypeVar("R")
+from typing import Protocol
 
 
 class Cluster(Protocol):
@@ -114,26 +108,3 @@ class Cluster(Protocol):
     def queue_missing(cls, queue: int) -> str | None:
         """Why clusters of this kind cannot hold packets in an nfnetlink queue, found before
         any cluster starts; None if they can, or if only the fault's start will tell."""
-
-
-def in_parallel(fn: Callable[[T], R], items: Iterable[T]) -> dict[T, R]:
-    """fn on every item at once; waits for all, then raises the first failure (in item
-    order), so one bad node never leaves the others half done."""
-    todo = list(items)
-    if not todo:
-        return {}
-    results: dict[T, R] = {}
-    errors: list[BaseException] = []
-    with ThreadPoolExecutor(max_workers=len(todo)) as pool:
-        futures = [(item, pool.submit(fn, item)) for item in todo]
-        for item, fut in futures:
-            try:
-                results[item] = fut.result()
-            except BaseException as e:  # noqa: BLE001 - re-raised below, after the others
-                errors.append(e)
-    for e in errors:
-        if isinstance(e, LeaselineError):
-            raise e
-    if errors:
-        raise errors[0]
-    return results

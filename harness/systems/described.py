@@ -18,11 +18,11 @@ import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from harness.errors import EnvironmentProblem
+from harness.parallel import in_parallel
 from harness.systems.probes import PROBE_TIMEOUT_S, http, info_fields, redis_command
 from harness.systems.profile import Endpoint, Option, Profile
 from harness.systems.system_file import SystemDescription, load_system
@@ -139,8 +139,7 @@ class DescribedProfile(Profile):
 
     def _each(self, probe: Callable[[str], T]) -> dict[str, T]:
         """probe(node) for every node at once: a frozen node costs one timeout, not n."""
-        with ThreadPoolExecutor(len(self.nodes)) as pool:
-            return dict(zip(self.nodes, pool.map(probe, self.nodes), strict=True))
+        return in_parallel(probe, self.nodes)
 
     def leader(self) -> str | None:
         spec = self.description.leader

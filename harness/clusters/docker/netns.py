@@ -22,10 +22,10 @@ from docker.errors import ContainerError, DockerException, NotFound
 from docker.models.containers import Container
 
 from harness.clusters import nfqueue
-from harness.clusters.base import in_parallel
 from harness.clusters.docker.client import client
 from harness.clusters.netrules import CHAIN, armed_cut_script, heal_script
 from harness.errors import EnvironmentProblem
+from harness.parallel import in_parallel
 
 
 class Containers(Protocol):

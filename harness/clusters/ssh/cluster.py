@@ -21,11 +21,11 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from harness.clusters import netem, nfqueue
-from harness.clusters.base import in_parallel
 from harness.clusters.netrules import heal_script
 from harness.clusters.ssh.hosts import HostsFile
 from harness.clusters.ssh.transport import CommandFailed, SshFailure, SshNode, last_line, q
 from harness.errors import EnvironmentProblem
+from harness.parallel import in_parallel
 from harness.systems.host_system import HostCommands
 from harness.systems.templates import TemplateProblem, render
 
