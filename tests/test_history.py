@@ -360,3 +360,12 @@ while True:
         assert text.endswith("\n"), f"kill {attempt} cut a line at byte {len(text)}"
         recs = [json.loads(line) for line in text.splitlines()]
         assert [r["index"] for r in recs] == list(range(len(recs)))
+
+
+def test_writer_and_checker_name_the_nemesis_alike() -> None:
+    """The history's writer and the checker's reader each spell the nemesis process (the
+    checker may import nothing of harness/): a rename in one must fail here."""
+    from checkers.importers import jsonl
+    from harness.store import history
+
+    assert history.NEMESIS == jsonl.NEMESIS
