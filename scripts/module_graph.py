@@ -21,6 +21,7 @@ from pathlib import Path
 
 import networkx as nx
 
+NO_LAYERS = "- (no layers contract in pyproject.toml)"
 ROOTS = ("cli", "harness", "workloads", "nemesis", "checkers", "sut")
 
 
@@ -79,10 +80,14 @@ def edges(known: dict[str, Path]) -> set[tuple[str, str]]:
     return out
 
 
-def layer_of(root: Path) -> dict[str, int]:
-    """Each layer's modules by prefix, 0 the top (cli.py), as pyproject.toml writes them."""
-    config = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["importlinter"]
-    contract = next(c for c in config["contracts"] if c["type"] == "layers")
+def layer_of(root: Path) -> dict[str, int] | None:
+    """Each layer's modules by prefix, 0 the top (cli.py), as pyproject.toml writes them;
+    None for a tree without a layers contract (a checkout from before there was one)."""
+    config = tomllib.loads((root / "pyproject.toml").read_text()).get("tool", {})
+    contract = next((c for c in config.get("importlinter", {}).get("contracts", [])
+                     if c.get("type") == "layers"), None)
+    if contract is None:
+        return None
     ranks = {"cli": 0}
     for i, layer in enumerate(contract["layers"], start=1):
         ranks.update({m.strip(): i for m in layer.split("|")})
@@ -133,7 +138,7 @@ def main() -> int:
     package_pairs = {(package(a, known), package(b, known)) for a, b in crossing}
     up: list[tuple[str, str]] = []
     across: list[tuple[str, str]] = []
-    for a, b in sorted(pairs):
+    for a, b in sorted(pairs) if ranks is not None else ():
         ra, rb = rank(a, ranks), rank(b, ranks)
         if ra is None or rb is None or ra[0] == rb[0]:
             continue
@@ -146,8 +151,8 @@ def main() -> int:
     rows = [("modules", len(known)),
             ("first-party import edges", len(pairs)),
             ("  between packages", f"{len(crossing)} ({len(package_pairs)} package pairs)"),
-            ("  going up a layer", len(up)),
-            ("  across siblings of one layer", len(across)),
+            ("  going up a layer", len(up) if ranks is not None else NO_LAYERS),
+            ("  across siblings of one layer", len(across) if ranks is not None else NO_LAYERS),
             ("module cycles", len(module_cycles)),
             ("sibling cycles (in one package)", len(package_cycles))]
     for label, value in rows:

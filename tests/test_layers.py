@@ -52,3 +52,24 @@ def test_architecture_lists_every_module() -> None:
     assert listed == made, (
         "ARCHITECTURE.md's Parts differ from the tree (run python scripts/architecture.py "
         f"--write); first difference: {missing[:3]}")
+
+
+def test_module_graph_figures(tmp_path: Path) -> None:
+    """scripts/module_graph.py, which the closing figures come from: this tree has no
+    up-going import and no cycle; a tree from before the layers contract gets its counts
+    and a dash for the layer rows, not a traceback."""
+    script = ROOT / "scripts" / "module_graph.py"
+    here = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    rows = {line[:34].strip(): line[34:].strip() for line in here.stdout.splitlines()}
+    assert here.returncode == 0 and rows["going up a layer"] == "0", here.stdout + here.stderr
+    assert rows["module cycles"] == "0" and int(rows["modules"]) > 100
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'old'\n")
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "harness" / "__init__.py").write_text("")
+    (tmp_path / "harness" / "a.py").write_text("from harness import b\n")
+    (tmp_path / "harness" / "b.py").write_text("from harness import a\n")
+    old = subprocess.run([sys.executable, str(script), "--root", str(tmp_path)],
+                         capture_output=True, text=True)
+    assert old.returncode == 0, old.stderr
+    assert "going up a layer                - (no layers contract" in old.stdout
+    assert "module cycles                     1" in old.stdout
