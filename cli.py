@@ -97,6 +97,8 @@ def images_build(system_files: tuple[str, ...], quiet: bool) -> int:
         click.echo(message, err=True)
 
     built = build_all(log=log)
+    for tag in built:
+        click.echo(f"built {tag}", err=True)
     if built or not quiet:
         click.echo(f"images up to date ({len(built)} rebuilt)", err=True)
     if system_files:
@@ -106,6 +108,20 @@ def images_build(system_files: tuple[str, ...], quiet: bool) -> int:
         for path in system_files:
             tag, _ = system_image(load_system(Path(path)), log)
             click.echo(f"{path}: {tag}", err=True)
+    return 0
+
+
+@images.command("prune")
+@_guard
+def images_prune() -> int:
+    """Remove this install's images that its build folders no longer make (they changed
+    since) and that no container uses; other checkouts' images are left alone."""
+    from harness.clusters.docker.images import prune
+
+    removed = prune(log=lambda message: click.echo(message, err=True))
+    for tag in removed:
+        click.echo(f"removed {tag}", err=True)
+    click.echo(f"{len(removed)} stale image(s) removed", err=True)
     return 0
 
 

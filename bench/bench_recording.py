@@ -37,7 +37,6 @@ from workloads.base import WorkloadOptions
 from workloads.register import Register
 
 NODE = "bench"
-IMAGE = "leaseline/redis:latest"
 
 
 class DroppingHistory:
@@ -151,9 +150,9 @@ def main() -> None:
     args = ap.parse_args()
 
     images.build_base(print)
-    images.build_image(IMAGE, images.image_contexts()[IMAGE], print)
+    image = images.build_context("redis", print)
     container = client().containers.run(
-        IMAGE,
+        image,
         ["redis-server", "--save", "", "--appendonly", "no", "--protected-mode", "no"],
         detach=True,
         remove=True,

@@ -80,6 +80,11 @@ def booted_cluster(sut: str, project: str, timeout: float = 90,
             remove_helpers(project)
 
 
+def images_of(cluster: Cluster) -> set[str]:
+    """The image names the cluster's containers were created from (as compose named them)."""
+    return {c.attrs["Config"]["Image"] for c in cluster.containers(False)}
+
+
 class FakeConnection:
     """Scripted redis Connection: each entry is a reply or an exception, per phase."""
 

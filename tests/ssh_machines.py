@@ -19,7 +19,6 @@ from pathlib import Path
 import paramiko
 
 ROOT = Path(__file__).resolve().parent.parent
-IMAGE = "leaseline/sshd-test:latest"
 LABEL = "io.leaseline.ssh-test"
 
 
@@ -63,8 +62,9 @@ def _toml_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def build_image() -> None:
-    from harness.clusters.docker.images import build_base
+def build_image() -> str:
+    """The sshd image (tests/images/sshd plus leasekv's requirements); its tag."""
+    from harness.clusters.docker.images import build_base, content_tag
     from harness.clusters.docker.images import build_image as build
 
     build_base(lambda _m: None)
@@ -73,7 +73,9 @@ def build_image() -> None:
         for f in (ROOT / "tests/images/sshd").iterdir():
             shutil.copy(f, ctx / f.name)
         shutil.copy(ROOT / "sut/leasekv/requirements-image.txt", ctx / "requirements.txt")
-        build(IMAGE, ctx, lambda _m: None)
+        tag = content_tag("sshd-test", ctx)
+        build(tag, ctx, lambda _m: None)
+    return tag
 
 
 @contextmanager
@@ -83,7 +85,7 @@ def ssh_machines(count: int = 5, tmpfs: dict[int, str] | None = None) -> Iterato
     tmpfs: container index -> "path:size" mounted there (a small disk to fill)."""
     from harness.clusters.docker.client import client
 
-    build_image()
+    image = build_image()
     dc = client()
     tag = f"ll-sshd-{os.getpid()}-{time.monotonic_ns() % 10**8}"
     folder = Path(tempfile.mkdtemp(prefix="ll-ssh-test-"))
@@ -101,7 +103,7 @@ def ssh_machines(count: int = 5, tmpfs: dict[int, str] | None = None) -> Iterato
                 path, size = tmpfs[i].split(":")
                 kwargs["tmpfs"] = {path: f"size={size}"}
             containers[name] = dc.containers.run(
-                IMAGE, name=f"{tag}-{name}", hostname=name, detach=True, init=True,
+                image, name=f"{tag}-{name}", hostname=name, detach=True, init=True,
                 cap_add=["NET_ADMIN"], network=tag, labels={LABEL: tag},
                 environment={"LL_AUTHORIZED_KEY": public}, **kwargs)
         ips, keys = {}, {}

@@ -12,10 +12,10 @@ import pytest
 from docker.models.containers import Container
 
 from harness.clusters.docker.client import client
+from harness.clusters.docker.images import build_context
 from nemesis.clock_skew import offset_script
 
 pytestmark = [pytest.mark.docker]
-IMAGE = "leaseline/fluss:latest"
 PROBE = "/tmp/Now.java"
 PROBE_SOURCE = "class Now { public static void main(String[] a) { " \
                "System.out.println(System.currentTimeMillis()); } }"
@@ -23,7 +23,8 @@ PROBE_SOURCE = "class Now { public static void main(String[] a) { " \
 
 @pytest.fixture
 def zookeeper(ll_project: str) -> Iterator[Container]:
-    c = client().containers.run(IMAGE, ["zookeeper"], detach=True, network_mode="none",
+    image = build_context("fluss", lambda _m: None)
+    c = client().containers.run(image, ["zookeeper"], detach=True, network_mode="none",
                                 labels={"io.leaseline.test": ll_project})
     try:
         yield c

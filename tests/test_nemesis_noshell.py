@@ -18,16 +18,22 @@ from docker.errors import APIError, NotFound
 
 from harness.clusters.docker.client import client
 from harness.clusters.docker.cluster import PROJECT_LABEL, SERVICE_LABEL, Cluster
-from harness.clusters.docker.images import build_image
-from harness.clusters.docker.netns import HELPER_LABEL, list_rules, remove_helpers, run_in_netns
+from harness.clusters.docker.images import build_context, build_image, content_tag
+from harness.clusters.docker.netns import (
+    HELPER_LABEL,
+    NEMESIS,
+    list_rules,
+    remove_helpers,
+    run_in_netns,
+)
 from harness.clusters.netrules import CHAIN
 from harness.systems.profile import Endpoint, Profile
 from nemesis.base import Nemesis, NemesisContext
 from nemesis.registry import nemesis_classes
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-IMAGE = "leaseline/test-noshell:latest"
 CONTEXT = Path(__file__).resolve().parent / "images" / "noshell"
+IMAGE = content_tag("test-noshell", CONTEXT)
 PORT = 7000
 TOOLS = ["/usr/bin/sh", "/usr/bin/bash", "/usr/bin/dash", "/usr/sbin/iptables",
          "/usr/sbin/iptables-nft", "/usr/sbin/tc", "/usr/sbin/nft", "/usr/bin/ip", "/sbin/ip"]
@@ -50,7 +56,7 @@ class NoShell(Profile):
     protocols = frozenset({"echo"})
     nodes = ("e1", "e2", "e3")
     lease_ms = 0.0
-    images = (IMAGE,)
+    images = ()  # the test runs its containers itself
     fault_kinds = frozenset({"kill", "partition", "pause"})
 
     def endpoint(self, node: str, protocol: str) -> Endpoint:
@@ -72,6 +78,7 @@ def ns() -> Iterator[Setup]:
     """Three echo containers, labelled like compose's so Cluster finds them (no compose file
     knows this image), on their own network; all removed afterwards."""
     build_image(IMAGE, CONTEXT)
+    build_context(NEMESIS)
     project = f"ll-g-{os.getpid()}-noshell"
     net = client().networks.create(f"{project}_default")
     cluster = Cluster(project, "noshell")

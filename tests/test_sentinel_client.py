@@ -12,8 +12,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import booted_cluster
+from conftest import booted_cluster, images_of
 
+from harness.clusters.docker import images
 from harness.clusters.docker.cluster import Cluster
 from harness.run.routes import SentinelRoute
 from harness.systems.profile import Profile
@@ -28,6 +29,17 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[tuple[Cluster, Profile]]:
     yield from booted_cluster("redis-sentinel", f"ll-t-{os.getpid()}-sentinel-client")
+
+
+def test_every_node_and_sentinel_runs_the_image_of_this_checkouts_folder(
+    cluster: tuple[Cluster, Profile],
+) -> None:
+    """The shipped compose file's LL_IMAGE_REDIS is the content tag of contexts/redis, so
+    another checkout's different folder (another tag) cannot be booted here."""
+    c, _ = cluster
+    assert len(c.containers(False)) == 6
+    assert images_of(c) == {images.context_tag("redis")}
+    assert not images.context_tag("redis").endswith(":latest")
 
 
 def test_a_sentinel_client_stays_on_the_old_primary_until_its_connection_says_otherwise(

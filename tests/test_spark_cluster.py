@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import images_of
 from test_job import H, stale
 
+from harness.clusters.docker import images
 from harness.clusters.docker.cluster import COMPOSE_FILE, Cluster
 from harness.clusters.docker.compose import compose_command
 from harness.errors import EnvironmentProblem
@@ -71,6 +73,8 @@ def master() -> Iterator[str]:
         pytest.fail(str(e))
     try:
         assert state.master_url and state.workers_alive == 2
+        # the master and both workers run the content tag of contexts/spark
+        assert images_of(Cluster(project, "spark")) == {images.context_tag("spark")}
         yield state.master_url
     finally:
         spark_cluster.down(project)
@@ -177,7 +181,8 @@ def test_a_cluster_without_workers(histories: list[Path]) -> None:
     try:
         r = subprocess.run([*compose_command(), "-f", str(COMPOSE_FILE), "-p",
                             project, "--profile", "spark", "up", "-d", "--no-deps",
-                            "spark-master"], capture_output=True, text=True, timeout=180)
+                            "spark-master"], capture_output=True, text=True, timeout=180,
+                           env={**os.environ, **cluster.env})  # the images' LL_IMAGE_* too
         assert r.returncode == 0, r.stderr
         master = f"spark://{cluster.ip('spark-master')}:7077"
         deadline = time.monotonic() + 90

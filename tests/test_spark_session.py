@@ -62,10 +62,11 @@ def test_a_silent_master_is_the_same_sentence_within_the_connect_timeout(
 def test_a_master_whose_host_drops_packets(tmp_path: Path) -> None:
     """A container of the test's own whose firewall drops everything sent to port 7077."""
     from harness.clusters.docker.client import client
+    from harness.clusters.docker.images import build_context
 
     box = client().containers.run(
-        "leaseline/nemesis:latest", ["sh", "-c", "iptables -A INPUT -p tcp --dport 7077 -j DROP"
-                                     " && touch /ready && sleep 120"],
+        build_context("nemesis", lambda _m: None),
+        ["sh", "-c", "iptables -A INPUT -p tcp --dport 7077 -j DROP && touch /ready && sleep 120"],
         cap_add=["NET_ADMIN"], detach=True, remove=True, labels={"io.leaseline.test": "drop"})
     try:
         deadline = time.monotonic() + 30

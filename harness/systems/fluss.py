@@ -36,7 +36,6 @@ from harness.systems.profile import Endpoint, Option, Profile, StagedFolder
 PORT = 9123
 ZK_PORT = 2181
 CLIENT_PORT = 7700  # flcl's lease client service (sut/fluss/LeaseClient.java)
-DEFAULT_IMAGE = "leaseline/fluss:latest"
 LOG_DIR = "/var/log/fluss"
 REMOTE_LINK = "/remote"  # remote.data.dir: the same path on every server
 REMOTE_VOLUME = "/fluss-remote"  # where the shared volume is mounted
@@ -96,7 +95,7 @@ class Fluss(Profile):
     nodes = ("flco", "flts1", "flts2", "flts3")
     aux_services = ("flzk", "flcl")
     lease_ms = 0.0  # no read lease: the snapshot lease is checked by its own checker
-    images = (DEFAULT_IMAGE,)
+    images = ("fluss",)  # sut/fluss
     # Five JVMs start at once (ZooKeeper first): on 2 busy cores that took over 90 s.
     ready_timeout_s = 240.0
     fault_kinds = frozenset({"kill", "partition", "pause", "storage", "clock"})

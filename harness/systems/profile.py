@@ -67,7 +67,8 @@ class Profile(ABC):
     # machine).
     ready_timeout_s: ClassVar[float] = 90.0
     lease_ms: ClassVar[float]
-    images: ClassVar[tuple[str, ...]]  # local images the compose services use (built if stale)
+    # The build folders (contexts/ or sut/, by name) of the images its compose services use.
+    images: ClassVar[tuple[str, ...]]
     # What nemeses may do to this system: "kill", "partition", "pause", "transfer-leader"
     # (the profile then implements transfer_leader), ...
     fault_kinds: ClassVar[frozenset[str]]

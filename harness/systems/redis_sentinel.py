@@ -30,7 +30,7 @@ class RedisSentinel(Profile):
     nodes = ("n1", "n2", "n3")
     aux_services = ("s1", "s2", "s3")
     lease_ms = 0.0
-    images = ("leaseline/redis:latest",)
+    images = ("redis",)
     fault_kinds = frozenset({"kill", "partition"})
     # Applications find the primary through their own Sentinel client, as redis-py's.
     default_client_routing = "sentinel"

@@ -24,7 +24,7 @@ from typing import Any
 from docker.errors import APIError, NotFound
 from docker.models.containers import Container
 
-from harness.clusters.docker import netns
+from harness.clusters.docker import images, netns
 from harness.clusters.docker.client import client
 from harness.clusters.docker.compose import compose_command, compose_name, write_compose
 from harness.errors import EnvironmentProblem
@@ -73,7 +73,10 @@ class Cluster:
             raise ValueError(f"compose project names must look like ll-<name>, got {project!r}")
         self.project = project
         self.compose_profile = compose_profile
-        self.env = dict(env or {})
+        # The shipped file names its images by LL_IMAGE_* (images.py): taken once, so every
+        # compose call of this cluster (a restart mid-run, `down`) names the same images.
+        shipped_images = images.compose_env() if compose_file == COMPOSE_FILE else {}
+        self.env = shipped_images | dict(env or {})
         self.compose_file = compose_file
         self.overrides = list(overrides)
         self.document = document

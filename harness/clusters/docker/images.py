@@ -1,8 +1,11 @@
 """Builds every image locally: no registry is reachable, so nothing is ever pulled.
 
 The base image is a minimal Debian made by debootstrap and `docker import`ed under
-BASE_TAG. Every other image is built FROM it from a folder under contexts/, and labelled
-with a hash of that folder: when the label matches, the build is skipped entirely.
+BASE_TAG. Every other image is built FROM it from a folder (contexts/ or sut/) and tagged
+by a hash of that folder, leaseline/<folder>:<hash>: two checkouts (or two CI jobs of
+different commits on one machine) whose folders differ never overwrite each other's image,
+the same folder is built once, and a cluster boots the image of the code it runs. This
+module is the one place that says what a folder's tag is (context_tag, compose_env).
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from docker.errors import BuildError, ImageNotFound
+from docker.errors import APIError, BuildError, ImageNotFound
 
 from harness.clusters.docker.client import client
 from harness.errors import EnvironmentProblem
@@ -26,6 +30,8 @@ from harness.systems.profile import StagedFolder
 CONTEXTS_DIR = shipped(__package__, "contexts")
 BASE_TAG = "leaseline/base:bookworm"
 HASH_LABEL = "io.leaseline.context-hash"
+# Which install's contexts an image was built from: `images prune` removes only its own.
+CHECKOUT_LABEL = "io.leaseline.checkout"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 
@@ -85,22 +91,68 @@ def build_base(log: Callable[[str], None] = print) -> None:
             )
 
 
+def _files(context: Path) -> list[Path]:
+    return sorted(p for p in context.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+# (folder, each file's name, size and mtime) -> hash: every cluster asks for its tags, and
+# a staged context (the Fluss jars) is too large to read each time. A file changed in the
+# last RACY_NS may change again within the clock's granularity with the same size and mtime,
+# so a folder holding one is hashed afresh (as git treats its index).
+_hashes: dict[tuple[object, ...], str] = {}
+RACY_NS = 2_000_000_000
+
+
 def context_hash(context: Path) -> str:
+    """16 hex digits of a hash of every file's path and content under the folder."""
+    files = _files(context)
+    stats = [p.stat() for p in files]
+    stamp = (str(context.resolve()),
+             *((str(p), st.st_size, st.st_mtime_ns) for p, st in zip(files, stats, strict=True)))
+    if (known := _hashes.get(stamp)) is not None:
+        return known
     h = hashlib.sha256()
-    for path in sorted(
-        p for p in context.rglob("*") if p.is_file() and "__pycache__" not in p.parts
-    ):
+    for path in files:
         h.update(str(path.relative_to(context)).encode())
         h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+    digest = h.hexdigest()[:16]
+    if all(st.st_mtime_ns < time.time_ns() - RACY_NS for st in stats):
+        _hashes[stamp] = digest
+    return digest
+
+
+def content_tag(name: str, context: Path) -> str:
+    """The tag of the image built from `context`: leaseline/<name>:<its hash>."""
+    return f"leaseline/{name}:{context_hash(context)}"
 
 
 def image_contexts() -> dict[str, Path]:
-    """tag -> build context, one per folder with a Dockerfile under contexts/ (the harness's
+    """name -> build context, one per folder with a Dockerfile under contexts/ (the harness's
     helpers and the shipped systems' servers) or sut/ (the systems whose code lives in this
     repository, e.g. sut/leasekv)."""
     dirs = [*sorted(CONTEXTS_DIR.iterdir()), *sorted(shipped("sut").iterdir())]
-    return {f"leaseline/{d.name}:latest": d for d in dirs if (d / "Dockerfile").is_file()}
+    return {d.name: d for d in dirs if (d / "Dockerfile").is_file()}
+
+
+def context_tag(name: str) -> str:
+    """The tag of the shipped context `name` (e.g. redis) as its folder is now."""
+    contexts = image_contexts()
+    if name not in contexts:
+        raise EnvironmentProblem(f"no build folder (contexts/ or sut/) is called {name}.")
+    return content_tag(name, contexts[name])
+
+
+def compose_env() -> dict[str, str]:
+    """The variables the shipped docker-compose.yml names its images by: LL_IMAGE_<NAME>."""
+    return {f"LL_IMAGE_{name.upper().replace('-', '_')}": content_tag(name, ctx)
+            for name, ctx in image_contexts().items()}
+
+
+def build_context(name: str, log: Callable[[str], None] = print) -> str:
+    """The shipped context `name`'s image, built unless it exists; its tag."""
+    tag = context_tag(name)
+    build_image(tag, image_contexts()[name], log)
+    return tag
 
 
 def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> bool:
@@ -112,15 +164,42 @@ def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> 
     except ImageNotFound:
         pass
     log(f"building {tag}")
+    labels = {HASH_LABEL: digest, CHECKOUT_LABEL: str(CONTEXTS_DIR.resolve())}
     try:
-        client().images.build(
-            path=str(context), tag=tag, labels={HASH_LABEL: digest}, rm=True, forcerm=True
-        )
+        client().images.build(path=str(context), tag=tag, labels=labels, rm=True, forcerm=True)
     except BuildError as e:
         lines = [str(chunk.get("stream", chunk.get("error", ""))).strip() for chunk in e.build_log]
         tail = " | ".join(line for line in lines if line)[-600:]
         raise EnvironmentProblem(f"building {tag} failed: {tail}") from None
     return True
+
+
+def stale_images() -> Iterator[str]:
+    """Tags of this install's context images that its folders no longer make (the folder
+    changed since) and that no container, running or stopped, uses."""
+    names = {f"leaseline/{name}" for name in image_contexts()}
+    current = set(compose_env().values())
+    used = {c.attrs.get("ImageID") for c in client().containers.list(all=True, sparse=True)}
+    mine = client().images.list(filters={"label": f"{CHECKOUT_LABEL}={CONTEXTS_DIR.resolve()}"})
+    for image in mine:
+        if image.id in used:
+            continue
+        for tag in image.tags:
+            if tag.rpartition(":")[0] in names and tag not in current:
+                yield tag
+
+
+def prune(log: Callable[[str], None] = print) -> list[str]:
+    """Removes stale_images(); the tags removed. One that a container took meanwhile stays."""
+    removed = []
+    for tag in stale_images():
+        try:
+            client().images.remove(tag)
+        except APIError as e:
+            log(f"kept {tag}: {e.explanation or e}")
+            continue
+        removed.append(tag)
+    return removed
 
 
 STAGED = "staged.txt"
@@ -162,13 +241,14 @@ def fill_folders(folders: list[StagedFolder], log: Callable[[str], None] = print
 
 
 def build_all(log: Callable[[str], None] = print) -> list[str]:
-    """The base image and every context's image that changed; a context whose staged files
-    are missing is left out with one line (its system's runs need them, the others not)."""
+    """The base image and every context's image not built yet (their tags); a context whose
+    staged files are missing is left out with one line (its system's runs need them, the
+    others not)."""
     build_base(log)
     built = []
-    for tag, ctx in image_contexts().items():
+    for name, ctx in image_contexts().items():
         if missing := unstaged(ctx):
-            log(f"skipping {tag}: {missing}")
-        elif build_image(tag, ctx, log):
+            log(f"skipping leaseline/{name}: {missing}")
+        elif build_image(tag := content_tag(name, ctx), ctx, log):
             built.append(tag)
     return built

@@ -1,10 +1,11 @@
 """Helper containers: commands inside a target container's network (and PID) namespace.
 
 The Docker cluster's network rules (harness/clusters/docker/cluster.py) run here: a command
-runs in a leaseline/nemesis container that joins the target's namespaces, so faults work on
-SUT images without a shell or iptables (distroless). A long-lived helper is a `Helper`
-(its output, a signal, removal). The scripts themselves (harness/clusters/netrules.py) are
-the same on the user's own machines, which run them on the host itself.
+runs in a helper container (contexts/nemesis's image) that joins the target's namespaces, so
+faults work on SUT images without a shell or iptables (distroless). A long-lived helper is
+a `Helper` (its output, a signal, removal). The scripts themselves
+(harness/clusters/netrules.py) are the same on the user's own machines, which run them on
+the host itself.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from docker.errors import ContainerError, DockerException, NotFound
 from docker.models.containers import Container
 
 from harness.clusters import nfqueue
+from harness.clusters.docker import images
 from harness.clusters.docker.client import client
 from harness.clusters.netrules import CHAIN, armed_cut_script, heal_script
 from harness.errors import EnvironmentProblem
@@ -39,7 +41,7 @@ class Containers(Protocol):
     def status(self, service: str) -> str: ...
 
 
-NEMESIS_IMAGE = "leaseline/nemesis:latest"
+NEMESIS = "nemesis"  # the helpers' build folder (contexts/nemesis)
 HELPER_LABEL = "io.leaseline.nemesis-helper"
 READY_TIMEOUT_S = 10.0  # how long an armed cut helper may take to say it is ready
 # The delay fault's handler: copied into each of its helpers; the label's value is
@@ -106,7 +108,7 @@ def run_in_netns(cluster: Containers, service: str, script: str, pid: bool = Fal
     target = _running_target(cluster, service)
     try:
         out = client().containers.run(
-            NEMESIS_IMAGE,
+            images.context_tag(NEMESIS),
             ["sh", "-ec", script],
             network_mode=f"container:{target.id}",
             pid_mode=f"container:{target.id}" if pid else None,
@@ -131,7 +133,8 @@ def start_in_netns(
     target = _running_target(cluster, service)
     try:
         helper = client().containers.create(
-            NEMESIS_IMAGE, argv, network_mode=f"container:{target.id}", cap_add=["NET_ADMIN"],
+            images.context_tag(NEMESIS), argv, network_mode=f"container:{target.id}",
+            cap_add=["NET_ADMIN"],
             labels={HELPER_LABEL: cluster.project, **(labels or {})},
         )
         if files:
@@ -146,7 +149,7 @@ def run_offline(argv: list[str], files: dict[str, bytes]) -> tuple[int, str]:
     """(exit code, output) of a throwaway helper with no network (probes of the kernel);
     EnvironmentProblem when Docker cannot run it (no engine, no image yet)."""
     try:
-        helper = client().containers.create(NEMESIS_IMAGE, argv, network_mode="none",
+        helper = client().containers.create(images.context_tag(NEMESIS), argv, network_mode="none",
                                             cap_add=["NET_ADMIN"])
         try:
             helper.put_archive("/", tar_of(files))

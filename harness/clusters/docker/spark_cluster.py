@@ -26,7 +26,7 @@ from harness.errors import BadArguments, EnvironmentProblem
 
 DEFAULT_PROJECT = "ll-spark"
 PROFILE = "spark"
-IMAGE = "leaseline/spark:latest"
+IMAGE = "spark"  # the build folder contexts/spark
 WORKERS = ("spark-worker-1", "spark-worker-2")
 MASTER_PORT = 7077
 UI_PORT = 8080
@@ -86,11 +86,11 @@ def _roots(extra: list[str]) -> list[Path]:
 
 
 def up(project: str = DEFAULT_PROJECT, mounts: tuple[str, ...] = ()) -> SparkState:
-    from harness.clusters.docker.images import build_base, build_image, image_contexts
+    from harness.clusters.docker.images import build_base, build_context
 
     roots = _roots(list(mounts))
     build_base()
-    build_image(IMAGE, image_contexts()[IMAGE])
+    build_context(IMAGE)
     Cluster(project, PROFILE).down()
     override = _override(roots)
     try:

@@ -13,9 +13,8 @@ from pathlib import Path
 
 from harness.clusters.docker import images
 from harness.clusters.docker.cluster import Cluster
-from harness.clusters.docker.netns import NEMESIS_IMAGE
+from harness.clusters.docker.netns import NEMESIS
 from harness.clusters.docker.system_images import system_image
-from harness.errors import EnvironmentProblem
 from harness.systems.described import DescribedProfile
 from harness.systems.profile import Profile
 
@@ -23,11 +22,8 @@ from harness.systems.profile import Profile
 def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
     """The base image, the profile's own images and the fault helpers' image, built if stale."""
     images.build_base(log)
-    ctxs = images.image_contexts()
-    for tag in (*profile.images, NEMESIS_IMAGE):
-        if tag not in ctxs:
-            raise EnvironmentProblem(f"no build folder (contexts/ or sut/) makes {tag}.")
-        images.build_image(tag, ctxs[tag], log)
+    for name in (*profile.images, NEMESIS):
+        images.build_context(name, log)
 
 
 def system_cluster(profile: type[Profile], sut_opts: dict[str, str], project: str,

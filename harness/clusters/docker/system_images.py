@@ -139,9 +139,9 @@ def system_image(desc: SystemDescription, log: Callable[[str], None]
     if spec.source == "build":
         ctx = Path(spec.value)
         images.build_base(log)
-        # A folder of this project's own (sut/leasekv) keeps the tag `images build` gives it.
-        shipped = {path.resolve(): tag for tag, path in images.image_contexts().items()}
-        tag = shipped.get(ctx.resolve()) or f"leaseline/sys-{desc.name}:{images.context_hash(ctx)}"
+        # A folder of this project's own (sut/leasekv) keeps the name `images build` gives it.
+        shipped = {path.resolve(): name for name, path in images.image_contexts().items()}
+        tag = images.content_tag(shipped.get(ctx.resolve(), f"sys-{desc.name}"), ctx)
         images.build_image(tag, ctx, log)
         return tag, tools
     if spec.source == "binary":
