@@ -26,7 +26,7 @@ from harness.errors import BadArguments, EnvironmentProblem
 
 DEFAULT_PROJECT = "ll-spark"
 PROFILE = "spark"
-IMAGE = "spark"  # the build folder contexts/spark
+FOLDER = "spark"  # the image's build folder, contexts/spark
 WORKERS = ("spark-worker-1", "spark-worker-2")
 MASTER_PORT = 7077
 UI_PORT = 8080
@@ -90,7 +90,7 @@ def up(project: str = DEFAULT_PROJECT, mounts: tuple[str, ...] = ()) -> SparkSta
 
     roots = _roots(list(mounts))
     build_base()
-    build_context(IMAGE)
+    build_context(FOLDER)
     Cluster(project, PROFILE).down()
     override = _override(roots)
     try:
