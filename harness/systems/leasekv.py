@@ -19,11 +19,8 @@ import json
 from typing import Any
 
 from harness.errors import EnvironmentProblem
-from harness.shipped import shipped
 from harness.systems.described import DescribedProfile
 from harness.systems.probes import http
-
-DESCRIPTION_FILE = shipped(__package__, "leasekv.toml")
 
 
 def _admin(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, Any]]:
