@@ -60,6 +60,8 @@ def test_leasekv_file_local_read_bug_is_caught(tmp_path: Path, project: str) -> 
     compose = json.loads(run_dir.compose_file.read_text())
     assert compose["services"]["lk1"]["extra_hosts"][0].startswith("lk2:10.97.")
     assert (run_dir.nodes / "lk1" / "container.log").is_file()
+    tag, image_id = (run_dir.nodes / "lk1" / "image.txt").read_text().split()
+    assert tag == compose["services"]["lk1"]["image"] and image_id.startswith("sha256:")
 
 
 @pytest.mark.spark

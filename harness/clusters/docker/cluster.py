@@ -254,7 +254,12 @@ class Cluster:
         pass  # the engine's client is the process's own (client.py)
 
     def node_logs(self, service: str, listed: list[str]) -> dict[str, bytes]:
+        """The container's output, the image it ran (image.txt: the tag, then the image
+        ID, so a verdict can be tied to the build it tested) and the profile's log files."""
         found = {"container.log": self.logs(service)}
+        with contextlib.suppress(NotFound, EnvironmentProblem):
+            attrs = self.container(service).attrs
+            found["image.txt"] = f"{attrs['Config']['Image']}\n{attrs['Image']}\n".encode()
         for path in listed:
             data = self.copy_file(service, path)
             if data is not None:
