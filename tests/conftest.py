@@ -53,8 +53,8 @@ def wait_until_ready(profile: object, timeout: float = 90) -> None:
     assert why is None, why
 
 
-def booted_cluster(sut: str, project: str, timeout: float = 90,
-                   opts: dict[str, str] | None = None) -> Iterator[tuple[Cluster, Profile]]:
+def booted_cluster(sut: str, project: str, timeout: float = 90
+                   ) -> Iterator[tuple[Cluster, Profile]]:
     """Generator for module fixtures: a system's cluster as a run deploys it
     (harness/clusters/docker/system_cluster.py), up and ready, removed afterwards."""
     import tempfile
@@ -64,15 +64,14 @@ def booted_cluster(sut: str, project: str, timeout: float = 90,
     from harness.clusters.docker.system_cluster import system_cluster
     from harness.systems.registry import profile_class
 
-    opts = opts or {}
-    cls = profile_class(sut, opts)
+    cls = profile_class(sut)
     with tempfile.TemporaryDirectory(prefix=f"{project}-") as folder:
-        cluster = system_cluster(cls, opts, project, Path(folder) / "compose.yml",
+        cluster = system_cluster(cls, {}, project, Path(folder) / "compose.yml",
                                  lambda _message: None)
         try:
             cluster.down()
             cluster.up()
-            profile = cls(cluster, opts)
+            profile = cls(cluster, {})
             wait_until_ready(profile, timeout)
             yield cluster, profile
         finally:
