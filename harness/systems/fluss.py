@@ -23,7 +23,6 @@ Fluss, so nothing keeps the snapshots the holders read.
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import sys
@@ -32,6 +31,7 @@ from typing import ClassVar
 
 from harness.errors import BadArguments
 from harness.systems.profile import Endpoint, Option, Profile, StagedFolder
+from harness.user_cache import USER_CACHE
 
 PORT = 9123
 ZK_PORT = 2181
@@ -43,7 +43,6 @@ USER_LIB_ENV = "LL_FLUSS_USER_LIB"  # a host folder of jars mounted at /opt/flus
 # The KV snapshot lease API (FIP-22) the workload needs came with 0.9.0-incubating.
 FIRST_LEASE_RELEASE = (0, 9, 0)
 RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-[A-Za-z0-9.]+)?$")
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "leaseline"
 
 
 def _tcp_open(ip: str, port: int, timeout: float = 0.5) -> bool:
@@ -153,7 +152,7 @@ class Fluss(Profile):
         version = opts.get("version")
         if not version:
             return []
-        folder = CACHE / "fluss-lib" / version
+        folder = USER_CACHE / "fluss-lib" / version
         return [StagedFolder(USER_LIB_ENV, folder, (
             sys.executable, "-m", "sut.fluss.jars", str(folder), "--version", version))]
 

@@ -22,9 +22,9 @@ from harness.clusters.docker import images
 from harness.errors import BadArguments, EnvironmentProblem
 from harness.systems.system_file import ImageSpec, SystemDescription
 from harness.systems.templates import TemplateProblem
+from harness.user_cache import USER_CACHE
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-BUILD_CACHE = CACHE / "leaseline" / "builds"
+BUILD_CACHE = USER_CACHE / "builds"
 BUILD_TIMEOUT_S = 1800.0
 
 
