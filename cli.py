@@ -13,10 +13,10 @@ from typing import Any
 
 import click
 
-from harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, LeaselineError
-from harness.run.config import RATE_PER_CLIENT, RunConfig
-from harness.systems.client_models import MODELS as CLIENT_MODELS
-from nemesis.registry import catalogue
+from leaseline.harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, LeaselineError
+from leaseline.harness.run.config import RATE_PER_CLIENT, RunConfig
+from leaseline.harness.systems.client_models import MODELS as CLIENT_MODELS
+from leaseline.nemesis.registry import catalogue
 
 # `run` and campaign cases share one set of defaults: RunConfig's.
 _RUN = RunConfig()
@@ -36,7 +36,7 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except Exception as e:  # noqa: BLE001 - the last line of defence: never a traceback
             import traceback
 
-            from harness.store.crashlog import write_crash_log
+            from leaseline.harness.store.crashlog import write_crash_log
 
             where = write_crash_log(traceback.format_exc())
             click.echo(
@@ -91,7 +91,7 @@ def images_build(system_files: tuple[str, ...], quiet: bool) -> int:
     """Build the base image and every system-under-test image that changed."""
     from pathlib import Path
 
-    from harness.clusters.docker.images import build_all
+    from leaseline.harness.clusters.docker.images import build_all
 
     def log(message: str) -> None:
         click.echo(message, err=True)
@@ -102,8 +102,8 @@ def images_build(system_files: tuple[str, ...], quiet: bool) -> int:
     if built or not quiet:
         click.echo(f"images up to date ({len(built)} rebuilt)", err=True)
     if system_files:
-        from harness.clusters.docker.system_images import system_image
-        from harness.systems.system_file import load_system
+        from leaseline.harness.clusters.docker.system_images import system_image
+        from leaseline.harness.systems.system_file import load_system
 
         for path in system_files:
             tag, _ = system_image(load_system(Path(path)), log)
@@ -116,7 +116,7 @@ def images_build(system_files: tuple[str, ...], quiet: bool) -> int:
 def images_prune() -> int:
     """Remove this install's images that its build folders no longer make (they changed
     since) and that no container uses; other checkouts' images are left alone."""
-    from harness.clusters.docker.images import prune
+    from leaseline.harness.clusters.docker.images import prune
 
     removed = prune(log=lambda message: click.echo(message, err=True))
     for tag in removed:
@@ -175,9 +175,9 @@ def images_prune() -> int:
 @_guard
 def run(as_json: bool, **kwargs: Any) -> int:
     """Boot the cluster, run the workload under faults, record and check the history."""
-    from harness.run.config import run_config
-    from harness.run.runner import run as run_test
-    from harness.run.runner import run_for_scripts
+    from leaseline.harness.run.config import run_config
+    from leaseline.harness.run.runner import run as run_test
+    from leaseline.harness.run.runner import run_for_scripts
 
     cfg = run_config(**kwargs)
     return run_for_scripts(cfg) if as_json else run_test(cfg).exit_code
@@ -192,7 +192,7 @@ def inspect_cmd(run_dir: str, op: int | None, open_: bool) -> int:
     """A run's verdict and anomalies, and an operation's neighbourhood, in the terminal."""
     from pathlib import Path
 
-    from checkers.inspect import inspect_run
+    from leaseline.checkers.inspect import inspect_run
 
     return inspect_run(Path(run_dir), op=op, open_=open_)
 
@@ -207,7 +207,7 @@ def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
     """Run every case of a campaign file, check all histories in one Spark job, gate on `expect`."""
     from pathlib import Path
 
-    from harness.run.campaign import run_campaign
+    from leaseline.harness.run.campaign import run_campaign
 
     return run_campaign(Path(campaign_file), Path(results_dir), spark_master)
 
@@ -228,13 +228,13 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
     """Check recorded histories (one Spark job) and print the verdict; exit 0/1/2."""
     from pathlib import Path
 
-    from checkers.spark_session import AUTO, warm_up
+    from leaseline.checkers.spark_session import AUTO, warm_up
 
     if spark_master != AUTO and files and all(Path(f).is_file() for f in files):
         # the JVM starts while the checker's modules are imported
-        warm_up(spark_master, preload="checkers.job")
+        warm_up(spark_master, preload="leaseline.checkers.job")
 
-    from checkers.check_command import run_check
+    from leaseline.checkers.check_command import run_check
 
     return run_check(files, fmt, lease_ms, as_json, spark_master)
 
@@ -268,7 +268,7 @@ def _print_spark_state(state: Any) -> None:
 @_guard
 def spark_up(project: str, mount: tuple[str, ...]) -> int:
     """Start the cluster (building its image if needed) and print its master URL."""
-    from harness.clusters.docker import spark_cluster
+    from leaseline.harness.clusters.docker import spark_cluster
 
     _print_spark_state(spark_cluster.up(project, mount))
     return 0
@@ -279,7 +279,7 @@ def spark_up(project: str, mount: tuple[str, ...]) -> int:
 @_guard
 def spark_down(project: str) -> int:
     """Stop and remove the cluster."""
-    from harness.clusters.docker import spark_cluster
+    from leaseline.harness.clusters.docker import spark_cluster
 
     spark_cluster.down(project)
     return 0
@@ -290,7 +290,7 @@ def spark_down(project: str) -> int:
 @_guard
 def spark_status(project: str) -> int:
     """Print the master URL (nothing running: exit 1), alive workers and mounted folders."""
-    from harness.clusters.docker import spark_cluster
+    from leaseline.harness.clusters.docker import spark_cluster
 
     state = spark_cluster.status(project)
     _print_spark_state(state)
@@ -306,7 +306,7 @@ def serve_cmd(host: str, port: int, results_dir: str) -> int:
     """Browse every run: verdicts, reports, histories, node logs, zip downloads."""
     from pathlib import Path
 
-    from harness.browser.serve import serve
+    from leaseline.harness.browser.serve import serve
 
     serve(host, port, Path(results_dir), log=lambda m: click.echo(m, err=True))
     return 0

@@ -36,8 +36,8 @@ from pathlib import Path
 
 from bench.gen_cas_history import generate_cas
 from bench.gen_history import generate
-from checkers.decide import LINEARIZABLE, VIOLATION, check_key
-from checkers.ops import KeyHistory
+from leaseline.checkers.decide import LINEARIZABLE, VIOLATION, check_key
+from leaseline.checkers.ops import KeyHistory
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpora" / "knossos" / "cas-register"
@@ -49,8 +49,8 @@ MIN_SECONDS = 2.0
 
 def cases(quick: bool) -> list[tuple[str, list[KeyHistory], int]]:
     """(name, keys, lease ns)."""
-    from checkers.importers.jsonl import read_jsonl
-    from checkers.importers.knossos import read_knossos
+    from leaseline.checkers.importers.jsonl import read_jsonl
+    from leaseline.checkers.importers.knossos import read_knossos
 
     out = []
     for verdict in ("good", "bad"):

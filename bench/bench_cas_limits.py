@@ -22,7 +22,7 @@ import sys
 import time
 
 from bench.gen_cas_history import generate_cas
-from checkers.decide import check_key
+from leaseline.checkers.decide import check_key
 
 RATE, CLIENTS, KEYS, READS = 100, 10, 4, 0.4
 

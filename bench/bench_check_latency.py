@@ -34,7 +34,7 @@ OUT = ROOT / "bench" / "out"
 RUN_SCRIPT = """
 import sys, time
 from pathlib import Path
-import harness.run.runner as runner
+import leaseline.harness.run.runner as runner
 master, project, results = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 original = runner.check
 def timed(*args, **kwargs):

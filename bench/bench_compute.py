@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from bench.gen_history import generate
-from checkers.decide import check_key
-from checkers.importers.jsonl import read_jsonl
+from leaseline.checkers.decide import check_key
+from leaseline.checkers.importers.jsonl import read_jsonl
 
 MS = 1_000_000
 

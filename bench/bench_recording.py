@@ -26,15 +26,15 @@ import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.clusters.docker import images
-from harness.clusters.docker.client import client
-from harness.run.routes import NodeRoute
-from harness.run.workers import ProcessIds, Stats, Worker
-from harness.store.history import HistoryWriter, MonotonicClock
-from harness.store.run_dir import HISTORY
-from harness.systems.profile import Endpoint
-from workloads.base import WorkloadOptions
-from workloads.register import Register
+from leaseline.harness.clusters.docker import images
+from leaseline.harness.clusters.docker.client import client
+from leaseline.harness.run.routes import NodeRoute
+from leaseline.harness.run.workers import ProcessIds, Stats, Worker
+from leaseline.harness.store.history import HistoryWriter, MonotonicClock
+from leaseline.harness.store.run_dir import HISTORY
+from leaseline.harness.systems.profile import Endpoint
+from leaseline.workloads.base import WorkloadOptions
+from leaseline.workloads.register import Register
 
 NODE = "bench"
 

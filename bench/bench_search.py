@@ -51,7 +51,7 @@ from typing import Any, TypeVar
 
 from bench.gen_cas_history import generate_cas
 from bench.gen_history import generate
-from checkers.ops import UNKNOWN_END, KeyHistory, Operation
+from leaseline.checkers.ops import UNKNOWN_END, KeyHistory, Operation
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpora" / "knossos" / "cas-register"
@@ -90,8 +90,8 @@ def history_of(case: dict[str, Any]) -> KeyHistory:
 
 
 def build_cases(quick: bool) -> list[dict[str, Any]]:
-    from checkers.importers.jsonl import read_jsonl
-    from checkers.importers.knossos import read_knossos
+    from leaseline.checkers.importers.jsonl import read_jsonl
+    from leaseline.checkers.importers.knossos import read_knossos
 
     cases = []
     for verdict in ("good", "bad"):
@@ -119,9 +119,9 @@ def build_cases(quick: bool) -> list[dict[str, Any]]:
 # ---- the Leaseline side (a worker process per group of cases) ---------------------------
 
 def worker(path: Path, prefix: str) -> None:
-    from checkers import zone
-    from checkers.decide import STATE_MEMORY_BYTES, Budget, check_key, search_model
-    from checkers.wgl import (
+    from leaseline.checkers import zone
+    from leaseline.checkers.decide import STATE_MEMORY_BYTES, Budget, check_key, search_model
+    from leaseline.checkers.wgl import (
         BudgetExceeded,
         HistoryOperations,
         SearchLimits,

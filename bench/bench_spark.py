@@ -77,7 +77,7 @@ def main() -> int:
               f"{path.stat().st_size / 1e9:.2f} GB in {time.perf_counter() - t:.1f} s")
     stale, _lost = eval(meta.read_text())  # noqa: S307 - our own repr of tuples
 
-    from checkers.job import check_histories, spark_context
+    from leaseline.checkers.job import check_histories, spark_context
 
     t = time.perf_counter()
     spark_context(a.master)

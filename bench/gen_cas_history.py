@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
 
 MS = 1_000_000
 

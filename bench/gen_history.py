@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from harness.store.run_dir import HISTORY
+from leaseline.harness.store.run_dir import HISTORY
 
 MS = 1_000_000
 

@@ -60,10 +60,10 @@ from typing import Any
 
 import numpy as np
 
-from checkers import zone
-from checkers.models import Model
-from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
-from checkers.wgl import (
+from leaseline.checkers import zone
+from leaseline.checkers.models import Model
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
+from leaseline.checkers.wgl import (
     BudgetExceeded,
     DeltaSearch,
     HistoryOperations,

@@ -22,14 +22,20 @@ from typing import Any
 
 from rich.console import Console
 
-from checkers.anomalies import anomaly_counts
-from checkers.errors import HistoryFormatError
-from checkers.job import FORMATS, CheckerCrashed, check_histories, check_lease_histories, worst
-from checkers.snapshot_lease import DEFAULT_CLOCK_MARGIN_MS, is_lease_history
-from checkers.summary import exit_code, print_summary
-from harness.errors import BadArguments, LeaselineError
-from harness.store.history import NEMESIS, read_records
-from harness.store.run_dir import TEST, RunDir
+from leaseline.checkers.anomalies import anomaly_counts
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.job import (
+    FORMATS,
+    CheckerCrashed,
+    check_histories,
+    check_lease_histories,
+    worst,
+)
+from leaseline.checkers.snapshot_lease import DEFAULT_CLOCK_MARGIN_MS, is_lease_history
+from leaseline.checkers.summary import exit_code, print_summary
+from leaseline.harness.errors import BadArguments, LeaselineError
+from leaseline.harness.store.history import NEMESIS, read_records
+from leaseline.harness.store.run_dir import TEST, RunDir
 
 NOTHING_CHECKED = ("no client operation in the history completed (ok or fail), so nothing "
                    "was checked")
@@ -101,7 +107,7 @@ def _checked(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
     except CheckerCrashed as e:
         if not e.details:  # the sentence says it all (Spark unavailable, ...)
             raise LeaselineError(f"{e}.") from None
-        from harness.store.crashlog import write_crash_log
+        from leaseline.harness.store.crashlog import write_crash_log
 
         where = write_crash_log(e.details)
         raise LeaselineError(f"{e} (details in {where})") from None
@@ -161,8 +167,8 @@ def check_runs(runs: Sequence[RunDir], spark_master: str, console: Console,
 
 def write_reports(run: RunDir, console: Console) -> None:
     """junit.xml and report.html. A rendering problem is a warning: the verdict stands."""
-    from checkers.junit import write_junit
-    from checkers.report.render import write_report
+    from leaseline.checkers.junit import write_junit
+    from leaseline.checkers.report.render import write_report
 
     for what, write in ((run.junit.name, write_junit), (run.report.name, write_report)):
         try:

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from checkers import explain, zone
-from checkers.anomalies import (
+from leaseline.checkers import explain, zone
+from leaseline.checkers.anomalies import (
     RELAXATIONS,
     STALE_READ,
     Anomaly,
@@ -31,10 +31,10 @@ from checkers.anomalies import (
     describe,
     zone_relaxed,
 )
-from checkers.anomalies import VIOLATION as VIOLATION_TYPE
-from checkers.models import CasRegister, Model, model_for
-from checkers.ops import CAS, READ, KeyHistory, Operation
-from checkers.wgl import (
+from leaseline.checkers.anomalies import VIOLATION as VIOLATION_TYPE
+from leaseline.checkers.models import CasRegister, Model, model_for
+from leaseline.checkers.ops import CAS, READ, KeyHistory, Operation
+from leaseline.checkers.wgl import (
     BudgetExceeded,
     DeltaSearch,
     HistoryOperations,

@@ -26,9 +26,9 @@ from typing import Any
 
 import networkx as nx
 
-from checkers.faults import fault_periods
-from checkers.models import Model
-from checkers.ops import (
+from leaseline.checkers.faults import fault_periods
+from leaseline.checkers.models import Model
+from leaseline.checkers.ops import (
     CAS,
     CAS_FAILED,
     F_NAMES,
@@ -38,8 +38,8 @@ from checkers.ops import (
     KeyHistory,
     Operation,
 )
-from checkers.wgl import BudgetExceeded, SearchLimits, linearizable
-from checkers.zone import Witness
+from leaseline.checkers.wgl import BudgetExceeded, SearchLimits, linearizable
+from leaseline.checkers.zone import Witness
 
 # A counterexample with more operations than this is not shown (its graph is quadratic).
 MAX_SHOWN = 200

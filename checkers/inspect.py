@@ -22,14 +22,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from checkers.anomalies import describe
-from checkers.report.rundata import History, read_history
-from checkers.summary import print_snapshot_lease
-from harness.errors import BadArguments
-from harness.store.history import read_records
-from harness.store.run_dir import RunDir
-from harness.systems.client_models import client_model
-from harness.systems.registry import sut_label
+from leaseline.checkers.anomalies import describe
+from leaseline.checkers.report.rundata import History, read_history
+from leaseline.checkers.summary import print_snapshot_lease
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.store.history import read_records
+from leaseline.harness.store.run_dir import RunDir
+from leaseline.harness.systems.client_models import client_model
+from leaseline.harness.systems.registry import sut_label
 
 NEIGHBOURS_SHOWN = 40
 VERDICT_STYLE = {True: ("VALID", "bold white on green"), False: ("INVALID", "bold white on red")}
@@ -253,7 +253,7 @@ def _ops_table(ops: Any, rows: np.ndarray, me: int, title: str, console: Console
 def open_report(run: RunDir, console: Console) -> Path:
     report = run.report
     if not report.exists():
-        from checkers.report import write_report
+        from leaseline.checkers.report import write_report
 
         report = write_report(run.path)
     console.print(f"report: {report}")

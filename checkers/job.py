@@ -31,13 +31,26 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from checkers.anomalies import anomaly_counts
-from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION, Budget, check_key
-from checkers.errors import HistoryFormatError
-from checkers.importers.jsonl import RecordProblem, locate_problem, pair_key
-from checkers.jsonl_blocks import Bucket, bucket_count, ranges, read_range, unreadable_block
-from checkers.ops import KeyHistory, NemesisEvent
-from checkers.spark_session import (
+from leaseline.checkers.anomalies import anomaly_counts
+from leaseline.checkers.decide import (
+    LEASE_BOUNDED,
+    LINEARIZABLE,
+    UNKNOWN,
+    VIOLATION,
+    Budget,
+    check_key,
+)
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.importers.jsonl import RecordProblem, locate_problem, pair_key
+from leaseline.checkers.jsonl_blocks import (
+    Bucket,
+    bucket_count,
+    ranges,
+    read_range,
+    unreadable_block,
+)
+from leaseline.checkers.ops import KeyHistory, NemesisEvent
+from leaseline.checkers.spark_session import (
     AUTO,
     SparkUnavailable,
     spark_context,
@@ -140,10 +153,10 @@ def _local_path(path: str, shipped: dict[str, str]) -> str:
 
 def _import(path: str, fmt: str) -> list[KeyHistory]:
     if fmt == "knossos":
-        from checkers.importers.knossos import read_knossos
+        from leaseline.checkers.importers.knossos import read_knossos
 
         return [read_knossos(path)]
-    from checkers.importers.etcd_log import read_etcd_log
+    from leaseline.checkers.importers.etcd_log import read_etcd_log
 
     return [read_etcd_log(path)]
 
@@ -422,7 +435,7 @@ def _ship(sc: Any, paths: list[str], folder: Path) -> dict[str, str]:
 
 def _lease_task(task: tuple[str, int], shipped: dict[str, str]) -> dict[str, Any]:
     """One kv-snapshot-lease history, checked whole (its promise spans keys and leases)."""
-    from checkers.snapshot_lease import file_report
+    from leaseline.checkers.snapshot_lease import file_report
 
     path, margin_ms = task
     try:

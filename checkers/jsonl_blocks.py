@@ -25,8 +25,8 @@ import msgspec
 import numpy as np
 import pandas as pd
 
-from checkers.errors import HistoryFormatError
-from checkers.importers.jsonl import (
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.importers.jsonl import (
     CLIENT_FS,
     NEMESIS,
     TYPE_CODES,

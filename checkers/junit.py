@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from checkers.anomalies import describe
-from harness.store.run_dir import RunDir
-from harness.systems.registry import sut_label
+from leaseline.checkers.anomalies import describe
+from leaseline.harness.store.run_dir import RunDir
+from leaseline.harness.systems.registry import sut_label
 
 MAX_CASES_PER_STATUS = 100
 _INVALID_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")

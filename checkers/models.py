@@ -11,7 +11,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Protocol
 
-from checkers.ops import CAS, CAS_FAILED, READ, WRITE, Operation
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, WRITE, Operation
 
 
 class Model(Protocol):

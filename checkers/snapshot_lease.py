@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.faults import fault_periods
-from checkers.importers.jsonl import nemesis_events, parse_line
+from leaseline.checkers.faults import fault_periods
+from leaseline.checkers.importers.jsonl import nemesis_events, parse_line
 
 DEFAULT_CLOCK_MARGIN_MS = 500
 LEASE_FS = frozenset({"acquire", "renew", "release", "drop"})

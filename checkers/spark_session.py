@@ -2,8 +2,9 @@
 
 The JVM is launched with its stdout/stderr going to a log file (the Python workers it forks
 inherit those), so it can start in a background thread (`warm_up`) while the rest of the
-process keeps printing. The checkers package reaches the executors as a zip the driver
-ships (sc.addPyFile), built from the code that is running, never baked into an image.
+process keeps printing. The checkers package reaches a cluster's executors as a zip the
+driver ships (sc.addPyFile), built from the code that is running, never baked into an
+image; local executors import the installation the driver runs.
 
 For spark://HOST:PORT the session checks what would otherwise hang or fail obscurely: the
 master must accept a connection, and its JSON status page (port 8080), when it answers,
@@ -66,12 +67,14 @@ def _log4j_config() -> Path:
 
 
 def _package_zip() -> Path:
-    """checkers/ as a zip for addPyFile (executors on other machines import it from there)."""
-    root = Path(__file__).resolve().parent
-    out = Path(tempfile.mkdtemp(prefix="leaseline-pyfiles-")) / "checkers.zip"
+    """leaseline/checkers/ as a zip for addPyFile (executors on other machines import it from
+    there), with the package's own __init__ (which imports nothing) above it."""
+    checkers = Path(__file__).resolve().parent
+    out = Path(tempfile.mkdtemp(prefix="leaseline-pyfiles-")) / "leaseline-checkers.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        for f in sorted(root.rglob("*.py")):
-            zf.write(f, Path("checkers") / f.relative_to(root))
+        zf.write(checkers.parent / "__init__.py", "leaseline/__init__.py")
+        for f in sorted(checkers.rglob("*.py")):
+            zf.write(f, Path("leaseline", "checkers") / f.relative_to(checkers))
     return out
 
 
@@ -248,7 +251,9 @@ def _start(master: str) -> Any:
         except BaseException:
             sc.stop()  # else the next SparkContext of this process is refused
             raise
-    sc.addPyFile(str(_package_zip()))
+        # Executors elsewhere get the checker from the running code. Local ones import this
+        # installation itself: a zip first on their path would hide its compiled search.
+        sc.addPyFile(str(_package_zip()))
     return sc
 
 

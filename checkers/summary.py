@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from checkers.anomalies import describe
-from checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION
+from leaseline.checkers.anomalies import describe
+from leaseline.checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
 _VERDICT = {True: ("VALID", "bold green"), False: ("INVALID", "bold red"),

@@ -50,8 +50,8 @@ among the later operations before backing out (on a Knossos history with many cr
 writes, hundreds of times the states). Tried last, they are placed only where no
 operation that returns led anywhere.
 
-Two implementations of the same search, step for step: the compiled one (package
-leaseline_wgl, built by scripts/setup.sh from native/) for the register and cas-register
+Two implementations of the same search, step for step: the compiled one (the extension
+module wgl_compiled, built with the package from wgl_compiled.pyx) for the register and cas-register
 models, and `linearizable_reference` below, in pure Python, for any model and wherever
 the compiled one is not installed (a warning says so, once). They differ in how the
 visited set is kept (exact n-bit sets here, 128-bit fingerprints there), not in the
@@ -89,13 +89,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from checkers.models import CasRegister, Model, Register
-from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
+from leaseline.checkers.models import CasRegister, Model, Register
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
 
-try:  # the compiled search (native/); optional
-    from leaseline_wgl import encode as _compiled_encode
-    from leaseline_wgl import linearizable as _compiled_search
-    from leaseline_wgl import min_delta as _compiled_min_delta
+try:  # the compiled search (wgl_compiled.pyx): optional, built with the package where it can
+    from leaseline.checkers.wgl_compiled import encode as _compiled_encode
+    from leaseline.checkers.wgl_compiled import linearizable as _compiled_search
+    from leaseline.checkers.wgl_compiled import min_delta as _compiled_min_delta
 except ImportError:  # pragma: no cover - depends on the installation
     _compiled_encode = _compiled_search = _compiled_min_delta = None
 
@@ -281,8 +281,9 @@ def _compiled_fits(ops: Sequence[Operation], model: Model) -> bool:
         if not _warned:
             _warned = True
             warnings.warn(
-                "the compiled WGL search (leaseline-wgl) is not installed, so the general "
-                "search runs in pure Python, many times slower; scripts/setup.sh builds it",
+                "the compiled WGL search (leaseline.checkers.wgl_compiled) was not built with "
+                "this installation (no C++ compiler?), so the general search runs in pure "
+                "Python, many times slower; install g++ and reinstall Leaseline to build it",
                 RuntimeWarning, stacklevel=3,
             )
         return False

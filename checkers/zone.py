@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from checkers.ops import READ, UNKNOWN_END, WRITE, KeyHistory
+from leaseline.checkers.ops import READ, UNKNOWN_END, WRITE, KeyHistory
 
 # Sentinels well inside int64 so that differences of two of them never overflow.
 BIG = np.int64(1 << 61)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from harness.errors import LeaselineError
+from leaseline.harness.errors import LeaselineError
 
 T = TypeVar("T")
 R = TypeVar("R")

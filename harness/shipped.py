@@ -9,7 +9,7 @@ from __future__ import annotations
 from importlib.resources import files
 from pathlib import Path
 
-from harness.errors import EnvironmentProblem
+from leaseline.harness.errors import EnvironmentProblem
 
 
 def shipped(package: str, *parts: str) -> Path:

@@ -18,10 +18,10 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from harness.clusters.base import Cluster
-from harness.errors import BadArguments
-from harness.systems.profile import Profile
-from nemesis.spec import NemesisSpec
+from leaseline.harness.clusters.base import Cluster
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.spec import NemesisSpec
 
 # The kind of cluster the faults are being checked for (nemesis_classes sets it), so a check
 # can ask it what it cannot do before any cluster starts; None: nobody asks.

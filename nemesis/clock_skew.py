@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemesis.node_script import NodeScriptFault
+from leaseline.nemesis.node_script import NodeScriptFault
 
 CLOCK_FILE = "/etc/faketimerc"
 DEFAULT_MS = 10000.0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import Protocol, cast
 
-from nemesis.node_script import NodeScriptFault
+from leaseline.nemesis.node_script import NodeScriptFault
 
 # Under /proc nothing can be created, so no mkdirs can quietly make a private copy.
 NOWHERE = "/proc/leaseline-storage-cut"

@@ -34,14 +34,14 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from harness.clusters import netem
-from harness.clusters.netrules import queue_script
-from harness.errors import BadArguments, EnvironmentProblem
-from harness.parallel import in_parallel
-from harness.systems.profile import Profile
-from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
-from nemesis.spec import TARGETS, NemesisSpec
-from nemesis.targets import running_targets
+from leaseline.harness.clusters import netem
+from leaseline.harness.clusters.netrules import queue_script
+from leaseline.harness.errors import BadArguments, EnvironmentProblem
+from leaseline.harness.parallel import in_parallel
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis
+from leaseline.nemesis.spec import TARGETS, NemesisSpec
+from leaseline.nemesis.targets import running_targets
 
 CHAIN = "LEASELINE-delay"  # each spec's chain is CHAIN-<its id>
 QUEUE = 7000  # each spec's queue number is QUEUE + its id

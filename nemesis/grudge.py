@@ -14,10 +14,10 @@ from __future__ import annotations
 import random
 from typing import Any, ClassVar
 
-from harness.clusters.netrules import CHAIN, drop_script
-from harness.parallel import in_parallel
-from harness.systems.profile import Profile
-from nemesis.base import FaultNotApplied, Nemesis
+from leaseline.harness.clusters.netrules import CHAIN, drop_script
+from leaseline.harness.parallel import in_parallel
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.base import FaultNotApplied, Nemesis
 
 Grudge = dict[str, set[str]]
 

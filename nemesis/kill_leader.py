@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nemesis.kill import Kill
+from leaseline.nemesis.kill import Kill
 
 
 class KillLeader(Kill):

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.clusters.netrules import loss_script
-from harness.errors import BadArguments
-from harness.parallel import in_parallel
-from harness.systems.profile import Profile
-from nemesis.base import Nemesis
-from nemesis.spec import TARGETS, NemesisSpec
-from nemesis.targets import running_targets
+from leaseline.harness.clusters.netrules import loss_script
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.parallel import in_parallel
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.base import Nemesis
+from leaseline.nemesis.spec import TARGETS, NemesisSpec
+from leaseline.nemesis.targets import running_targets
 
 CHAIN = "LEASELINE-loss"
 

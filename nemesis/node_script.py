@@ -8,9 +8,9 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import Any
 
-from nemesis.base import Nemesis
-from nemesis.spec import TARGETS
-from nemesis.targets import running_targets
+from leaseline.nemesis.base import Nemesis
+from leaseline.nemesis.spec import TARGETS
+from leaseline.nemesis.targets import running_targets
 
 
 class NodeScriptFault(Nemesis):

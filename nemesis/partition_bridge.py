@@ -6,7 +6,7 @@ with each side (Jepsen's bridge).
 
 from __future__ import annotations
 
-from nemesis.grudge import Grudge, GrudgePartition, bridge
+from leaseline.nemesis.grudge import Grudge, GrudgePartition, bridge
 
 
 class PartitionBridge(GrudgePartition):

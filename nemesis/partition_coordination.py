@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Protocol, cast
 
-from nemesis.grudge import Grudge, GrudgePartition, isolate, leader_or_fail
+from leaseline.nemesis.grudge import Grudge, GrudgePartition, isolate, leader_or_fail
 
 
 class CoordinatedHost(Protocol):

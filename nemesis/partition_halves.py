@@ -5,7 +5,7 @@ Aux services (sentinels) are left alone: they still see both halves.
 
 from __future__ import annotations
 
-from nemesis.grudge import Grudge, GrudgePartition, halves
+from leaseline.nemesis.grudge import Grudge, GrudgePartition, halves
 
 
 class PartitionHalves(GrudgePartition):

@@ -7,7 +7,7 @@ that is exactly the split-brain window where a deposed leader may serve stale re
 
 from __future__ import annotations
 
-from nemesis.grudge import Grudge, GrudgePartition, isolate, leader_or_fail
+from leaseline.nemesis.grudge import Grudge, GrudgePartition, isolate, leader_or_fail
 
 
 class PartitionLeader(GrudgePartition):

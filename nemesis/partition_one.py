@@ -6,7 +6,7 @@ clients or bug=local-read) a stale follower answering reads.
 
 from __future__ import annotations
 
-from nemesis.grudge import Grudge, GrudgePartition, isolate
+from leaseline.nemesis.grudge import Grudge, GrudgePartition, isolate
 
 
 class PartitionOne(GrudgePartition):

@@ -6,10 +6,10 @@ they can reach a quorum. Needs at least 4 nodes (leasekv has 5).
 
 from __future__ import annotations
 
-from harness.errors import BadArguments
-from harness.systems.profile import Profile
-from nemesis.grudge import Grudge, GrudgePartition, majorities_ring
-from nemesis.spec import NemesisSpec
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.grudge import Grudge, GrudgePartition, majorities_ring
+from leaseline.nemesis.spec import NemesisSpec
 
 
 class PartitionMajoritiesRing(GrudgePartition):

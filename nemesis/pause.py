@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemesis.base import Nemesis
-from nemesis.spec import TARGETS
-from nemesis.targets import pick_nodes
+from leaseline.nemesis.base import Nemesis
+from leaseline.nemesis.spec import TARGETS
+from leaseline.nemesis.targets import pick_nodes
 
 
 class Pause(Nemesis):

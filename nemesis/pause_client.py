@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nemesis.base import FaultNotApplied
-from nemesis.pause import Pause
+from leaseline.nemesis.base import FaultNotApplied
+from leaseline.nemesis.pause import Pause
 
 PAST_LEASE = 1.5  # the default hold, in leases
 

@@ -34,12 +34,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from harness.clusters.netrules import CHAIN
-from harness.errors import BadArguments, EnvironmentProblem
-from harness.systems.profile import Profile
-from nemesis.base import FaultNotApplied
-from nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
-from nemesis.spec import NemesisSpec
+from leaseline.harness.clusters.netrules import CHAIN
+from leaseline.harness.errors import BadArguments, EnvironmentProblem
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.base import FaultNotApplied
+from leaseline.nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
+from leaseline.nemesis.spec import NemesisSpec
 
 DEFAULT_FREEZE_S = 2.4
 

@@ -10,28 +10,28 @@ from __future__ import annotations
 from collections.abc import Callable
 from functools import partial
 
-from harness.clusters.base import Cluster
-from harness.errors import BadArguments
-from harness.systems.profile import Profile
-from nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis, NemesisContext
-from nemesis.clock_skew import ClockSkew
-from nemesis.cut_storage import CutStorage
-from nemesis.delay import Delay
-from nemesis.kill import Kill
-from nemesis.kill_leader import KillLeader
-from nemesis.loss import Loss
-from nemesis.partition_bridge import PartitionBridge
-from nemesis.partition_coordination import PartitionCoordination
-from nemesis.partition_halves import PartitionHalves
-from nemesis.partition_leader import PartitionLeader
-from nemesis.partition_one import PartitionOne
-from nemesis.partition_ring import PartitionMajoritiesRing
-from nemesis.pause import Pause, PauseLeader
-from nemesis.pause_client import PauseClient
-from nemesis.pause_isolate import PauseIsolate
-from nemesis.spec import NemesisSpec, parse_spec
-from nemesis.transfer_isolate import TransferIsolate
-from nemesis.transfer_leader import TransferLeader
+from leaseline.harness.clusters.base import Cluster
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.base import CHECKING_FOR, FaultNotApplied, Nemesis, NemesisContext
+from leaseline.nemesis.clock_skew import ClockSkew
+from leaseline.nemesis.cut_storage import CutStorage
+from leaseline.nemesis.delay import Delay
+from leaseline.nemesis.kill import Kill
+from leaseline.nemesis.kill_leader import KillLeader
+from leaseline.nemesis.loss import Loss
+from leaseline.nemesis.partition_bridge import PartitionBridge
+from leaseline.nemesis.partition_coordination import PartitionCoordination
+from leaseline.nemesis.partition_halves import PartitionHalves
+from leaseline.nemesis.partition_leader import PartitionLeader
+from leaseline.nemesis.partition_one import PartitionOne
+from leaseline.nemesis.partition_ring import PartitionMajoritiesRing
+from leaseline.nemesis.pause import Pause, PauseLeader
+from leaseline.nemesis.pause_client import PauseClient
+from leaseline.nemesis.pause_isolate import PauseIsolate
+from leaseline.nemesis.spec import NemesisSpec, parse_spec
+from leaseline.nemesis.transfer_isolate import TransferIsolate
+from leaseline.nemesis.transfer_leader import TransferLeader
 
 NEMESES: dict[str, type[Nemesis]] = {
     cls.name: cls

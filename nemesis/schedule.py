@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.errors import BadArguments
-from harness.store.history import NEMESIS, HistoryWriter
-from nemesis.base import FaultNotApplied, Nemesis
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.store.history import NEMESIS, HistoryWriter
+from leaseline.nemesis.base import FaultNotApplied, Nemesis
 
 MODES = ("one", "overlap")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from harness.errors import BadArguments
+from leaseline.harness.errors import BadArguments
 
 TARGETS = ("leader", "one", "minority", "majority", "all")
 # Parameters whose value is a word, and the words they accept.

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 
-from harness.systems.profile import Profile
-from nemesis.base import FaultNotApplied, Nemesis
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.base import FaultNotApplied, Nemesis
 
 
 def pick_nodes(target: str, profile: Profile, rng: random.Random) -> list[str]:

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.clusters.netrules import CHAIN
-from harness.errors import LeaselineError
-from nemesis.base import FaultNotApplied
-from nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
-from nemesis.transfer_leader import NeedsTransfer
+from leaseline.harness.clusters.netrules import CHAIN
+from leaseline.harness.errors import LeaselineError
+from leaseline.nemesis.base import FaultNotApplied
+from leaseline.nemesis.grudge import GrudgePartition, isolate, leader_or_fail, view
+from leaseline.nemesis.transfer_leader import NeedsTransfer
 
 
 class TransferIsolate(NeedsTransfer, GrudgePartition):

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.errors import BadArguments, LeaselineError
-from harness.systems.profile import Profile
-from nemesis.base import FaultNotApplied, Nemesis
-from nemesis.spec import NemesisSpec
+from leaseline.harness.errors import BadArguments, LeaselineError
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.base import FaultNotApplied, Nemesis
+from leaseline.nemesis.spec import NemesisSpec
 
 
 class NeedsTransfer(Nemesis):

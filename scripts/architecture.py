@@ -28,7 +28,8 @@ def layers() -> list[list[str]]:
     """The layers of the import contract, top first; each a list of modules (`a | b`)."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     contract = next(c for c in config["contracts"] if c["type"] == "layers")
-    return [["cli"]] + [[m.strip() for m in layer.split("|")] for layer in contract["layers"]]
+    return [["leaseline.cli"]] + [[m.strip() for m in layer.split("|")]
+                                  for layer in contract["layers"]]
 
 
 def summary(path: Path) -> str:
@@ -40,7 +41,8 @@ def summary(path: Path) -> str:
 
 
 def module_file(module: str) -> Path:
-    base = ROOT / module.replace(".", "/")
+    """The file of `leaseline.a.b`: the checkout's root is the package `leaseline`."""
+    base = ROOT / module.removeprefix("leaseline.").replace(".", "/")
     return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 

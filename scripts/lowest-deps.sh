@@ -18,8 +18,7 @@ grep -E '^[A-Za-z]' "$REQS" | sed 's/ .*//' | tr '\n' ' ' >&2; echo >&2
 rm -rf "$VENV"
 python3 -m venv "$VENV"
 "$UV" pip install --quiet --python "$VENV/bin/python" -r "$REQS"
-"$UV" pip install --quiet --python "$VENV/bin/python" --no-deps -e .
-"$VENV/bin/pip" install --quiet "$ROOT/native"  # the compiled search, as setup.sh builds it
+"$UV" pip install --quiet --python "$VENV/bin/python" --no-deps -e .  # with its compiled search
 # test_lock.py checks this environment against the lock, which it is not made from.
 exec "$VENV/bin/pytest" -q -p no:cacheprovider -m "not docker and not slow and not browser" \
     --deselect tests/test_lock.py::test_driver_and_executors_run_the_same_pyspark "$@"

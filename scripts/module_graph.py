@@ -25,13 +25,20 @@ NO_LAYERS = "- (no layers contract in pyproject.toml)"
 ROOTS = ("cli", "harness", "workloads", "nemesis", "checkers", "sut")
 
 
+def prefix(root: Path) -> str:
+    """How a checkout's folders are imported: as parts of the one package `leaseline` (the
+    checkout's root is that package), or, in a checkout from before, each on its own."""
+    return "leaseline." if (root / "__init__.py").is_file() else ""
+
+
 def modules(root: Path) -> dict[str, Path]:
     """Every first-party module by dotted name (a package by its own name)."""
     found: dict[str, Path] = {}
+    lead = prefix(root)
     for top in ROOTS:
         single = root / f"{top}.py"
         if single.is_file():
-            found[top] = single
+            found[lead + top] = single
         folder = root / top
         if not (folder / "__init__.py").is_file():
             continue
@@ -41,7 +48,7 @@ def modules(root: Path) -> dict[str, Path]:
                        for i in range(1, len(parts))):
                 continue  # a script in a data folder, not an importable module
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-            found[name] = path
+            found[lead + name] = path
     return found
 
 
@@ -88,7 +95,7 @@ def layer_of(root: Path) -> dict[str, int] | None:
                      if c.get("type") == "layers"), None)
     if contract is None:
         return None
-    ranks = {"cli": 0}
+    ranks = {prefix(root) + "cli": 0}
     for i, layer in enumerate(contract["layers"], start=1):
         ranks.update({m.strip(): i for m in layer.split("|")})
     return ranks

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Makes a fresh Debian machine ready for Leaseline, and does nothing a second time:
-#   1. .venv with the project and the locked dependencies (redone when pyproject.toml or
-#      requirements.lock changes),
-#      and the compiled WGL search from native/ (redone only when native/ changes)
+#   1. .venv with the locked dependencies and the project, editable, its compiled WGL search
+#      built with it (redone when pyproject.toml, requirements.lock or that search changes)
 #   2. Java >= 17 for Spark
 #   3. a Docker engine that answers (Debian's docker.io, dockerd started) and Compose (v2 or v1)
 #   4. the local base image and the images of the systems under test (cached by content);
@@ -34,12 +33,20 @@ apt_install() {
 
 # 1. Python environment ------------------------------------------------------------------
 # Exactly the versions of requirements.lock (hash-checked; scripts/lock.sh makes it), then
-# the project itself, editable, without resolving anything again.
-want="$(cat "$ROOT/pyproject.toml" "$ROOT/requirements.lock" | sha256sum | cut -d' ' -f1)"
+# the project itself, editable, without resolving anything again. Installing it builds the
+# compiled WGL search (checkers/wgl_compiled.pyx: Cython from PyPI, g++ and Python's headers
+# from Debian); it is optional, so where it does not build the checker runs the pure-Python
+# search and says so. Redone when pyproject.toml, the lock or the compiled search change.
+want="$(cat "$ROOT/pyproject.toml" "$ROOT/requirements.lock" "$ROOT"/checkers/wgl_compiled.pyx \
+    "$ROOT"/checkers/wgl_core.hpp | sha256sum | cut -d' ' -f1)"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.deps-hash" 2>/dev/null)" != "$want" ]; then
     command -v python3 >/dev/null || apt_install python3 python3-venv
     python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' || die "Python 3.11 or newer is needed."
     python3 -m venv --help >/dev/null 2>&1 || apt_install python3-venv
+    py_include="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+    if { ! command -v g++ >/dev/null || [ ! -f "$py_include/Python.h" ]; } && [ "$(id -u)" = 0 ]; then
+        apt_install build-essential python3-dev
+    fi
     say "creating $VENV and installing dependencies (first time: a few minutes)"
     [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV" || die "could not create $VENV."
     "$VENV/bin/pip" install -q --upgrade pip >"$STATE/pip.log" 2>&1 || true
@@ -47,26 +54,10 @@ if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.deps-hash" 2>/dev/null)" != "
         || die "installing requirements.lock failed (see $STATE/pip.log)."
     "$VENV/bin/pip" install -q --no-deps -e "$ROOT" >>"$STATE/pip.log" 2>&1 \
         || die "pip install -e failed (see $STATE/pip.log)."
+    "$VENV/bin/python" -c 'import leaseline.checkers.wgl_compiled' 2>/dev/null \
+        || printf 'leaseline setup: warning: the compiled WGL search did not build (see %s); the checker will use the slower pure-Python search.\n' \
+            "$STATE/pip.log" >&2
     echo "$want" >"$VENV/.deps-hash"
-fi
-
-# 1b. The compiled WGL search (native/: Cython from PyPI, g++ and Python's headers from
-# Debian). Optional: where it does not build, the checker runs the pure-Python search
-# and says so, so a failure here is a warning.
-native_hash="$(cat "$ROOT"/native/pyproject.toml "$ROOT"/native/setup.py "$ROOT"/native/leaseline_wgl/*.py \
-    "$ROOT"/native/leaseline_wgl/*.pyx "$ROOT"/native/leaseline_wgl/*.hpp | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$VENV/.native-hash" 2>/dev/null)" != "$native_hash" ]; then
-    py_include="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
-    if { ! command -v g++ >/dev/null || [ ! -f "$py_include/Python.h" ]; } && [ "$(id -u)" = 0 ]; then
-        apt_install build-essential python3-dev
-    fi
-    say "building the compiled WGL search (native/)"
-    if "$VENV/bin/pip" install -q "$ROOT/native" >"$STATE/native.log" 2>&1; then
-        echo "$native_hash" >"$VENV/.native-hash"
-    else
-        printf 'leaseline setup: warning: the compiled WGL search did not build (see %s); the checker will use the slower pure-Python search.\n' \
-            "$STATE/native.log" >&2
-    fi
 fi
 
 # 2. Java for Spark ----------------------------------------------------------------------
@@ -99,6 +90,6 @@ command -v debootstrap >/dev/null || apt_install debootstrap
 # missing (about 160 MB, once), checked against their pinned sha256, hard-linked into its
 # build folder; with the folder complete this only compares inodes.
 command -v mvn >/dev/null || apt_install maven  # fetches them (Maven's own client)
-"$VENV/bin/python" -m sut.fluss.jars "$ROOT/sut/fluss/jars" \
+"$VENV/bin/python" -m leaseline.sut.fluss.jars "$ROOT/sut/fluss/jars" \
     || die "fetching the Fluss jars failed (see above)."
 "$VENV/bin/leaseline" images build --quiet >&2 || die "building the images failed (see above)."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
 
 INFO = UNKNOWN_END
 MS = 1_000_000

@@ -11,15 +11,15 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from harness.clusters.docker.cluster import Cluster
-    from harness.systems.profile import Profile
+    from leaseline.harness.clusters.docker.cluster import Cluster
+    from leaseline.harness.systems.profile import Profile
 
 _project_ids = itertools.count()
 
 
 def _teardown_project(project: str, compose_profile: str) -> None:
-    from harness.clusters.docker.cluster import Cluster
-    from harness.clusters.docker.netns import remove_helpers
+    from leaseline.harness.clusters.docker.cluster import Cluster
+    from leaseline.harness.clusters.docker.netns import remove_helpers
 
     Cluster(project, compose_profile).down()
     remove_helpers(project)
@@ -36,7 +36,7 @@ def ll_project(request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def spark() -> object:
     """The one SparkContext of the test process (checkers.job reuses it for every job)."""
-    from checkers.job import spark_context
+    from leaseline.checkers.job import spark_context
 
     return spark_context("local[2]")
 
@@ -60,9 +60,9 @@ def booted_cluster(sut: str, project: str, timeout: float = 90
     import tempfile
     from pathlib import Path
 
-    from harness.clusters.docker.netns import remove_helpers
-    from harness.clusters.docker.system_cluster import system_cluster
-    from harness.systems.registry import profile_class
+    from leaseline.harness.clusters.docker.netns import remove_helpers
+    from leaseline.harness.clusters.docker.system_cluster import system_cluster
+    from leaseline.harness.systems.registry import profile_class
 
     cls = profile_class(sut)
     with tempfile.TemporaryDirectory(prefix=f"{project}-") as folder:

@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from checkers.anomalies import anomaly_counts
-from harness.store.run_dir import RunDir
+from leaseline.checkers.anomalies import anomaly_counts
+from leaseline.harness.store.run_dir import RunDir
 
 FIELD_ORDER = ("index", "time", "process", "type", "f", "key", "value", "node", "error")
 

@@ -64,8 +64,8 @@ def _toml_str(s: str) -> str:
 
 def build_image() -> str:
     """The sshd image (tests/images/sshd plus leasekv's requirements); its tag."""
-    from harness.clusters.docker.images import build_base, content_tag
-    from harness.clusters.docker.images import build_image as build
+    from leaseline.harness.clusters.docker.images import build_base, content_tag
+    from leaseline.harness.clusters.docker.images import build_image as build
 
     build_base(lambda _m: None)
     with tempfile.TemporaryDirectory(prefix="ll-sshd-ctx-") as tmp:
@@ -83,7 +83,7 @@ def ssh_machines(count: int = 5, tmpfs: dict[int, str] | None = None) -> Iterato
     """count sshd containers on a network of their own, removed afterwards.
 
     tmpfs: container index -> "path:size" mounted there (a small disk to fill)."""
-    from harness.clusters.docker.client import client
+    from leaseline.harness.clusters.docker.client import client
 
     image = build_image()
     dc = client()

@@ -22,7 +22,7 @@ DOCS = ROOT / "docs" / "ci"
 def test_the_example_campaign_and_workflow_name_the_gate(tmp_path: Path) -> None:
     """The copyable files agree with each other: the workflow runs the gate script on the
     campaign, and the campaign loads (its system file is the user's, beside it)."""
-    from harness.run.campaign import load_campaign
+    from leaseline.harness.run.campaign import load_campaign
 
     workflow = (DOCS / "github-actions.yml").read_text()
     assert "leaseline-gate.sh leaseline/system.toml leaseline/campaign.json" in workflow

@@ -33,12 +33,14 @@ def loaded_by(*modules: str) -> set[str]:
 
 
 def test_workloads_and_nemesis_specs_load_no_docker_ssh_or_aws() -> None:
-    for module in ("workloads.base", "nemesis.spec", "harness.systems.profile"):
+    for module in ("leaseline.workloads.base", "leaseline.nemesis.spec",
+                   "leaseline.harness.systems.profile"):
         assert not loaded_by(module) & set(HEAVY), module
 
 
 def test_the_ssh_cluster_loads_no_docker() -> None:
-    loaded = loaded_by("harness.clusters.ssh.cluster", "harness.clusters.ssh.remote")
+    loaded = loaded_by("leaseline.harness.clusters.ssh.cluster",
+                       "leaseline.harness.clusters.ssh.remote")
     assert "paramiko" in loaded  # the probe sees what it should
     assert "docker" not in loaded
 

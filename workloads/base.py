@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from harness.systems.profile import Endpoint, Profile
+from leaseline.harness.systems.profile import Endpoint, Profile
 
 OK, FAIL, INFO = "ok", "fail", "info"
 

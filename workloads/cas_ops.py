@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from workloads.base import IndependentKeysGenerator, Op, WorkloadOptions
+from leaseline.workloads.base import IndependentKeysGenerator, Op, WorkloadOptions
 
 # Keys of ~1700 operations, decided in about a second each even with a stale read
 # (README, "The verdict").

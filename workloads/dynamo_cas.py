@@ -8,10 +8,10 @@ Reads are GetItem(ConsistentRead=True), writes PutItem; the mix is workloads/cas
 
 from __future__ import annotations
 
-from harness.systems.profile import Profile
-from workloads.base import FAIL, Completion, Op, Workload
-from workloads.cas_ops import CasGenerator
-from workloads.dynamo_client import VALUE, DynamoClient, create_table, key_of, number
+from leaseline.harness.systems.profile import Profile
+from leaseline.workloads.base import FAIL, Completion, Op, Workload
+from leaseline.workloads.cas_ops import CasGenerator
+from leaseline.workloads.dynamo_client import VALUE, DynamoClient, create_table, key_of, number
 
 
 class DynamoCasClient(DynamoClient):

@@ -25,9 +25,9 @@ import boto3
 import botocore.exceptions as bex
 from botocore.config import Config
 
-from harness.errors import EnvironmentProblem
-from harness.systems.profile import Endpoint, Profile
-from workloads.base import FAIL, INFO, Client, Completion, Op
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.systems.profile import Endpoint, Profile
+from leaseline.workloads.base import FAIL, INFO, Client, Completion, Op
 
 TABLE = "leaseline"
 KEY, VALUE = "k", "v"

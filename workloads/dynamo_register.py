@@ -6,10 +6,10 @@ only the protocol differs. The table is created in setup.
 
 from __future__ import annotations
 
-from harness.systems.profile import Profile
-from workloads.base import FAIL, Completion, Op, Workload
-from workloads.dynamo_client import DynamoClient, create_table
-from workloads.register import RegisterGenerator
+from leaseline.harness.systems.profile import Profile
+from leaseline.workloads.base import FAIL, Completion, Op, Workload
+from leaseline.workloads.dynamo_client import DynamoClient, create_table
+from leaseline.workloads.register import RegisterGenerator
 
 
 class DynamoRegisterClient(DynamoClient):

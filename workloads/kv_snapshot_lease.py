@@ -39,9 +39,9 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
-from harness.errors import EnvironmentProblem
-from harness.systems.profile import Endpoint, Profile
-from workloads.base import FAIL, INFO, OK, Client, Completion, Generator, Op, Workload
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.systems.profile import Endpoint, Profile
+from leaseline.workloads.base import FAIL, INFO, OK, Client, Completion, Generator, Op, Workload
 
 TABLE = "leaseline.kv"
 BUCKETS = 3

@@ -20,11 +20,11 @@ from typing import Any
 
 import redis
 
-from harness.errors import EnvironmentProblem, LeaselineError
-from harness.systems.profile import Endpoint, Profile
-from workloads.base import FAIL, Completion, Op, Workload, WorkloadOptions
-from workloads.cas_ops import CasGenerator
-from workloads.redis_client import (
+from leaseline.harness.errors import EnvironmentProblem, LeaselineError
+from leaseline.harness.systems.profile import Endpoint, Profile
+from leaseline.workloads.base import FAIL, Completion, Op, Workload, WorkloadOptions
+from leaseline.workloads.cas_ops import CasGenerator
+from leaseline.workloads.redis_client import (
     Connection,
     RedisClient,
     RespVersions,

@@ -24,8 +24,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from harness.systems.profile import Endpoint
-from workloads.base import FAIL, INFO, OK, Client, Completion, Op
+from leaseline.harness.systems.profile import Endpoint
+from leaseline.workloads.base import FAIL, INFO, OK, Client, Completion, Op
 
 CONNECT_TIMEOUT_S = 0.5
 REPLY_TIMEOUT_S = 1.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from workloads.base import (
+from leaseline.workloads.base import (
     FAIL,
     Completion,
     IndependentKeysGenerator,
@@ -17,7 +17,7 @@ from workloads.base import (
     Workload,
     WorkloadOptions,
 )
-from workloads.redis_client import RedisClient, RespVersions, decode_value, ok
+from leaseline.workloads.redis_client import RedisClient, RespVersions, decode_value, ok
 
 
 class RegisterClient(RedisClient):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from harness.errors import BadArguments
-from workloads.base import Client, Completion, Generator, Op, Workload, WorkloadOptions
-from workloads.dynamo_cas import DynamoCas
-from workloads.dynamo_register import DynamoRegister
-from workloads.kv_snapshot_lease import KvSnapshotLease
-from workloads.lua_cas import LuaCas
-from workloads.register import Register
+from leaseline.harness.errors import BadArguments
+from leaseline.workloads.base import Client, Completion, Generator, Op, Workload, WorkloadOptions
+from leaseline.workloads.dynamo_cas import DynamoCas
+from leaseline.workloads.dynamo_register import DynamoRegister
+from leaseline.workloads.kv_snapshot_lease import KvSnapshotLease
+from leaseline.workloads.lua_cas import LuaCas
+from leaseline.workloads.register import Register
 
 WORKLOADS: dict[str, type[Workload]] = {
     Register.name: Register,

@@ -17,10 +17,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from checkers.errors import HistoryFormatError
-from checkers.importers.edn import EdnError, Keyword, loads
-from checkers.importers.jepsen_ops import Record, build, make_op
-from checkers.ops import CAS, CAS_FAILED, READ, WRITE, KeyHistory, Operation, canonical
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.importers.edn import EdnError, Keyword, loads
+from leaseline.checkers.importers.jepsen_ops import Record, build, make_op
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, WRITE, KeyHistory, Operation, canonical
 
 _LINE = re.compile(
     r"^\s*INFO\s+jepsen\.util\s+-\s+(?P<process>:?[\w-]+)\s+:(?P<type>[\w-]+)\s+"

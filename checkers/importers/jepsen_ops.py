@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checkers.errors import HistoryFormatError
-from checkers.ops import UNKNOWN_END, KeyHistory, NemesisEvent, Operation
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.ops import UNKNOWN_END, KeyHistory, NemesisEvent, Operation
 
 TYPES = ("invoke", "ok", "fail", "info")
 

@@ -33,8 +33,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from checkers.errors import HistoryFormatError
-from checkers.ops import CAS, READ, UNKNOWN_END, WRITE, KeyHistory, NemesisEvent, canonical
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.ops import (
+    CAS,
+    READ,
+    UNKNOWN_END,
+    WRITE,
+    KeyHistory,
+    NemesisEvent,
+    canonical,
+)
 
 NEMESIS = "nemesis"
 TYPES = ("invoke", "ok", "fail", "info")

@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from checkers.errors import HistoryFormatError
-from checkers.importers.edn import EdnError, Keyword, loads_with_lines
-from checkers.importers.jepsen_ops import Record, build, make_op
-from checkers.ops import CAS, READ, WRITE, KeyHistory, Operation, canonical
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.importers.edn import EdnError, Keyword, loads_with_lines
+from leaseline.checkers.importers.jepsen_ops import Record, build, make_op
+from leaseline.checkers.ops import CAS, READ, WRITE, KeyHistory, Operation, canonical
 
 
 def read_knossos(path: str | Path) -> KeyHistory:

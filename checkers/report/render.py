@@ -19,24 +19,25 @@ from typing import Any
 
 import numpy as np
 
-from checkers.anomalies import TYPES as ANOMALY_TYPES
-from checkers.report.rundata import (
+from leaseline.checkers.anomalies import TYPES as ANOMALY_TYPES
+from leaseline.checkers.report.rundata import (
     Anomaly,
     History,
     anomalies,
     nemesis_intervals,
     read_history,
 )
-from harness.store.run_dir import TEST, TEXT_FILES, RunDir
-from harness.systems.client_models import client_model
-from harness.systems.registry import sut_label
+from leaseline.harness.store.run_dir import TEST, TEXT_FILES, RunDir
+from leaseline.harness.systems.client_models import client_model
+from leaseline.harness.systems.registry import sut_label
 
 STATUS_ORDER = {"violation": 0, "unknown": 1, "lease-bounded": 2, "linearizable": 3}
 MAX_KEY_ROWS = 2000  # the key table is a scroll box; beyond this the page says how many more
 
 
 def _asset(name: str) -> str:
-    return resources.files("checkers.report").joinpath("assets", name).read_text(encoding="utf-8")
+    assets = resources.files("leaseline.checkers.report").joinpath("assets")
+    return assets.joinpath(name).read_text(encoding="utf-8")
 
 
 def _b64(a: np.ndarray, dtype: Any) -> str:

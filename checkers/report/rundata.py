@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from checkers.faults import FaultPeriod, fault_periods
-from harness.store.history import NEMESIS, read_records
-from harness.store.run_dir import ANOMALIES, read_json
+from leaseline.checkers.faults import FaultPeriod, fault_periods
+from leaseline.harness.store.history import NEMESIS, read_records
+from leaseline.harness.store.run_dir import ANOMALIES, read_json
 
 F_CODES = {"read": 0, "write": 1, "cas": 2}
 F_NAMES = ["read", "write", "cas", "other"]

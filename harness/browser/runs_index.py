@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.store.run_dir import LATEST, RunDir
-from harness.systems.client_models import client_model
-from harness.systems.registry import sut_label
+from leaseline.harness.store.run_dir import LATEST, RunDir
+from leaseline.harness.systems.client_models import client_model
+from leaseline.harness.systems.registry import sut_label
 
 # Folders under results/ that are not tests.
 NOT_TESTS = {LATEST, "screenshots", "campaigns"}

@@ -25,9 +25,9 @@ from string import Template
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
-from harness.browser.runs_index import RunInfo, RunsIndex
-from harness.errors import EnvironmentProblem
-from harness.store.run_dir import MARKERS, REPORT, TEXT_FILES
+from leaseline.harness.browser.runs_index import RunInfo, RunsIndex
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.store.run_dir import MARKERS, REPORT, TEXT_FILES
 
 TEXT_TYPES = {
     ".jsonl": "text/plain",
@@ -49,7 +49,8 @@ def _fmt_ms(v: Any) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("checkers.report").joinpath("assets", name).read_text(encoding="utf-8")
+    assets = resources.files("leaseline.checkers.report").joinpath("assets")
+    return assets.joinpath(name).read_text(encoding="utf-8")
 
 
 def _options(field: str, label: str, values: set[str]) -> str:
@@ -228,7 +229,7 @@ class Handler(BaseHTTPRequestHandler):
         if p is None and rel.endswith(f"/{REPORT}"):
             run = self._inside(rel[: -len(REPORT)])
             if run is not None and run.is_dir():
-                from checkers.report import write_report
+                from leaseline.checkers.report import write_report
 
                 p = write_report(run)  # older runs, or a runner that did not write one
         if p is None:

@@ -29,11 +29,17 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from checkers.anomalies import TYPES as ANOMALY_TYPES
-from harness.errors import EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, BadArguments, LeaselineError
-from harness.run.config import RunConfig, validate
-from harness.run.runner import print_path, run
-from harness.store.run_dir import JUNIT, RunDir, point_latest
+from leaseline.checkers.anomalies import TYPES as ANOMALY_TYPES
+from leaseline.harness.errors import (
+    EXIT_INVALID,
+    EXIT_UNKNOWN,
+    EXIT_VALID,
+    BadArguments,
+    LeaselineError,
+)
+from leaseline.harness.run.config import RunConfig, validate
+from leaseline.harness.run.runner import print_path, run
+from leaseline.harness.store.run_dir import JUNIT, RunDir, point_latest
 
 EXPECTATIONS = ("valid", "strict-valid", "strict-flagged", "invalid")
 _RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"check", "argv", "results_dir", "seed"}
@@ -124,7 +130,7 @@ def run_campaign(
 def _check_and_summarise(
     name: str, cases: list[Case], results_dir: Path, spark_master: str, console: Console
 ) -> int:
-    from checkers.check_command import check_runs
+    from leaseline.checkers.check_command import check_runs
 
     runs = [RunDir(d) for case in cases for d in case.run_dirs]
     warnings = {d: w for case in cases for d, w in case.warnings.items()}
@@ -138,7 +144,7 @@ def _check_and_summarise(
     camp_dir.mkdir(parents=True, exist_ok=True)
     point_latest(camp_dir.parent, camp_dir)
     (camp_dir / "campaign.json").write_text(json.dumps({"name": name, "cases": summary}, indent=2))
-    from checkers.junit import write_campaign_junit
+    from leaseline.checkers.junit import write_campaign_junit
 
     write_campaign_junit([d for c in cases for d in c.run_dirs], camp_dir / JUNIT)
     _print_table(name, summary, console)

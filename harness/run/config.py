@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from harness.errors import BadArguments
-from harness.systems.client_models import MODELS, canonical
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.client_models import MODELS, canonical
 
 if TYPE_CHECKING:
-    from harness.clusters.base import Cluster
-    from harness.run.phases import Phase
-    from harness.systems.profile import Profile
+    from leaseline.harness.clusters.base import Cluster
+    from leaseline.harness.run.phases import Phase
+    from leaseline.harness.systems.profile import Profile
 
 DEFAULT_RESULTS = Path("results")  # of the working directory, as for every command
 NEMESIS_MODES = ("one", "overlap")  # nemesis/schedule.py
@@ -99,13 +99,13 @@ def validate(cfg: RunConfig) -> type[Profile]:
 
 def validated(cfg: RunConfig) -> tuple[type[Profile], list[Phase]]:
     """validate's work, and the phases it parsed on the way (harness/run/plan.py keeps them)."""
-    from harness.run.phases import check_mix, parse_phases
-    from harness.store.run_dir import RunDir
-    from harness.systems.described import DescribedProfile
-    from harness.systems.registry import profile_class
-    from nemesis.registry import nemesis_classes
-    from workloads.base import WorkloadOptions
-    from workloads.registry import workload_class
+    from leaseline.harness.run.phases import check_mix, parse_phases
+    from leaseline.harness.store.run_dir import RunDir
+    from leaseline.harness.systems.described import DescribedProfile
+    from leaseline.harness.systems.registry import profile_class
+    from leaseline.nemesis.registry import nemesis_classes
+    from leaseline.workloads.base import WorkloadOptions
+    from leaseline.workloads.registry import workload_class
 
     if not isinstance(cfg.sut_opts, dict):
         raise BadArguments(f"sut_opts must be an object of key: value, got {cfg.sut_opts!r}.")
@@ -121,12 +121,12 @@ def validated(cfg: RunConfig) -> tuple[type[Profile], list[Phase]]:
     if not isinstance(cfg.nemesis, list) or not all(isinstance(n, str) for n in cfg.nemesis):
         raise BadArguments(f"nemesis must be a list of fault names, got {cfg.nemesis!r}.")
     if cfg.hosts is not None:
-        from harness.clusters.ssh.remote import check_remote
+        from leaseline.harness.clusters.ssh.remote import check_remote
 
         check_remote(profile, cfg.hosts, cfg.sut_opts)
     nemesis_classes(cfg.nemesis, profile, cluster_kind(cfg.hosts))
     if cfg.hosts is None and issubclass(profile, DescribedProfile):
-        from harness.clusters.docker.system_images import check_named_image
+        from leaseline.harness.clusters.docker.system_images import check_named_image
 
         check_named_image(profile.description)
     if cfg.nemesis_mode not in NEMESIS_MODES:
@@ -178,10 +178,10 @@ def check_client_model(name: str, profile: type[Profile]) -> None:
 def cluster_kind(hosts: Path | None) -> type[Cluster]:
     """The kind of cluster a run uses: Docker, or the machines of a hosts file."""
     if hosts is None:
-        from harness.clusters.docker.cluster import Cluster as DockerCluster
+        from leaseline.harness.clusters.docker.cluster import Cluster as DockerCluster
 
         return DockerCluster
-    from harness.clusters.ssh.cluster import SshCluster
+    from leaseline.harness.clusters.ssh.cluster import SshCluster
 
     return SshCluster
 

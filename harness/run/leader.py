@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from harness.systems.profile import Profile
+from leaseline.harness.systems.profile import Profile
 
 
 class LeaderTracker(threading.Thread):

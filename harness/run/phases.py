@@ -21,8 +21,8 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
-from harness.errors import BadArguments
-from workloads.base import Generator
+from leaseline.harness.errors import BadArguments
+from leaseline.workloads.base import Generator
 
 SETTINGS = ("rate", "reads", "nemesis")
 _NAME = re.compile(r"^[A-Za-z0-9_.-]+$")

@@ -10,11 +10,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from harness.run.config import RunConfig, clients, total_rate, validated
-from harness.run.phases import Phase
-from harness.store.run_dir import RunDir, TestJson
-from harness.systems.client_models import alias_warning, canonical
-from harness.systems.profile import Profile
+from leaseline.harness.run.config import RunConfig, clients, total_rate, validated
+from leaseline.harness.run.phases import Phase
+from leaseline.harness.store.run_dir import RunDir, TestJson
+from leaseline.harness.systems.client_models import alias_warning, canonical
+from leaseline.harness.systems.profile import Profile
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def plan_run(cfg: RunConfig) -> RunPlan:
     nodes: tuple[str, ...] = tuple(profile.nodes)
     hosts: tuple[dict[str, Any], ...] | None = None
     if cfg.hosts is not None:
-        from harness.clusters.ssh.hosts import load_hosts
+        from leaseline.harness.clusters.ssh.hosts import load_hosts
 
         machines = load_hosts(cfg.hosts)
         nodes, hosts = tuple(machines.names), tuple(h.public() for h in machines.nodes)

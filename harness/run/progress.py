@@ -10,11 +10,11 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from harness.run.leader import LeaderTracker
-from harness.run.phases import PhaseDriver
-from harness.run.workers import Stats
-from harness.store.history import MonotonicClock
-from nemesis.schedule import NemesisSchedule
+from leaseline.harness.run.leader import LeaderTracker
+from leaseline.harness.run.phases import PhaseDriver
+from leaseline.harness.run.workers import Stats
+from leaseline.harness.store.history import MonotonicClock
+from leaseline.nemesis.schedule import NemesisSchedule
 
 
 def _view(

@@ -25,11 +25,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, Sentinel
 
-from harness.errors import BadArguments
-from harness.run.leader import LeaderTracker
-from harness.systems.profile import Profile
-from workloads.base import OK, Client, Completion, Workload
-from workloads.redis_client import CONNECT_TIMEOUT_S, REPLY_TIMEOUT_S, RedisClient
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.run.leader import LeaderTracker
+from leaseline.harness.systems.profile import Profile
+from leaseline.workloads.base import OK, Client, Completion, Workload
+from leaseline.workloads.redis_client import CONNECT_TIMEOUT_S, REPLY_TIMEOUT_S, RedisClient
 
 
 class Route:

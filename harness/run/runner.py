@@ -27,25 +27,25 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.clusters.base import Cluster
-from harness.clusters.docker.system_cluster import system_cluster
-from harness.errors import EnvironmentProblem, LeaselineError
-from harness.run.config import RunConfig
-from harness.run.leader import LeaderTracker
-from harness.run.phases import PhaseDriver
-from harness.run.plan import RunPlan, plan_run
-from harness.run.progress import live_progress
-from harness.run.routes import NodeRoute, route_for
-from harness.run.workers import ProcessIds, Stats, Worker
-from harness.store.crashlog import write_crash_log
-from harness.store.history import HistoryWriter, MonotonicClock
-from harness.store.run_dir import RunDir
-from harness.systems.profile import Profile
-from nemesis.base import NemesisContext
-from nemesis.registry import nemesis_classes
-from nemesis.schedule import NemesisLog, NemesisSchedule
-from workloads.base import WorkloadOptions
-from workloads.registry import workload_class
+from leaseline.harness.clusters.base import Cluster
+from leaseline.harness.clusters.docker.system_cluster import system_cluster
+from leaseline.harness.errors import EnvironmentProblem, LeaselineError
+from leaseline.harness.run.config import RunConfig
+from leaseline.harness.run.leader import LeaderTracker
+from leaseline.harness.run.phases import PhaseDriver
+from leaseline.harness.run.plan import RunPlan, plan_run
+from leaseline.harness.run.progress import live_progress
+from leaseline.harness.run.routes import NodeRoute, route_for
+from leaseline.harness.run.workers import ProcessIds, Stats, Worker
+from leaseline.harness.store.crashlog import write_crash_log
+from leaseline.harness.store.history import HistoryWriter, MonotonicClock
+from leaseline.harness.store.run_dir import RunDir
+from leaseline.harness.systems.profile import Profile
+from leaseline.nemesis.base import NemesisContext
+from leaseline.nemesis.registry import nemesis_classes
+from leaseline.nemesis.schedule import NemesisLog, NemesisSchedule
+from leaseline.workloads.base import WorkloadOptions
+from leaseline.workloads.registry import workload_class
 
 HEALED_READY_TIMEOUT_S = 60.0
 
@@ -193,7 +193,7 @@ def run(cfg: RunConfig, console: Console | None = None) -> RunOutcome:
     except BaseException:
         # CI still gets a junit.xml saying the run produced no verdict.
         with contextlib.suppress(Exception):
-            from checkers.junit import write_junit
+            from leaseline.checkers.junit import write_junit
 
             write_junit(run_dir.path)
         raise
@@ -226,7 +226,7 @@ def run_for_scripts(cfg: RunConfig) -> int:
 
 def _lifecycle(plan: RunPlan, run_dir: RunDir, console: Console) -> RunOutcome:
     if plan.cfg.check:  # the JVM starts while the cluster boots and the workload runs
-        from checkers.job import warm_up_for
+        from leaseline.checkers.job import warm_up_for
 
         warm_up_for(plan.cfg.spark_master, plan.rate * plan.cfg.time_limit)
     life = Lifecycle(plan, run_dir, console)
@@ -277,7 +277,7 @@ class Lifecycle:
             self.console.print(f"[dim]{message}[/]")
 
         if self.plan.remote:  # the user's own machines: no image, no container, no Docker
-            from harness.clusters.ssh.remote import remote_cluster
+            from leaseline.harness.clusters.ssh.remote import remote_cluster
 
             return remote_cluster(self.plan.profile, self.cfg.hosts, self.cfg.sut_opts,
                                   self.cfg.ssh_accept_new_keys, log)
@@ -437,8 +437,8 @@ def worker_died_problem(worker: Worker, run_dir: RunDir) -> EnvironmentProblem:
 
 def check(outcome: RunOutcome, spark_master: str, console: Console) -> None:
     """The checker entry point shared with `check` and `campaign`; the lease is the run's."""
-    from checkers.check_command import check_runs
-    from checkers.summary import exit_code, print_summary
+    from leaseline.checkers.check_command import check_runs
+    from leaseline.checkers.summary import exit_code, print_summary
 
     run = RunDir(outcome.run_dir)
     file_report = check_runs([run], spark_master, console, {run.path: outcome.warnings})[run.path]

@@ -18,9 +18,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from harness.run.routes import Route
-from harness.store.history import HistoryWriter
-from workloads.base import FAIL, INFO, Completion, Generator, Op, Workload
+from leaseline.harness.run.routes import Route
+from leaseline.harness.store.history import HistoryWriter
+from leaseline.workloads.base import FAIL, INFO, Completion, Generator, Op, Workload
 
 
 class ProcessIds:

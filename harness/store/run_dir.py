@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, TypedDict
 from urllib.parse import quote
 
-from harness.errors import BadArguments
-from harness.store.history import read_records
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.store.history import read_records
 
 HISTORY = "history.jsonl"
 HISTORY_TXT = "history.txt"

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from harness.errors import EnvironmentProblem
-from harness.parallel import in_parallel
-from harness.systems.probes import PROBE_TIMEOUT_S, http, info_fields, redis_command
-from harness.systems.profile import Endpoint, Option, Profile
-from harness.systems.system_file import SystemDescription, load_system
-from harness.systems.templates import Command, TemplateProblem, list_values, render
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.parallel import in_parallel
+from leaseline.harness.systems.probes import PROBE_TIMEOUT_S, http, info_fields, redis_command
+from leaseline.harness.systems.profile import Endpoint, Option, Profile
+from leaseline.harness.systems.system_file import SystemDescription, load_system
+from leaseline.harness.systems.templates import Command, TemplateProblem, list_values, render
 
 T = TypeVar("T")
 CONTROL_TIMEOUT_S = 30.0

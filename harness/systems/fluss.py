@@ -29,9 +29,9 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
-from harness.errors import BadArguments
-from harness.systems.profile import Endpoint, Option, Profile, StagedFolder
-from harness.user_cache import USER_CACHE
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.profile import Endpoint, Option, Profile, StagedFolder
+from leaseline.harness.user_cache import USER_CACHE
 
 PORT = 9123
 ZK_PORT = 2181
@@ -154,7 +154,7 @@ class Fluss(Profile):
             return []
         folder = USER_CACHE / "fluss-lib" / version
         return [StagedFolder(USER_LIB_ENV, folder, (
-            sys.executable, "-m", "sut.fluss.jars", str(folder), "--version", version))]
+            sys.executable, "-m", "leaseline.sut.fluss.jars", str(folder), "--version", version))]
 
     # -- the Profile interface --------------------------------------------------------------
     @property

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import BadArguments
-from harness.systems.templates import (
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.templates import (
     Command,
     check_field,
     fail,

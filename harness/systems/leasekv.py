@@ -18,9 +18,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.errors import EnvironmentProblem
-from harness.systems.described import DescribedProfile
-from harness.systems.probes import http
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.systems.described import DescribedProfile
+from leaseline.harness.systems.probes import http
 
 
 def _admin(method: str, url: str, timeout: float = 1.0) -> tuple[int, dict[str, Any]]:

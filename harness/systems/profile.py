@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from harness.errors import BadArguments, EnvironmentProblem
+from leaseline.harness.errors import BadArguments, EnvironmentProblem
 
 
 class Machines(Protocol):

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from harness.systems.probes import info_fields, redis_command
-from harness.systems.profile import Endpoint, Option, Profile
+from leaseline.harness.systems.probes import info_fields, redis_command
+from leaseline.harness.systems.profile import Endpoint, Option, Profile
 
 REDIS_PORT = 6379
 SENTINEL_PORT = 26379

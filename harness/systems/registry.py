@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from harness.errors import BadArguments
-from harness.shipped import shipped
-from harness.systems.described import DescribedProfile, described_profile
-from harness.systems.fluss import Fluss
-from harness.systems.leasekv import LeaseKV
-from harness.systems.profile import Endpoint, Option, Profile
-from harness.systems.redis_sentinel import RedisSentinel
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.shipped import shipped
+from leaseline.harness.systems.described import DescribedProfile, described_profile
+from leaseline.harness.systems.fluss import Fluss
+from leaseline.harness.systems.leasekv import LeaseKV
+from leaseline.harness.systems.profile import Endpoint, Option, Profile
+from leaseline.harness.systems.redis_sentinel import RedisSentinel
 
 SYSTEMS_DIR = shipped(__package__)
 
@@ -58,7 +58,7 @@ def option_defaults(name: str) -> dict[str, str]:
     if name in PROFILES:
         return {k: o.default for k, o in PROFILES[name].options.items()}
     if (path := system_file_path(name)) is not None:
-        from harness.systems.system_file import load_option_defaults
+        from leaseline.harness.systems.system_file import load_option_defaults
 
         return load_option_defaults(path)
     return {}

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import BadArguments
-from harness.systems.client_models import MODELS, NAMES, canonical
-from harness.systems.templates import (
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.client_models import MODELS, NAMES, canonical
+from leaseline.harness.systems.templates import (
     Command,
     TemplateProblem,
     check_field,

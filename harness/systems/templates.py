@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import BadArguments
+from leaseline.harness.errors import BadArguments
 
 LIST_VARS = ("name", "id", "ip", "port.", "opt.")
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")

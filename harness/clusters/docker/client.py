@@ -7,7 +7,7 @@ import functools
 import docker
 from docker.errors import DockerException
 
-from harness.errors import EnvironmentProblem
+from leaseline.harness.errors import EnvironmentProblem
 
 
 @functools.cache

@@ -24,13 +24,13 @@ from typing import Any
 from docker.errors import APIError, NotFound
 from docker.models.containers import Container
 
-from harness.clusters.docker import images, netns
-from harness.clusters.docker.client import client
-from harness.clusters.docker.compose import compose_command, compose_name, write_compose
-from harness.errors import EnvironmentProblem
-from harness.shipped import shipped
+from leaseline.harness.clusters.docker import images, netns
+from leaseline.harness.clusters.docker.client import client
+from leaseline.harness.clusters.docker.compose import compose_command, compose_name, write_compose
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.shipped import shipped
 
-COMPOSE_FILE = shipped(__package__, "docker-compose.yml")
+COMPOSE_FILE = shipped("leaseline", "docker-compose.yml")
 PROJECT_LABEL = "com.docker.compose.project"
 SERVICE_LABEL = "com.docker.compose.service"
 SUBNET_ATTEMPTS = 3
@@ -65,7 +65,7 @@ class Cluster:
         document: Callable[[str], dict[str, Any]] | None = None,
         host_files: dict[str, Path] | None = None,
     ) -> None:
-        """compose_file: the shipped docker-compose.yml (beside this module), or the file
+        """compose_file: the shipped docker-compose.yml (the package root's), or the file
         `document(subnet)` (a described system, harness/systems/described.py) is written to
         for the run's subnet; overrides: compose files merged over it (the Spark cluster's
         mounts, spark_cluster.py); host_files: the {file.X} taken out of the system's image."""

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from harness.errors import EnvironmentProblem
+from leaseline.harness.errors import EnvironmentProblem
 
 CHOICES = ("docker compose", "docker-compose")
 

@@ -22,10 +22,10 @@ from pathlib import Path
 
 from docker.errors import APIError, BuildError, ImageNotFound
 
-from harness.clusters.docker.client import client
-from harness.errors import EnvironmentProblem
-from harness.shipped import shipped
-from harness.systems.profile import StagedFolder
+from leaseline.harness.clusters.docker.client import client
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.shipped import shipped
+from leaseline.harness.systems.profile import StagedFolder
 
 CONTEXTS_DIR = shipped(__package__, "contexts")
 BASE_TAG = "leaseline/base:bookworm"
@@ -130,7 +130,7 @@ def image_contexts() -> dict[str, Path]:
     """name -> build context, one per folder with a Dockerfile under contexts/ (the harness's
     helpers and the shipped systems' servers) or sut/ (the systems whose code lives in this
     repository, e.g. sut/leasekv)."""
-    dirs = [*sorted(CONTEXTS_DIR.iterdir()), *sorted(shipped("sut").iterdir())]
+    dirs = [*sorted(CONTEXTS_DIR.iterdir()), *sorted(shipped("leaseline.sut").iterdir())]
     return {d.name: d for d in dirs if (d / "Dockerfile").is_file()}
 
 

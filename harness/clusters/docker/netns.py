@@ -22,12 +22,12 @@ from typing import Protocol
 from docker.errors import ContainerError, DockerException, NotFound
 from docker.models.containers import Container
 
-from harness.clusters import nfqueue
-from harness.clusters.docker import images
-from harness.clusters.docker.client import client
-from harness.clusters.netrules import CHAIN, armed_cut_script, heal_script
-from harness.errors import EnvironmentProblem
-from harness.parallel import in_parallel
+from leaseline.harness.clusters import nfqueue
+from leaseline.harness.clusters.docker import images
+from leaseline.harness.clusters.docker.client import client
+from leaseline.harness.clusters.netrules import CHAIN, armed_cut_script, heal_script
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.parallel import in_parallel
 
 
 class Containers(Protocol):

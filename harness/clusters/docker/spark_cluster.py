@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.clusters.docker.cluster import SERVICE_LABEL, Cluster
-from harness.errors import BadArguments, EnvironmentProblem
+from leaseline.harness.clusters.docker.cluster import SERVICE_LABEL, Cluster
+from leaseline.harness.errors import BadArguments, EnvironmentProblem
 
 DEFAULT_PROJECT = "ll-spark"
 PROFILE = "spark"
@@ -86,7 +86,7 @@ def _roots(extra: list[str]) -> list[Path]:
 
 
 def up(project: str = DEFAULT_PROJECT, mounts: tuple[str, ...] = ()) -> SparkState:
-    from harness.clusters.docker.images import build_base, build_context
+    from leaseline.harness.clusters.docker.images import build_base, build_context
 
     roots = _roots(list(mounts))
     build_base()

@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.clusters.docker import images
-from harness.clusters.docker.cluster import Cluster
-from harness.clusters.docker.netns import NEMESIS
-from harness.clusters.docker.system_images import system_image
-from harness.systems.described import DescribedProfile
-from harness.systems.profile import Profile
+from leaseline.harness.clusters.docker import images
+from leaseline.harness.clusters.docker.cluster import Cluster
+from leaseline.harness.clusters.docker.netns import NEMESIS
+from leaseline.harness.clusters.docker.system_images import system_image
+from leaseline.harness.systems.described import DescribedProfile
+from leaseline.harness.systems.profile import Profile
 
 
 def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:

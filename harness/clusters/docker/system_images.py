@@ -18,11 +18,11 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.clusters.docker import images
-from harness.errors import BadArguments, EnvironmentProblem
-from harness.systems.system_file import ImageSpec, SystemDescription
-from harness.systems.templates import TemplateProblem
-from harness.user_cache import USER_CACHE
+from leaseline.harness.clusters.docker import images
+from leaseline.harness.errors import BadArguments, EnvironmentProblem
+from leaseline.harness.systems.system_file import ImageSpec, SystemDescription
+from leaseline.harness.systems.templates import TemplateProblem
+from leaseline.harness.user_cache import USER_CACHE
 
 BUILD_CACHE = USER_CACHE / "builds"
 BUILD_TIMEOUT_S = 1800.0

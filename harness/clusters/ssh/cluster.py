@@ -20,14 +20,20 @@ import socket
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from harness.clusters import netem, nfqueue
-from harness.clusters.netrules import heal_script
-from harness.clusters.ssh.hosts import HostsFile
-from harness.clusters.ssh.transport import CommandFailed, SshFailure, SshNode, last_line, q
-from harness.errors import EnvironmentProblem
-from harness.parallel import in_parallel
-from harness.systems.host_system import HostCommands
-from harness.systems.templates import TemplateProblem, render
+from leaseline.harness.clusters import netem, nfqueue
+from leaseline.harness.clusters.netrules import heal_script
+from leaseline.harness.clusters.ssh.hosts import HostsFile
+from leaseline.harness.clusters.ssh.transport import (
+    CommandFailed,
+    SshFailure,
+    SshNode,
+    last_line,
+    q,
+)
+from leaseline.harness.errors import EnvironmentProblem
+from leaseline.harness.parallel import in_parallel
+from leaseline.harness.systems.host_system import HostCommands
+from leaseline.harness.systems.templates import TemplateProblem, render
 
 STATE = ".leaseline"  # inside each node's folder: pid files, the delay handler
 HANDLER_SOURCE = Path(nfqueue.__file__)

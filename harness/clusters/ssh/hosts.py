@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import BadArguments
+from leaseline.harness.errors import BadArguments
 
 NODE_FIELDS = {"name", "address", "port", "user", "key_file", "passphrase_env", "password_env",
                "sudo", "connect_timeout_s", "command_timeout_s"}

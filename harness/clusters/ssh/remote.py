@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.clusters.ssh.cluster import SshCluster
-from harness.clusters.ssh.hosts import HostsFile, load_hosts
-from harness.errors import BadArguments
-from harness.systems.host_system import HostCommands, load_host_commands
-from harness.systems.profile import Profile
+from leaseline.harness.clusters.ssh.cluster import SshCluster
+from leaseline.harness.clusters.ssh.hosts import HostsFile, load_hosts
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.host_system import HostCommands, load_host_commands
+from leaseline.harness.systems.profile import Profile
 
 
 def host_commands(profile: type[Profile], opts: dict[str, str]) -> HostCommands:

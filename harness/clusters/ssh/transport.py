@@ -27,8 +27,8 @@ from pathlib import Path
 
 import paramiko
 
-from harness.clusters.ssh.hosts import HostSpec
-from harness.errors import EnvironmentProblem
+from leaseline.harness.clusters.ssh.hosts import HostSpec
+from leaseline.harness.errors import EnvironmentProblem
 
 _known_hosts_lock = threading.Lock()
 # paramiko logs transport errors (with tracebacks) from its own threads; every failure that

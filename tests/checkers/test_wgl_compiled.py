@@ -1,0 +1,159 @@
+"""The compiled WGL search against the pure-Python reference and a brute-force oracle.
+
+Random small histories of cas-registers and registers with repeated values (a domain of
+three), crashed (info) operations, droppable writes (the lost-write relaxation), any
+interleaving: the compiled search and the reference must give the same verdict,
+linearization and longest prefix at every shift (one Δ for all reads, or one shift per
+operation), the same minimal Δ by the same passes (the compiled module runs min_delta's
+loop itself); and both must agree with a plain backtracking over every order (no memo,
+no pruning; a droppable write may be left out), which checks the search's extra rules
+(twins, info operations before writes) too.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from repo_paths import ROOT
+
+from leaseline.checkers import wgl
+from leaseline.checkers.models import CasRegister, Model, Register
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
+from leaseline.checkers.wgl import (
+    SearchLimits,
+    compiled_available,
+    linearizable,
+    linearizable_reference,
+    min_delta,
+)
+
+VALUES = [None, "0", "1", "2"]
+
+
+def test_the_compiled_search_is_installed() -> None:
+    # scripts/setup.sh builds it (./run-tests runs setup.sh first)
+    assert compiled_available(), "the compiled search did not build (g++?): run scripts/setup.sh"
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> tuple[list[Operation], Model, str | None]:
+    cas_model = draw(st.booleans())
+    n = draw(st.integers(1, 7))
+    kinds = [READ, WRITE, CAS, CAS_FAILED] if cas_model else [READ, WRITE]
+    ops = []
+    for i in range(n):
+        f = draw(st.sampled_from(kinds))
+        inv = draw(st.integers(0, 30))
+        done = inv + draw(st.integers(0, 12))
+        info = f in (WRITE, CAS) and draw(st.integers(0, 4)) == 0
+        value = None if f == CAS_FAILED else draw(st.sampled_from(VALUES[1:] if f != READ
+                                                                  else VALUES))
+        expected = draw(st.sampled_from(VALUES)) if f in (CAS, CAS_FAILED) else None
+        # the lost-write relaxation: an acknowledged write that may never take effect
+        droppable = f == WRITE and not info and draw(st.integers(0, 3)) == 0
+        ops.append(Operation(i, i, f, value, inv, UNKNOWN_END if info else done, expected,
+                             droppable=droppable))
+    ops.sort(key=lambda o: (o.invoke, o.index))
+    initial = draw(st.sampled_from([None, "0"]))
+    return ops, (CasRegister() if cas_model else Register()), initial
+
+
+def brute(ops: list[Operation], model: Model, initial: str | None, shift: list[int]) -> bool:
+    """Some order of all completed operations but any droppable ones, and any of the info
+    ones, respecting real time (b after a when a completes before b's shifted invoke),
+    is legal."""
+    start = [o.invoke - s for o, s in zip(ops, shift, strict=True)]
+    n = len(ops)
+
+    def go(done: int, state: object) -> bool:
+        if all(done >> i & 1 or ops[i].complete == UNKNOWN_END for i in range(n)):
+            return True
+        for i in range(n):
+            if done >> i & 1:
+                continue
+            if ops[i].droppable and go(done | 1 << i, state):  # it never took effect
+                return True
+            # i may go next if no pending op completed before i's (shifted) invoke
+            if any(not done >> j & 1 and j != i and ops[j].complete < start[i]
+                   for j in range(n)):
+                continue
+            ok, nxt = model.step(state, ops[i])
+            if ok and go(done | 1 << i, nxt):
+                return True
+        return False
+
+    return go(0, model.init(initial))
+
+
+def lim() -> SearchLimits:
+    return SearchLimits(time.monotonic() + 60, 10**9)
+
+
+def read_shift(ops: list[Operation], d: int) -> list[int]:
+    return [d if o.f == READ else 0 for o in ops]
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.sampled_from([0, 1, 3, 8, 20]),
+       st.lists(st.integers(0, 15), min_size=7, max_size=7))
+def test_compiled_matches_reference_and_brute_force(
+    case: tuple[list[Operation], Model, str | None], d: int, per_op: list[int]
+) -> None:
+    ops, model, initial = case
+    for shift in (d, per_op[:len(ops)]):
+        a = linearizable(ops, model, initial, shift, lim())
+        b = linearizable_reference(ops, model, initial, shift, lim())
+        assert (a.ok, a.order, a.longest) == (b.ok, b.order, b.longest)
+        vector = read_shift(ops, shift) if isinstance(shift, int) else shift
+        assert a.ok == brute(ops, model, initial, vector)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.sampled_from([0, 2, 10]),
+       st.sampled_from(["bisect", "bisect-sampled", "walk", "gallop"]))
+def test_minimal_delta_matches_reference_and_brute_force(
+    case: tuple[list[Operation], Model, str | None], lease: int, how: str
+) -> None:
+    ops, model, initial = case
+    # small histories' failing passes are cheap, so min_delta bisects by the ranks of all
+    # candidates; "bisect-sampled" lists only every k-th candidate, as with many, and
+    # "walk" walks down, as where failing passes are costly, "gallop" strides from the
+    # first step
+    saved = wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES, wgl.WALK_BEFORE_GALLOP
+    wgl.CHEAP_FAILURE = -1 if how in ("walk", "gallop") else saved[0]
+    wgl.LIST_CANDIDATES = 2 if how == "bisect-sampled" else saved[1]
+    wgl.WALK_BEFORE_GALLOP = 1 if how == "gallop" else saved[2]
+    try:
+        fast = min_delta(ops, model, initial, lease, lim())
+        ref = min_delta(ops, model, initial, lease, lim(), reference=True)
+    finally:
+        wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES, wgl.WALK_BEFORE_GALLOP = saved
+    assert fast == ref  # the same passes: Δ, exactness, linearization, memo sizes
+    comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
+    cands = sorted({0} | {o.invoke - c for o in ops if o.f == READ for c in comps
+                          if o.invoke > c})
+    expect = next((c for c in cands if brute(ops, model, initial, read_shift(ops, c))), None)
+    assert fast.min_delta_ns == expect
+
+
+def test_without_the_compiled_search_the_checker_warns_once_and_still_decides() -> None:
+    code = (
+        "import sys; sys.modules['leaseline.checkers.wgl_compiled'] = None\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from checker_histories import cas, history, r, w\n"
+        "from leaseline.checkers.decide import check_key\n"
+        "h = history(w(1, 0, 1), cas(1, 2, 2, 3), r(1, 4, 5), model='cas-register')\n"
+        "print(check_key(h, 0).status, check_key(h, 0).min_delta_ns)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["violation", "1000000"]  # before the cas completes
+    assert out.stderr.count("compiled WGL search") == 1, out.stderr
+    assert "Traceback" not in out.stderr
