@@ -42,7 +42,7 @@ there to be the one it expects). Placed so, no read needs more than Δ.
 
 A unique-value register's relaxations are decided by the zone method instead, from the
 clusters its check built (zone_relaxed, _zone_duplicated: the same minimal Δ, held to
-the exhaustive search by tests/test_anomalies.py), and each read's staleness, after a
+the exhaustive search by tests/checkers/test_anomalies.py), and each read's staleness, after a
 relaxation, over the history with the witness's changes made (applied) either way.
 
 The verdict and exit code never change: a duplicated or lost write is a violation, as

@@ -37,7 +37,7 @@ __all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "PAGE_BYTES", "HistoryWriter", "Line",
            "MonotonicClock", "encode_lines", "json_line", "page_aligned", "read_records"]
 
 # The nemesis's process name; checkers/importers/jsonl.py keeps its own copy, since Spark
-# executors are sent checkers/ alone (tests/test_history.py holds the two equal).
+# executors are sent checkers/ alone (tests/harness/store/test_history.py holds the two equal).
 NEMESIS = "nemesis"
 FLUSH_INTERVAL_S = 0.02
 FSYNC_INTERVAL_S = 1.0

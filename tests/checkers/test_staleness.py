@@ -5,7 +5,7 @@ search (every order of the operations) on small random histories, unique values 
 method) and compare-and-set (general search), with info writes, strict and at a lease
 window. Most cases ask for the list the shifts alone give (anomalies=False): a violating
 key's list is otherwise decided once a duplicated or lost write is accounted for, which
-tests/test_anomalies.py checks."""
+tests/checkers/test_anomalies.py checks."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """transfer-isolate works with any profile that offers transfer; its armed cut hooks the
 rules only when told, and a refused hand-over leaves no cut behind (no Docker: the real
-fault runs in tests/test_nemesis_catalogue.py)."""
+fault runs in tests/nemesis/test_nemesis_catalogue.py)."""
 
 from __future__ import annotations
 

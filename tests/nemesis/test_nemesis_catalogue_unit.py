@@ -94,7 +94,7 @@ def test_requires_refuses_a_profile_without_the_attribute_in_one_sentence() -> N
 
 def test_every_registered_fault_validates_on_leasekv() -> None:
     # delay probes the kernel in a helper container; the others need what leasekv lacks
-    # (tests/test_fluss_nemeses_unit.py checks them on fluss)
+    # (tests/nemesis/test_fluss_nemeses_unit.py checks them on fluss)
     specs = [n for n in NEMESES if n not in ("delay", "partition-coordination", "cut-storage",
                                              "pause-client", "clock-skew")]
     factories = nemesis_classes(specs, profile_class("leasekv"))

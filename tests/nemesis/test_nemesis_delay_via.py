@@ -2,7 +2,7 @@
 sender's egress where the sender's probe found it, the NFQUEUE handler on the target
 otherwise, and the record that says which. The hosts are a fake collaborator here (it
 records the scripts it is handed); the scripts themselves run for real in
-tests/test_nemesis_netem.py and on sshd machines in tests/test_ssh_faults.py."""
+tests/nemesis/test_nemesis_netem.py and on sshd machines in tests/nemesis/test_ssh_faults.py."""
 
 from __future__ import annotations
 
