@@ -1,0 +1,243 @@
+"""check_history: the per-key stage over every key, then the graph stage, in-process.
+
+The graph stage (`graph_stage`) takes the per-key results however they were computed (a
+loop here, a Spark map elsewhere) and decides: the edges' union with process or
+real-time order, cycles, the anomalies a consistency model prohibits, the lease and
+the staleness of read-only txns, the verdict. The derivation is in the package's
+docstring (checkers/list_append/__init__.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from leaseline.checkers.list_append import graph as gr
+from leaseline.checkers.list_append import models as cm
+from leaseline.checkers.list_append.explain import Explainer
+from leaseline.checkers.list_append.history import FAIL, OK, Txns, no_gc, txns_from_records
+from leaseline.checkers.list_append.per_key import (
+    PROCESS,
+    REALTIME,
+    KeyResult,
+    TxnInfo,
+    key_stage,
+    split_by_key,
+)
+
+DEFAULT_MODEL = "strict-serializable"
+UNKNOWN_TYPES = frozenset({"empty-transaction-graph", "cycle-search-timeout"})
+MAX_WITNESSES = 32  # cycles kept per type (the first found); counts are exact elsewhere
+
+
+def check_history(ops: Sequence[dict[str, Any]], *,
+                  consistency_model: str | Sequence[str] | None = DEFAULT_MODEL,
+                  lease_ms: float = 0, anomalies: Iterable[str] = ()) -> dict[str, Any]:
+    """The list-append verdict of a history's records (invocations and completions, in
+    index order). `consistency_model`: one model, several (all must hold), or None (only
+    the `anomalies` asked for are prohibited, as Elle's `:consistency-models nil`)."""
+    return check_txns(txns_from_records(ops), consistency_model=consistency_model,
+                      lease_ms=lease_ms, anomalies=anomalies)
+
+
+def key_results(txns: Txns) -> list[KeyResult]:
+    """The per-key stage over every key, in key order (key ids are positions)."""
+    info = TxnInfo.of(txns)
+    by_key = split_by_key(txns)
+    return [key_stage(i, k, by_key[k], info) for i, k in enumerate(sorted(by_key))]
+
+
+def check_txns(txns: Txns, *, consistency_model: str | Sequence[str] | None = DEFAULT_MODEL,
+               lease_ms: float = 0, anomalies: Iterable[str] = ()) -> dict[str, Any]:
+    with no_gc():
+        return graph_stage(txns, key_results(txns), consistency_model=consistency_model,
+                           lease_ms=lease_ms, anomalies=anomalies)
+
+
+def _models(consistency_model: str | Sequence[str] | None) -> list[str]:
+    if consistency_model is None:
+        return []
+    if isinstance(consistency_model, str):
+        return [consistency_model]
+    return list(consistency_model)
+
+
+def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
+                consistency_model: str | Sequence[str] | None = DEFAULT_MODEL,
+                lease_ms: float = 0, anomalies: Iterable[str] = (),
+                search_budget: int = gr.SEARCH_BUDGET) -> dict[str, Any]:
+    models = _models(consistency_model)
+    unknown = [m for m in models if m not in cm.ALL_MODELS]
+    if unknown:
+        raise ValueError(f"unknown consistency model {unknown[0]!r}")
+    asked = list(anomalies)
+    prohibited = cm.prohibited(models, asked)
+    reportable = prohibited | UNKNOWN_TYPES
+    realtime = cm.uses_realtime(reportable)
+    process = not realtime and cm.uses_process(reportable)
+    n = len(txns)
+    ok = txns.type == OK
+    possible = txns.type != FAIL
+    keys = {r.key_id: r.key for r in results}
+
+    # per-key anomalies
+    found_keyed: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        for name, ws in r.anomalies.items():
+            found_keyed.setdefault(name, []).extend(ws)
+
+    data = [(r.src, r.dst, r.kind) for r in results]
+    order_parts: list[tuple[np.ndarray, ...]] = []
+    if process:
+        order_parts.append(gr.process_edges(txns.process, ok))
+    lease_ns = int(round(lease_ms * 1e6)) if txns.has_time else 0
+    graphs = {}
+    if realtime:
+        graphs[0] = gr.merge_edges(n, data + [gr.realtime_edges(
+            txns.t_invoke, txns.t_complete, ok, possible)])
+        if lease_ns > 0:
+            shifted = txns.t_invoke - np.where(txns.read_only, lease_ns, 0)
+            graphs[lease_ns] = gr.merge_edges(n, data + [gr.realtime_edges(
+                shifted, txns.t_complete, ok, possible)])
+    else:
+        graphs[0] = gr.merge_edges(n, data + order_parts)
+    lease_key = lease_ns if lease_ns in graphs else 0
+
+    cycles_at: dict[int, dict[str, list[list[tuple[int, int, int]]]]] = {}
+    timeouts_at: dict[int, list[dict[str, Any]]] = {}
+    for lk, g in graphs.items():
+        cycles_at[lk], timeouts_at[lk] = _cycles(g, search_budget)
+
+    def found_at(lk: int) -> dict[str, Any]:
+        f: dict[str, Any] = dict(found_keyed)
+        f.update(cycles_at[lk])
+        if timeouts_at[lk]:
+            f["cycle-search-timeout"] = timeouts_at[lk]
+        if len(graphs[lk].src) == 0:
+            f["empty-transaction-graph"] = [{}]
+        return f
+
+    found0, found_l = found_at(0), found_at(lease_key)
+    rep0 = {t for t in found0 if t in reportable}
+    rep_l = {t for t in found_l if t in reportable}
+    bad_l = rep_l & prohibited
+
+    # staleness of read-only txns
+    stale, max_stale = _staleness(txns, results)
+    stale_matters = realtime and txns.has_time
+    if bad_l or (stale_matters and max_stale > lease_ns):
+        status, valid = "violation", False
+    elif rep_l:
+        status, valid = "unknown", "unknown"
+    elif (rep0 & prohibited) or (stale_matters and max_stale > 0):
+        status, valid = "lease-bounded", True
+    else:
+        status, valid = "valid", True
+
+    # witnesses: the verdict's (at the lease), and the lease-0 ones the lease excuses
+    nodes = {a for lk in cycles_at for cs in cycles_at[lk].values() for c in cs
+             for a, _, _ in c}
+    explainer = _explainer(txns, results, keys, nodes)
+    shown: dict[str, Any] = {}
+    for t in sorted(rep_l | rep0):
+        src_found, lk = (found_l, lease_key) if t in rep_l else (found0, 0)
+        ws = src_found[t]
+        if t in cycles_at[lk]:
+            ws = [explainer.cycle(c) for c in ws]
+        shown[t] = ws
+    return {
+        "checker": "list-append",
+        "consistency_model": models[0] if len(models) == 1 else models,
+        "anomalies_asked": asked,
+        "lease_ms": lease_ms,
+        "valid": valid,
+        "status": status,
+        "anomaly_types": sorted(rep_l),
+        "lease_bounded_types": sorted(rep0 - rep_l),
+        "anomalies": shown,
+        # as Elle: models are named once something reportable was found
+        "not": cm.ruled_out(t for t in found0 if t not in UNKNOWN_TYPES) if rep0 | rep_l
+        else [],
+        "also_found": sorted(t for t in found0 if t not in reportable),
+        "stale_reads": stale,
+        "max_staleness_ms": max_stale / 1e6,
+        "txns": n,
+        "keys": len(keys),
+    }
+
+
+def _cycles(g: gr.Graph, budget: int
+            ) -> tuple[dict[str, list[list[tuple[int, int, int]]]], list[dict[str, Any]]]:
+    found: dict[str, list[list[tuple[int, int, int]]]] = {}
+    timeouts: list[dict[str, Any]] = []
+    if not len(g.src):
+        return found, timeouts
+    offsets, targets, _ = gr.csr(g.n, g.src, g.dst, g.kind)
+    present = int(np.bitwise_or.reduce(g.kind))
+    types = [t for t in gr.CYCLE_TYPES
+             if not (t.endswith("-process") and not present & PROCESS)
+             and not (t.endswith("-realtime") and not present & REALTIME)]
+    comps = gr.sccs(g.n, offsets, targets)
+    for comp, edges in zip(comps, gr.inner_edges(g, comps), strict=True):
+        subs: dict[int, tuple[gr.Sub, list[list[int]]]] = {}
+        for t in types:
+            if len(found.get(t, ())) >= MAX_WITNESSES:
+                continue
+            mask = gr.parse_type(t)[0]
+            if mask not in subs:
+                sub = gr.Sub.of(comp, *edges, mask)
+                subs[mask] = (sub, sub.components())
+            sub, parts = subs[mask]
+            left = [budget]
+            try:
+                for part in parts:
+                    cyc = gr.find_cycle(sub, part, t, left)
+                    if cyc is not None:
+                        found.setdefault(t, []).append(cyc)
+                        break
+            except gr.Budget:
+                timeouts.append({"type": t, "scc_size": len(comp)})
+    return found, timeouts
+
+
+def _explainer(txns: Txns, results: Sequence[KeyResult], keys: dict[int, str],
+               nodes: set[int]) -> Explainer:
+    def cat(attr: str, dtype: Any) -> np.ndarray:
+        parts = [getattr(r, attr) for r in results]
+        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+    key_id = (np.concatenate([np.full(len(r.src), r.key_id, np.int64) for r in results])
+              if results else np.zeros(0, np.int64))
+    return Explainer(txns, keys, cat("src", np.int64), cat("dst", np.int64),
+                     cat("kind", np.uint8), key_id, cat("value", np.int64),
+                     cat("prev", np.int64), nodes)
+
+
+def _staleness(txns: Txns, results: Sequence[KeyResult]) -> tuple[list[dict[str, Any]], int]:
+    """Each read-only ok txn's exact staleness: how long before its invocation the state
+    it read (the stalest of its reads) had been superseded by an acknowledged txn."""
+    if not results or not txns.has_time:
+        return [], 0
+    t = np.concatenate([r.stale_txn for r in results])
+    sup = np.concatenate([r.stale_time for r in results])
+    by = np.concatenate([r.stale_by for r in results])
+    kid = np.concatenate([np.full(len(r.stale_txn), r.key_id, np.int64) for r in results])
+    if not len(t):
+        return [], 0
+    age = txns.t_invoke[t] - sup
+    keep = age > 0
+    t, age, by, kid = t[keep], age[keep], by[keep], kid[keep]
+    if not len(t):
+        return [], 0
+    order = np.lexsort((-age, t))  # per txn, stalest read first
+    t, age, by, kid = t[order], age[order], by[order], kid[order]
+    first = np.r_[True, t[1:] != t[:-1]]
+    t, age, by, kid = t[first], age[first], by[first], kid[first]
+    worst = np.argsort(-age, kind="stable")
+    keys = {r.key_id: r.key for r in results}
+    out = [{"op": int(txns.index[t[i]]), "invoke_index": int(txns.invoke_index[t[i]]),
+            "staleness_ms": float(age[i]) / 1e6, "superseded_by": int(txns.index[by[i]]),
+            "key": keys[int(kid[i])]} for i in worst.tolist()]
+    return out, int(age.max())

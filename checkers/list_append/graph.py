@@ -1,0 +1,418 @@
+"""The graph stage: the union of the keys' edges with process and real-time order, its
+strongly connected components, and one cycle per anomaly type in each.
+
+Edges are numpy columns (src, dst, kind bits); a pair of txns related several ways is one
+edge with several bits. Real-time edges are the transitive reduction of "a completed
+before b was invoked" (Elle's sweep): events in time order, invocations before
+completions at equal times; an invocation is linked from every completion in a frontier
+buffer, and a completion removes from the buffer the txns already linked to it (they
+reach everything later through it). With a lease L, read-only txns are invoked L earlier
+for this purpose: real-time edges into them from txns completed less than L before they
+began vanish, and only those. Process edges link each process's consecutive ok txns.
+Only ok txns complete; info txns are invoked and never complete.
+
+SCCs: Tarjan's algorithm, iterative, over a CSR. A cycle of a type lies inside one SCC of
+the subgraph of the edge kinds the type allows, so each type is searched there only.
+
+Cycle types (Adya; Elle's names and classification):
+  G0                 ww edges only
+  G1c                ww and wr, at least one wr
+  G-single-item      ww and wr plus exactly one rw
+  G-nonadjacent-item ww and wr plus two or more rw, no two consecutive (round the cycle)
+  G2-item            ww, wr, rw with two or more rw, two of them consecutive
+and each with -process or -realtime: that kind allowed too, and at least one used.
+A search is a breadth-first search over (txn, state) where the state counts what the
+path used so far; it starts from each candidate first edge (an rw edge for the types that
+need one, a wr for G1c, any edge otherwise) in turn and returns the first cycle it
+closes, which is the shortest cycle through that edge. Each search has a budget of
+expanded states; running out is reported as `cycle-search-timeout` (verdict unknown
+unless something prohibited is found anyway).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from leaseline.checkers.list_append.per_key import PROCESS, REALTIME, RW, WR, WW
+
+SEARCH_BUDGET = 500_000  # expanded (txn, state) pairs per (SCC, type): about a second
+
+# base type -> (allowed kinds, wr required, rw rule)
+_BASE: dict[str, tuple[int, bool, str]] = {
+    "G0": (WW, False, "none"),
+    "G1c": (WW | WR, True, "none"),
+    "G-single-item": (WW | WR, False, "single"),
+    "G-nonadjacent-item": (WW | WR, False, "nonadjacent"),
+    "G2-item": (WW | WR, False, "adjacent"),
+}
+CYCLE_TYPES = tuple(f"{b}{s}" for b in _BASE for s in ("", "-process", "-realtime"))
+
+
+@dataclass
+class Graph:
+    n: int
+    src: np.ndarray
+    dst: np.ndarray
+    kind: np.ndarray
+
+
+def merge_edges(n: int, parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Graph:
+    """One edge per (src, dst) with the OR of their kinds."""
+    if not parts:
+        return Graph(n, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
+    src = np.concatenate([p[0] for p in parts]).astype(np.int64)
+    dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
+    kind = np.concatenate([p[2] for p in parts]).astype(np.uint8)
+    if not len(src):
+        return Graph(n, src, dst, kind)
+    code = src * n + dst
+    order = np.argsort(code, kind="stable")
+    code, kind = code[order], kind[order]
+    starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+    merged = np.bitwise_or.reduceat(kind, starts).astype(np.uint8)
+    u = code[starts]
+    return Graph(n, u // n, u % n, merged)
+
+
+def process_edges(process: Sequence[object], ok: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Each process's consecutive ok txns (rows are in invocation order)."""
+    last: dict[object, int] = {}
+    src: list[int] = []
+    dst: list[int] = []
+    for t, p in enumerate(process):
+        if not ok[t]:
+            continue
+        prev = last.get(p)
+        if prev is not None:
+            src.append(prev)
+            dst.append(t)
+        last[p] = t
+    return (np.asarray(src, np.int64), np.asarray(dst, np.int64),
+            np.full(len(src), PROCESS, np.uint8))
+
+
+def realtime_edges(t_invoke: np.ndarray, t_complete: np.ndarray, ok: np.ndarray,
+                   possible: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Transitive reduction of real-time order: ok a -> possible b when a completed
+    before b was invoked (times as given: shift read-only invocations for a lease)."""
+    rows = np.flatnonzero(possible)
+    done = np.flatnonzero(ok)
+    times = np.concatenate([t_invoke[rows], t_complete[done]])
+    what = np.concatenate([np.zeros(len(rows), np.int8), np.ones(len(done), np.int8)])
+    who = np.concatenate([rows, done])
+    order = np.lexsort((what, times))
+    frontier: set[int] = set()
+    preds: dict[int, list[int]] = {}
+    src: list[int] = []
+    dst: list[int] = []
+    for w, t in zip(what[order].tolist(), who[order].tolist(), strict=True):
+        if w == 0:
+            if frontier:
+                linked = list(frontier)
+                preds[t] = linked
+                src.extend(linked)
+                dst.extend([t] * len(linked))
+        else:
+            for p in preds.pop(t, ()):
+                frontier.discard(p)
+            frontier.add(t)
+    return (np.asarray(src, np.int64), np.asarray(dst, np.int64),
+            np.full(len(src), REALTIME, np.uint8))
+
+
+def csr(n: int, src: np.ndarray, dst: np.ndarray, kind: np.ndarray
+        ) -> tuple[list[int], list[int], list[int]]:
+    """(offsets, targets, kinds) as Python lists, the fastest to walk in a Python loop."""
+    order = np.argsort(src, kind="stable")
+    counts = np.bincount(src, minlength=n)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return offsets.tolist(), dst[order].tolist(), kind[order].tolist()
+
+
+def sccs(n: int, offsets: list[int], targets: list[int], nodes: Sequence[int] | None = None
+         ) -> list[list[int]]:
+    """Strongly connected components of more than one txn (Tarjan, iterative)."""
+    index = [-1] * n
+    low = [0] * n
+    on_stack = [False] * n
+    stack: list[int] = []
+    out: list[list[int]] = []
+    counter = 0
+    for root in (range(n) if nodes is None else nodes):
+        if index[root] >= 0 or offsets[root] == offsets[root + 1]:
+            continue
+        work = [(root, offsets[root])]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack[root] = True
+        while work:
+            v, i = work[-1]
+            end = offsets[v + 1]
+            pushed = False
+            while i < end:
+                w = targets[i]
+                i += 1
+                if index[w] < 0:
+                    work[-1] = (v, i)
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack[w] = True
+                    work.append((w, offsets[w]))
+                    pushed = True
+                    break
+                if on_stack[w] and index[w] < low[v]:
+                    low[v] = index[w]
+            if pushed:
+                continue
+            work.pop()
+            if work:
+                u = work[-1][0]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack[w] = False
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    out.append(comp)
+    return out
+
+
+class Budget(Exception):
+    pass
+
+
+def inner_edges(g: Graph, comps: Sequence[Sequence[int]]
+                ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each component's own edges (both ends inside it), in one pass over the graph."""
+    comp_of = np.full(g.n, -1, np.int64)
+    for i, c in enumerate(comps):
+        comp_of[np.asarray(c, np.int64)] = i
+    cs = comp_of[g.src]
+    sel = np.flatnonzero((cs >= 0) & (cs == comp_of[g.dst]))
+    order = sel[np.argsort(cs[sel], kind="stable")]
+    bounds = np.searchsorted(cs[order], np.arange(len(comps) + 1))
+    return [(g.src[order[a:b]], g.dst[order[a:b]], g.kind[order[a:b]])
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)]
+
+
+_BITS = (WW, WR, RW, PROCESS, REALTIME)
+
+
+@dataclass
+class Sub:
+    """A subgraph on a node set (one SCC): per txn its (target, kind bit) pairs, one pair
+    per kind an edge has."""
+
+    out: dict[int, list[tuple[int, int]]]
+
+    @classmethod
+    def of(cls, nodes: Sequence[int], src: np.ndarray, dst: np.ndarray, kind: np.ndarray,
+           mask: int) -> Sub:
+        """The subgraph of `mask`'s kinds on `nodes`, from the edges inside them."""
+        sel = (kind & mask) != 0
+        out: dict[int, list[tuple[int, int]]] = {v: [] for v in nodes}
+        for a, b, k in zip(src[sel].tolist(), dst[sel].tolist(),
+                           (kind[sel] & mask).tolist(), strict=True):
+            lst = out[a]
+            for bit in _BITS:
+                if k & bit:
+                    lst.append((b, bit))
+        return cls(out)
+
+    def restricted(self, nodes: Sequence[int], mask: int) -> Sub:
+        member = set(nodes)
+        return Sub({v: [(w, k) for w, k in self.out[v] if k & mask and w in member]
+                    for v in nodes})
+
+    def components(self) -> list[list[int]]:
+        nodes = list(self.out)
+        local = {v: i for i, v in enumerate(nodes)}
+        offsets = [0]
+        targets: list[int] = []
+        for v in nodes:
+            targets.extend(local[b] for b, _ in self.out[v] if b in local)
+            offsets.append(len(targets))
+        return [[nodes[i] for i in c] for c in sccs(len(nodes), offsets, targets)]
+
+
+def parse_type(cycle_type: str) -> tuple[int, int, bool, str]:
+    """(allowed kinds with any rw, the variant's kind or 0, wr required, rw rule)."""
+    if cycle_type.endswith("-process"):
+        base, extra = cycle_type[: -len("-process")], PROCESS
+    elif cycle_type.endswith("-realtime"):
+        base, extra = cycle_type[: -len("-realtime")], REALTIME
+    else:
+        base, extra = cycle_type, 0
+    allowed, need_wr, rw_rule = _BASE[base]
+    return allowed | extra | (RW if rw_rule != "none" else 0), extra, need_wr, rw_rule
+
+
+# Search state bits: the path so far has a wr edge, an edge of the variant's kind, ends
+# with an rw edge, has two or more rw edges, has two rw edges in a row.
+_S_WR, _S_EXTRA, _S_LAST_RW, _S_RW2, _S_ADJ = 1, 2, 4, 8, 16
+
+
+def _step(s: int, kind: int, rw_rule: str) -> int:
+    """The state after one more edge of `kind`, or -1 when the type forbids it."""
+    ns = s & ~_S_LAST_RW
+    if kind == WR:
+        ns |= _S_WR
+    elif kind & (PROCESS | REALTIME):
+        ns |= _S_EXTRA
+    elif kind == RW:
+        if rw_rule in ("none", "single"):  # a single rw is the first edge
+            return -1
+        if s & _S_LAST_RW:
+            if rw_rule == "nonadjacent":
+                return -1
+            ns |= _S_ADJ
+        ns |= _S_LAST_RW | _S_RW2
+    return ns
+
+
+def _accepts(s: int, last_kind: int, first: int, need_wr: bool, extra: int,
+             rw_rule: str) -> bool:
+    if need_wr and not s & _S_WR:
+        return False
+    if extra and not s & _S_EXTRA:
+        return False
+    if rw_rule == "single":
+        return first == RW
+    if rw_rule in ("nonadjacent", "adjacent"):
+        if not s & _S_RW2:
+            return False
+        adjacent = bool(s & _S_ADJ) or (last_kind == RW and first == RW)
+        return adjacent if rw_rule == "adjacent" else not adjacent
+    return True
+
+
+def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int]
+               ) -> list[tuple[int, int, int]] | None:
+    """A cycle of `cycle_type` inside `nodes` (one SCC of its allowed kinds), as
+    (from, to, kind) steps, or None. `budget` is a one-item list, spent as it goes.
+
+    Candidate first edges: rw for the types that need one (those whose head reaches the
+    tail without rw first: the rw-free subgraph's SCCs say so at once), else wr for G1c,
+    else the variant's kind, else ww."""
+    allowed, extra, need_wr, rw_rule = parse_type(cycle_type)
+    first_kind = RW if rw_rule != "none" else (WR if need_wr else (extra or WW))
+    member = set(nodes)
+    present = 0
+    for a in nodes:
+        for b, k in sub.out[a]:
+            if b in member:
+                present |= k
+    needed = (extra | (WR if need_wr else 0) | (RW if rw_rule != "none" else 0))
+    if present & needed != needed:
+        return None
+    starts = [(a, b) for a in nodes for b, k in sub.out[a] if k == first_kind and b in member]
+    if first_kind == RW:
+        rest = sub.restricted(nodes, allowed & ~RW)
+        comp = {v: i for i, c in enumerate(rest.components()) for v in c}
+        if rw_rule == "single":
+            starts = _single_starts(rest, nodes, comp, starts, extra)
+        else:
+            starts.sort(key=lambda e: comp.get(e[0], -1) != comp.get(e[1], -2))
+    trans = [[_step(s, bit, rw_rule) for bit in range(REALTIME + 1)] for s in range(32)]
+    for a, b in starts:
+        found = _search_from(sub, member, a, b, first_kind, allowed, need_wr, rw_rule,
+                             extra, trans, budget)
+        if found is not None:
+            return found
+    return None
+
+
+def _single_starts(rest: Sub, nodes: Sequence[int], comp: dict[int, int],
+                   starts: list[tuple[int, int]], extra: int) -> list[tuple[int, int]]:
+    """The rw edges a -> b that close a cycle with one rw: b reaches a without rw (using an
+    edge of the variant's kind, if any). Decided on the rw-free subgraph's condensation,
+    where a component with an internal edge of that kind lets any path through it take
+    it: so the node-level search then runs once, and succeeds."""
+    for v in nodes:  # txns in no cycle of the rest are components of their own
+        if v not in comp:
+            comp[v] = len(comp) + 1_000_000_000
+    internal: set[int] = set()
+    dag: dict[int, dict[int, bool]] = {}
+    for v in nodes:
+        cv = comp[v]
+        for w, k in rest.out[v]:
+            cw = comp[w]
+            if cv == cw:
+                if k & extra:
+                    internal.add(cv)
+            else:
+                d = dag.setdefault(cv, {})
+                d[cw] = d.get(cw, False) or bool(k & extra)
+    reach: dict[int, set[tuple[int, bool]]] = {}
+
+    def reached(c0: int) -> set[tuple[int, bool]]:
+        if c0 not in reach:
+            s0 = (c0, not extra or c0 in internal)
+            seen = {s0}
+            todo = [s0]
+            while todo:
+                c, x = todo.pop()
+                for d, kx in dag.get(c, {}).items():
+                    st = (d, x or kx or d in internal)
+                    if st not in seen:
+                        seen.add(st)
+                        todo.append(st)
+            reach[c0] = seen
+        return reach[c0]
+
+    return [(a, b) for a, b in starts if (comp[a], True) in reached(comp[b])]
+
+
+def _search_from(sub: Sub, member: set[int], a: int, b: int, first: int, allowed: int,
+                 need_wr: bool, rw_rule: str, extra: int, trans: list[list[int]],
+                 budget: list[int]) -> list[tuple[int, int, int]] | None:
+    """BFS over (txn, state) for a path b ~> a that closes a -first-> b into a cycle of
+    the type; the first edge is counted in the start state."""
+    s0 = trans[0][first] if first != RW else _S_LAST_RW
+    parent: dict[tuple[int, int], tuple[int, int, int]] = {}
+    seen = {(b, s0)}
+    queue = deque([(b, s0)])
+    out = sub.out
+    left = budget[0]
+    try:
+        while queue:
+            v, s = queue.popleft()
+            left -= 1
+            if left < 0:
+                raise Budget
+            row = trans[s]
+            for w, bit in out[v]:
+                if not bit & allowed or w not in member:
+                    continue
+                ns = row[bit]
+                if ns < 0:
+                    continue
+                if w == a:
+                    if _accepts(ns, bit, first, need_wr, extra, rw_rule):
+                        path = [(v, w, bit)]
+                        node, st = v, s
+                        while (node, st) != (b, s0):
+                            pv, ps, pk = parent[(node, st)]
+                            path.append((pv, node, pk))
+                            node, st = pv, ps
+                        path.append((a, b, first))
+                        path.reverse()
+                        return path
+                elif (w, ns) not in seen:
+                    seen.add((w, ns))
+                    parent[(w, ns)] = (v, s, bit)
+                    queue.append((w, ns))
+    finally:
+        budget[0] = left
+    return None

@@ -1,0 +1,389 @@
+"""List-append histories: transaction records (JSONL or Jepsen/Elle EDN) -> a Txns table.
+
+A transaction is an operation with f "txn" whose value is a list of micro-operations
+[f, key, value], f "append" or "r" (ARCHITECTURE.md, "History format"). An invocation is
+paired with the next completion of its process; an invocation never completed is info.
+Per transaction the table keeps the completion's index (the name Elle gives a txn; the
+invocation's when there is no completion), its type (ok, info, fail), process, the
+invocation and completion times (ns; info completes at +inf) and its micro-ops: ok takes
+the completion's value (the reads filled in), fail and info the invocation's unless the
+completion carries a list of micro-ops of the same shape (then an info's non-null reads
+count as observed, as in Elle).
+
+Normalised micro-op: (is_append, key, value): keys become strings (EDN :x -> "x", 5 ->
+"5"), appended values ints, a read's value a tuple of ints, () for an empty or absent
+list, None for a read whose result is unknown (an invocation's, an info's null).
+
+Problems are TxnHistoryError with the record's position, so a reader can name the file
+line (one sentence, exit 254); appending one value twice to one key is one of them,
+since the version order is inferred from unique appends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.importers.edn import (
+    EdnError,
+    Keyword,
+    Symbol,
+    _unescape,  # noqa: PLC2701 - one EDN grammar
+    loads_with_lines,
+)
+
+OK, INFO, FAIL = 0, 1, 2
+TYPES = {"ok": OK, "info": INFO, "fail": FAIL}
+TYPE_NAMES = ("ok", "info", "fail")
+NEVER = np.iinfo(np.int64).max  # an info txn's completion time
+NEMESIS = "nemesis"
+
+Mop = tuple[bool, str, Any]
+_INT_TYPE = {int}
+_decode = msgspec.json.Decoder().decode
+
+
+class TxnHistoryError(ValueError):
+    """A malformed txn history; `record` is the position of the offending record."""
+
+    def __init__(self, record: int, what: str) -> None:
+        super().__init__(what)
+        self.record, self.what = record, what
+
+
+@dataclass
+class Txns:
+    """One row per transaction, in invocation order."""
+
+    index: np.ndarray          # int64: completion index (invocation's if never completed)
+    invoke_index: np.ndarray   # int64
+    type: np.ndarray           # int8: OK, INFO, FAIL
+    process: list[Any]
+    t_invoke: np.ndarray       # int64 ns (or the record position when there is no time)
+    t_complete: np.ndarray     # int64 ns; NEVER for info
+    mops: list[list[Mop]]
+    has_time: bool = True
+    read_only: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+    def __len__(self) -> int:
+        return len(self.mops)
+
+    def keys(self) -> list[str]:
+        return sorted({k for ms in self.mops for _, k, _ in ms})
+
+
+def is_txn_history(records: Iterable[dict[str, Any]]) -> bool:
+    """Whether the first client record of a history is a txn."""
+    for r in records:
+        if r.get("process") != NEMESIS and "f" in r:
+            return str(r["f"]) == "txn"
+    return False
+
+
+def _key(k: Any, at: int) -> str:
+    if isinstance(k, bool) or not isinstance(k, str | int):
+        raise TxnHistoryError(at, f"a micro-op's key must be a string, keyword or integer, "
+                                  f"not {k!r}")
+    return str(k)
+
+
+def _element(v: Any, at: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TxnHistoryError(at, f"appended values must be integers, not {v!r}")
+    return v
+
+
+def _read_value(v: Any, at: int) -> tuple[int, ...] | None:
+    if v is None:
+        return None
+    if not isinstance(v, list | tuple):
+        raise TxnHistoryError(at, f"a read's value must be a list of integers or null, "
+                                  f"not {v!r}")
+    t = tuple(v)
+    if not set(map(type, t)) <= _INT_TYPE:  # one pass in C: reads are whole lists
+        for x in t:
+            _element(x, at)
+    return t
+
+
+def _mops(value: Any, at: int, completed_ok: bool) -> list[Mop]:
+    if not isinstance(value, list | tuple):
+        raise TxnHistoryError(at, f"a txn's value must be a list of [f, key, value] "
+                                  f"micro-ops, not {value!r}")
+    out: list[Mop] = []
+    for m in value:
+        if isinstance(m, list | tuple) and len(m) == 2 and m[0] == "r":
+            m = (*m, None)  # Elle's shorthand for a read not yet done
+        if not isinstance(m, list | tuple) or len(m) != 3:
+            raise TxnHistoryError(at, f"a micro-op must be [f, key, value], not {m!r}")
+        f, k, v = m
+        f = str(f) if isinstance(f, str) else f
+        if f == "append":
+            out.append((True, _key(k, at), _element(v, at)))
+        elif f == "r":
+            rv = _read_value(v, at)
+            out.append((False, _key(k, at), () if rv is None and completed_ok else rv))
+        else:
+            raise TxnHistoryError(at, f"micro-op f must be append or r, not {f!r}")
+    return out
+
+
+def _same_shape(invoked: Any, b: list[Mop]) -> bool:
+    """Whether the invocation's raw micro-ops have the completion's f, keys and appends."""
+    if not isinstance(invoked, list | tuple) or len(invoked) != len(b):
+        return False
+    for m, (is_append, k, v) in zip(invoked, b, strict=True):
+        if not isinstance(m, list | tuple) or len(m) not in (2, 3) or str(m[1]) != k:
+            return False
+        if (m[0] == "append") != is_append or (is_append and m[2] != v):
+            return False
+    return True
+
+
+def txns_from_records(records: Sequence[dict[str, Any]], unique_appends: bool = True) -> Txns:
+    """Pair invocations with completions (per process) into a Txns table.
+
+    Records are history records (dicts with index, time, process, type, f, value) in
+    index order; nemesis records and records without a process are left out (Elle keeps
+    client operations only). Time: `time` when every client record has one, else the
+    record's position. `unique_appends=False` skips that check (for tests of the
+    per-key anomalies on histories that break it on purpose)."""
+    client = [(i, r) for i, r in enumerate(records)
+              if r.get("process") is not None and r.get("process") != NEMESIS]
+    has_time = bool(client) and all(isinstance(r.get("time"), int)
+                                    and not isinstance(r.get("time"), bool) for _, r in client)
+    pending: dict[Any, int] = {}
+    rows: list[list[Any]] = []  # [index, inv_index, type, process, t_inv, t_done, mops]
+    for pos, r in client:
+        typ = r.get("type")
+        if r.get("f") != "txn":
+            raise TxnHistoryError(pos, f"a client operation with f {r.get('f')!r} in a txn "
+                                       f"history (list-append needs f txn)")
+        idx = r.get("index", pos)
+        if isinstance(idx, bool) or not isinstance(idx, int):
+            raise TxnHistoryError(pos, f"bad index {idx!r}")
+        t = r["time"] if has_time else pos
+        proc = r["process"]
+        if typ == "invoke":
+            if proc in pending:
+                raise TxnHistoryError(pos, f"process {proc} invoked a txn while its txn at "
+                                           f"index {rows[pending[proc]][1]} was still open")
+            pending[proc] = len(rows)
+            # micro-ops parsed once: from the completion when there is one
+            rows.append([idx, idx, INFO, proc, t, NEVER, (r.get("value"), pos)])
+        elif typ in TYPES:
+            if proc not in pending:
+                raise TxnHistoryError(pos, f"a {typ} completion of process {proc} without "
+                                           f"an invocation")
+            row = rows[pending.pop(proc)]
+            row[0], row[2] = idx, TYPES[typ]
+            if typ == "ok":
+                row[5] = t
+            value = r.get("value")
+            invoked, _ = row[6]
+            if value is not None:
+                mops = _mops(value, pos, typ == "ok")
+                if not _same_shape(invoked, mops):
+                    raise TxnHistoryError(pos, "a completion's micro-ops differ from its "
+                                               "invocation's (other f, key or appended value)")
+                row[6] = mops
+            elif typ == "ok":
+                raise TxnHistoryError(pos, "an ok txn completion without its value")
+            else:
+                row[6] = _mops(invoked, pos, False)
+        else:
+            raise TxnHistoryError(pos, f"bad type {typ!r} (invoke, ok, fail or info)")
+    for row in rows:
+        if isinstance(row[6], tuple):  # never completed
+            row[6] = _mops(row[6][0], row[6][1], False)
+    if unique_appends:
+        _check_unique_appends(rows, client)
+    n = len(rows)
+    txns = Txns(
+        index=np.fromiter((r[0] for r in rows), np.int64, n),
+        invoke_index=np.fromiter((r[1] for r in rows), np.int64, n),
+        type=np.fromiter((r[2] for r in rows), np.int8, n),
+        process=[r[3] for r in rows],
+        t_invoke=np.fromiter((r[4] for r in rows), np.int64, n),
+        t_complete=np.fromiter((r[5] for r in rows), np.int64, n),
+        mops=[r[6] for r in rows],
+        has_time=has_time,
+    )
+    txns.read_only = np.fromiter(
+        (t == OK and bool(ms) and not any(m[0] for m in ms) for t, ms in zip(
+            txns.type.tolist(), txns.mops, strict=True)), bool, n)
+    return txns
+
+
+def _check_unique_appends(rows: list[list[Any]], client: list[tuple[int, Any]]) -> None:
+    seen: dict[tuple[str, int], int] = {}
+    for r in rows:
+        for is_append, k, v in r[6]:
+            if is_append:
+                other = seen.setdefault((k, v), r[1])
+                if other != r[1]:
+                    where = next(p for p, rec in client if rec.get("index", p) == r[1])
+                    raise TxnHistoryError(
+                        where, f"value {v} is appended to key {k} twice (txns invoked at "
+                               f"index {other} and {r[1]}); list-append needs unique appends")
+
+
+def _edn_record(m: Any, line: int, path: str) -> dict[str, Any]:
+    if not isinstance(m, dict):
+        raise HistoryFormatError(path, line, "expected an operation map {:type .. :f .. :value ..}")
+    rec: dict[str, Any] = {}
+    for k, v in m.items():
+        rec[str(k)] = str(v) if isinstance(v, Keyword) and k in ("type", "f") else v
+    if isinstance(rec.get("process"), Keyword):
+        rec["process"] = str(rec["process"])
+    return rec
+
+
+_FAST_TOKEN = re.compile(
+    r'\n|;[^\n]*|"(?:[^"\\]|\\.)*"|[{}\[\]]|:[^\s,{}\[\]()"]+|-?\d+|nil|true|false'
+    r'|#[A-Za-z][^\s,{}\[\]()"]*|[^\s,]+')
+_FAST_ATOM = {"nil": None, "true": True, "false": False}
+
+
+def _fast_edn(text: str) -> tuple[list[dict[str, Any]], list[int]] | None:
+    """Op maps of the usual Jepsen shape (maps, vectors, keywords, integers, nil,
+    booleans, strings, symbols, comments, tags; one top-level map at a time), read with
+    one regex pass; None for anything else (sets, lists, decimals, characters...), which
+    the general reader takes."""
+    records: list[Any] = []
+    lines: list[int] = []
+    stack: list[list[Any]] = []
+    line = 1
+    for tok in _FAST_TOKEN.findall(text):
+        c = tok[0]
+        if tok == "\n":
+            line += 1
+        elif c == ";" or (c == "#" and len(tok) > 1 and tok[1].isalpha()):
+            continue  # a comment; a tagged literal's value is the form after the tag
+        elif c == '"' and len(tok) > 1 and tok[-1] == '"' and stack:
+            body = tok[1:-1]
+            stack[-1].append(_unescape(body, line) if "\\" in body else body)
+            line += tok.count("\n")
+        elif c == "{" or c == "[":
+            if not stack:
+                if c != "{":
+                    return None
+                lines.append(line)
+            stack.append([c])
+        elif c == "}" or c == "]":
+            if not stack or stack[-1][0] != ("{" if c == "}" else "["):
+                return None
+            items = stack.pop()
+            if c == "}":
+                if len(items) % 2 == 0:
+                    return None
+                value: Any = {items[i]: items[i + 1] for i in range(1, len(items), 2)}
+            else:
+                value = items[1:]
+            if stack:
+                stack[-1].append(value)
+            else:
+                records.append(value)
+        elif not stack:
+            return None
+        elif c == ":":
+            stack[-1].append(Keyword(tok[1:]))
+        elif c.isdigit() or (c == "-" and len(tok) > 1):
+            if not tok.lstrip("-").isdigit():
+                return None
+            stack[-1].append(int(tok))
+        elif tok in _FAST_ATOM:
+            stack[-1].append(_FAST_ATOM[tok])
+        elif c in "#\"()\\" or c.isdigit():
+            return None
+        else:
+            stack[-1].append(Symbol(tok))
+    if stack:
+        return None
+    return records, lines
+
+
+def read_edn(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """Records and their line numbers from a Jepsen/Elle EDN history: either one vector
+    of op maps or one op map per line. Keys and values of micro-ops stay as read."""
+    p = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise HistoryFormatError(p, 0, f"cannot read the file: {e}") from None
+    fast = _fast_edn(text)
+    if fast is not None:
+        records = [_edn_record(m, fast[1][i], p) for i, m in enumerate(fast[0])]
+        for i, r in enumerate(records):
+            r.setdefault("index", i)
+        return records, fast[1]
+    wrapped = not text.lstrip().startswith(("[", "("))
+    try:
+        forms, lines = loads_with_lines("[" + text + "\n]" if wrapped else text)
+    except EdnError as e:
+        raise HistoryFormatError(p, e.line, f"not EDN: {e.what}") from None
+    if not isinstance(forms, list):
+        raise HistoryFormatError(p, 1, "expected op maps, one per line, or a vector of them")
+    records = [_edn_record(m, lines[i], p) for i, m in enumerate(forms)]
+    for i, r in enumerate(records):
+        r.setdefault("index", i)
+    return records, lines
+
+
+def read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
+    """Records and their line numbers from a Leaseline history.jsonl."""
+    p = str(path)
+    records: list[dict[str, Any]] = []
+    lines: list[int] = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    rec = _decode(line)
+                except msgspec.DecodeError as e:
+                    raise HistoryFormatError(p, n, f"not JSON: {e}") from None
+                if not isinstance(rec, dict):
+                    raise HistoryFormatError(p, n, "expected a JSON object")
+                records.append(rec)
+                lines.append(n)
+    except (OSError, UnicodeDecodeError) as e:
+        raise HistoryFormatError(p, 0, f"cannot read the file: {e}") from None
+    return records, lines
+
+
+def read_history(path: str | Path, fmt: str | None = None) -> tuple[list[dict[str, Any]], Txns]:
+    """(records, Txns) of a txn history file; fmt "edn" or "jsonl" (default: by suffix).
+    Problems are HistoryFormatError naming the file line."""
+    fmt = fmt or ("edn" if str(path).endswith(".edn") else "jsonl")
+    with no_gc():
+        records, lines = read_edn(path) if fmt == "edn" else read_jsonl(path)
+        try:
+            return records, txns_from_records(records)
+        except TxnHistoryError as e:
+            raise HistoryFormatError(str(path), lines[e.record] if e.record < len(lines)
+                                     else 0, e.what) from None
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused: building millions of small lists and tuples
+    (no cycles among them) would otherwise run it over all of them again and again,
+    which makes reading a history superlinear."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
