@@ -17,7 +17,7 @@ import random
 from leaseline.workloads.base import IndependentKeysGenerator, Op, WorkloadOptions
 
 # Keys of ~1700 operations, decided in about a second each even with a stale read
-# (README, "The verdict").
+# (docs/commands.md, "Workloads").
 DEFAULT_WRITES_PER_KEY = 1000
 
 

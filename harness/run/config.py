@@ -26,7 +26,7 @@ NEMESIS_MODES = ("one", "overlap")  # nemesis/schedule.py
 # Clients: a number, or "Nn" = N per data node (Jepsen's "2n"). Four per node, on one key:
 # a deposed leader's stale window can be a few hundred ms after a thaw or a hand-over, and
 # with two clients per node on four keys pause-isolate exposed lease-longer-than-election
-# in only some runs (campaigns/leasekv-defaults.json, README).
+# in only some runs (campaigns/leasekv-defaults.json, docs/campaigns.md).
 DEFAULT_CONCURRENCY = "4n"
 # The default rate follows the client count, so each client's load stays the same on a
 # 3-node and a 5-node system (an explicit --rate is the total).

@@ -1,4 +1,4 @@
-"""Where a worker's operations go: the one place that decides it (README "Client models").
+"""Where a worker's operations go: the one place that decides it (docs/commands.md).
 
 Each worker owns one Route for the run, holding its own clients and its own idea of where
 to send. Before an operation the worker asks `target()` (None: nowhere to send now; it

@@ -16,7 +16,7 @@ msgspec Structs, encoded in C: creating one costs what a tuple does, and encodin
 a fraction of formatting the line in Python. Formatting in Python cost the client loop a
 noticeable share of its throughput, in the harness and in a writer process of its own
 alike (the process competes with the clients and Redis for the cores); bench_recording
-prints the ratios (README).
+prints the ratios (docs/benchmarks.md).
 """
 
 from __future__ import annotations

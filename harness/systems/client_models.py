@@ -1,4 +1,4 @@
-"""The client models' names (README "Client models"): how a worker finds the node it sends
+"""The client models' names (docs/commands.md): how a worker finds the node it sends
 to. Light on purpose: run arguments and system files validate against it before anything
 heavy is imported; harness/run/routes.py is where each model decides where an operation goes.
 """
@@ -42,7 +42,7 @@ def alias_warning(name: str) -> str | None:
 
 
 def client_model(test: Mapping[str, Any]) -> str:
-    """The client model the run's clients had (README "Client models"), by its current name
+    """The client model the run's clients had (docs/commands.md), by its current name
     also when test.json has an old one ("leader", "pinned"); "" when not recorded."""
     name = str(test.get("client_routing") or "")
     return ALIASES.get(name, name)

@@ -1,5 +1,5 @@
 """Registry of systems under test: a new profile is one module plus one entry here, or one
-TOML description (harness/systems/, README "A system in one file") plus one entry in
+TOML description (harness/systems/, docs/system-files.md) plus one entry in
 SYSTEM_FILES (with a module of its own probes where the file's cannot say enough).
 `--sut path/to/system.toml` names a description of the user's own."""
 

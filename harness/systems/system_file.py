@@ -1,5 +1,5 @@
-"""A system in one file: the TOML description `leaseline run --sut path.toml` reads (README,
-"A system in one file"), checked completely before anything starts.
+"""A system in one file: the TOML description `leaseline run --sut path.toml` reads
+(docs/system-files.md), checked completely before anything starts.
 
 `load_system(path, opts)` returns a SystemDescription with the options filled in: node
 names, image source, each node's command and environment (templates, harness/systems/templates.py),

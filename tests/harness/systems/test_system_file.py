@@ -262,9 +262,9 @@ def test_campaign_case_names_a_file(tmp_path: Path) -> None:
     validate(RunConfig(**cases[0].settings))
 
 
-def test_readme_example_loads(tmp_path: Path) -> None:
-    text = (ROOT / "README.md").read_text()
-    example = text.split("## A system in one file", 1)[1].split("```toml\n", 1)[1]
+def test_documented_example_loads(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "system-files.md").read_text()
+    example = text.split("```toml\n", 1)[1]
     path = write(tmp_path, example.split("```", 1)[0])
     for name in ("mykv", "kvadmin"):
         (tmp_path / name).write_bytes(b"\x7fELF")
