@@ -212,19 +212,32 @@ def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
     return run_campaign(Path(campaign_file), Path(results_dir), spark_master)
 
 
+# checkers.list_append.models.MODELS, spelled here so --help imports no checker module
+# (tests/checkers/test_list_append_cli.py holds the two equal).
+CONSISTENCY_MODELS = ("strict-serializable", "serializable", "snapshot-isolation",
+                      "repeatable-read", "read-committed", "read-uncommitted",
+                      "strong-session-serializable", "strong-session-snapshot-isolation",
+                      "strong-snapshot-isolation")
+
+
 @main.command("check")
 @click.argument("files", nargs=-1)
-@click.option("--format", "fmt", type=click.Choice(["jsonl", "knossos", "etcd-log"]),
-              default="jsonl", show_default=True, help="History format.")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "knossos", "etcd-log", "edn"]),
+              default="jsonl", show_default=True,
+              help="History format (edn: Jepsen/Elle list-append txns; an .edn file of "
+                   "txns is read as such with the default too).")
 @click.option("--lease-ms", type=float, default=None,
               help="Lease window (default: the run folder's, for a jsonl history in one; "
                    "else 0 = strict).")
+@click.option("--consistency-model", type=click.Choice(CONSISTENCY_MODELS), default=None,
+              help="What a txn (list-append) history must satisfy, with Elle's meaning "
+                   "[default: strict-serializable].")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON on stdout.")
 @click.option("--spark-master", default=_RUN.spark_master, show_default=True,
               help=SPARK_MASTER_HELP)
 @_guard
-def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json: bool,
-              spark_master: str) -> int:
+def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None,
+              consistency_model: str | None, as_json: bool, spark_master: str) -> int:
     """Check recorded histories (one Spark job) and print the verdict; exit 0/1/2."""
     from pathlib import Path
 
@@ -236,7 +249,8 @@ def check_cmd(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json:
 
     from leaseline.checkers.check_command import run_check
 
-    return run_check(files, fmt, lease_ms, as_json, spark_master)
+    return run_check(files, fmt, lease_ms, as_json, spark_master,
+                     consistency_model=consistency_model)
 
 
 # harness.clusters.docker.spark_cluster.DEFAULT_PROJECT, spelled here so --help needs no

@@ -8,7 +8,9 @@ Input problems (a missing file, a directory, a malformed history) are BadArgumen
 with one sentence, because a CI gate must never pass a run that checked nothing.
 
 `leaseline check FILE...` only prints (JSON with --json); `check_runs` also writes each
-run folder's results.json, junit.xml and report.html.
+run folder's results.json, junit.xml and report.html. Txn histories (list-append: a jsonl
+history whose client records are f "txn", or Elle's EDN) go to the list-append checker
+(checkers/list_append/), in this process, under the consistency model asked for.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from leaseline.checkers.job import (
     check_lease_histories,
     worst,
 )
+from leaseline.checkers.list_append.file_report import check_txn_file, txn_format
 from leaseline.checkers.snapshot_lease import DEFAULT_CLOCK_MARGIN_MS, is_lease_history
 from leaseline.checkers.summary import exit_code, print_summary
 from leaseline.harness.errors import BadArguments, LeaselineError
@@ -113,13 +116,19 @@ def _checked(job: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         raise LeaselineError(f"{e} (details in {where})") from None
 
 
+TXN_FORMATS = ("edn",)  # txn-only formats (a jsonl history may be a txn history too)
+
+
 def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None = None,
-                spark_master: str = "local[*]") -> dict[str, Checked]:
-    """Check every history (one Spark job per lease window); reports by the names given."""
+                spark_master: str = "local[*]", consistency_model: str | None = None
+                ) -> dict[str, Checked]:
+    """Check every history (one Spark job per lease window; txn histories in-process);
+    reports by the names given. `consistency_model` applies to txn histories."""
     if not files:
         raise BadArguments("give at least one history file to check.")
-    if fmt not in FORMATS:
-        raise BadArguments(f"unknown format {fmt!r}: use one of {', '.join(FORMATS)}.")
+    if fmt not in FORMATS + TXN_FORMATS:
+        raise BadArguments(f"unknown format {fmt!r}: use one of "
+                           f"{', '.join(FORMATS + TXN_FORMATS)}.")
     if lease_ms is not None and lease_ms < 0:
         raise BadArguments("--lease-ms cannot be negative.")
     names = list(dict.fromkeys(str(f) for f in files))
@@ -128,7 +137,13 @@ def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None
     groups: dict[float, list[str]] = {}
     notes: dict[str, str] = {}
     margins: dict[str, int] = {}
+    txn_files: dict[str, tuple[str, float]] = {}
     for f in names:
+        tf = txn_format(f, fmt)
+        if tf is not None:
+            lease, notes[f] = lease_for(Path(f), tf, lease_ms)
+            txn_files[f] = (tf, lease)
+            continue
         if fmt == "jsonl" and is_lease_history(f):
             margins[f], notes[f] = clock_margin_for(Path(f))
             continue
@@ -141,10 +156,13 @@ def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None
                                   spark_master))
         reports.update(report["files"])
     reports.update(_checked(partial(check_lease_histories, margins, spark_master)))
+    for f, (tf, lease) in txn_files.items():
+        reports[f] = _checked(partial(check_txn_file, f, tf, lease, consistency_model))
     # Leaseline's own histories only: an imported corpus keeps its tool's verdict (Knossos
     # calls a history without operations valid, and its corpus says so).
     for f in names:
-        if fmt == "jsonl" and (not reports[f].get("ops") or not _completed_client_op(f)):
+        own = fmt == "jsonl" and txn_files.get(f, ("jsonl",))[0] == "jsonl"
+        if own and (not reports[f].get("ops") or not _completed_client_op(f)):
             _nothing_checked(reports[f])
             reports[f].get("snapshot_lease", {}).update(valid="unknown")
     return {f: Checked(reports[f], notes[f]) for f in names}
@@ -178,18 +196,21 @@ def write_reports(run: RunDir, console: Console) -> None:
 
 
 def run_check(files: tuple[str, ...], fmt: str, lease_ms: float | None, as_json: bool,
-              spark_master: str, out: Console | None = None) -> int:
+              spark_master: str, out: Console | None = None,
+              consistency_model: str | None = None) -> int:
     """`leaseline check`: print the verdicts; exit 0 valid, 1 invalid, 2 unknown."""
     out = out or Console()
-    checked = check_files(files, fmt, lease_ms, spark_master)
+    checked = check_files(files, fmt, lease_ms, spark_master, consistency_model)
     reports = {f: c.report for f, c in checked.items()}
     valid = worst([r["valid"] for r in reports.values()])
     if as_json:
         leases = {r["lease_ms"] for r in reports.values()}
+        counts = anomaly_counts(kr for r in reports.values() for kr in r["keys"].values())
+        for r in reports.values():  # list-append: histories per type
+            for t in (r.get("list_append") or {}).get("anomaly_types", ()):
+                counts[t] = counts.get(t, 0) + 1
         doc = {"valid": valid, "lease_ms": leases.pop() if len(leases) == 1 else None,
-               "anomaly_types": anomaly_counts(kr for r in reports.values()
-                                               for kr in r["keys"].values()),
-               "files": reports}
+               "anomaly_types": counts, "files": reports}
         print(json.dumps(doc, indent=1, default=str))
     else:
         for f, c in checked.items():
