@@ -32,6 +32,7 @@ class RunPlan:
     sut_opts: dict[str, str]  # every option of the system, defaults included
     nodes: tuple[str, ...]
     hosts: tuple[dict[str, Any], ...] | None  # a hosts file's machines (no secrets)
+    sut_build: dict[str, Any] | None = None  # Profile.build_info: e.g. the commit built
 
     @property
     def remote(self) -> bool:
@@ -40,7 +41,7 @@ class RunPlan:
 
     def test_json(self, started: str, argv: list[str]) -> TestJson:
         cfg = self.cfg
-        return {
+        test: TestJson = {
             "name": self.test_name,
             "sut": cfg.sut,
             "workload": cfg.workload,
@@ -64,6 +65,9 @@ class RunPlan:
             "hosts": None if self.hosts is None else list(self.hosts),
             "spark_master": cfg.spark_master,
         }
+        if self.sut_build:
+            test["sut_build"] = self.sut_build
+        return test
 
     def write_test(self, run_dir: RunDir) -> None:
         run_dir.write_test(self.test_json(time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -95,4 +99,5 @@ def plan_run(cfg: RunConfig) -> RunPlan:
         sut_opts={k: o.default for k, o in profile.options.items()} | cfg.sut_opts,
         nodes=nodes,
         hosts=hosts,
+        sut_build=profile.build_info(cfg.sut_opts),
     )

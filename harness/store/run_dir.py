@@ -74,6 +74,7 @@ class TestJson(TypedDict, total=False):
     sut_opts: dict[str, str]  # every option of the system, defaults included
     project: str | None  # None on the user's own machines
     spark_master: str
+    sut_build: dict[str, Any]  # what a build of the system's own source was made from
 
 
 class ResultsJson(TypedDict, total=False):

@@ -16,18 +16,26 @@ The image is the pinned release's (sut/fluss/jars.lock, staged by scripts/setup.
 `version=` runs another release without another image: its jars, fetched with Maven into a
 folder of the user's cache (staged_folders, which the Docker backend fills), are mounted at
 /opt/fluss/user-lib, which fluss-node prefers to the image's own lib (and compiles the
-lease client against). `dist=` mounts a user's own distribution's lib/ there the same way.
+lease client against). `dist=` mounts a user's own distribution's lib/ there the same way,
+and `source=` a Fluss checkout's own build: its server and client modules built with Maven
+(sut/fluss/source_build.py, in a copy of the checkout) into a folder of the user's cache
+named by the checkout's commit, so a commit is built once; test.json records the commit
+(`sut_build`). The KV scan sessions the kv-scan workload needs (ScanKv) exist only in such
+builds: `scanner-ttl-ms=` and `scanner-expiration-ms=` set the tablet servers'
+kv.scanner.ttl and kv.scanner.expiration-interval.
 `lease=off` is the negative control: the lease client answers lease calls without asking
 Fluss, so nothing keeps the snapshots the holders read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import socket
+import subprocess
 import sys
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from leaseline.harness.errors import BadArguments
 from leaseline.harness.systems.profile import Endpoint, Option, Profile, StagedFolder
@@ -122,6 +130,13 @@ class Fluss(Profile):
         "dist": Option("", "a Fluss distribution folder of your own (its lib/, or a folder of "
                        "jars, holding fluss-server-*.jar and fluss-client-*.jar) mounted "
                        "into the servers instead of the image's jars"),
+        "source": Option("", "a Fluss checkout (git) whose fluss-server and fluss-client "
+                         "modules are built with Maven, once per commit, in a copy of it "
+                         "(your checkout is never written to), and mounted like dist="),
+        "scanner-ttl-ms": Option("3000", "kv.scanner.ttl: how long a KV scan session may be "
+                                 "idle (a source= build's)", "LL_FLUSS_SCANNER_TTL_MS"),
+        "scanner-expiration-ms": Option("1000", "kv.scanner.expiration-interval",
+                                        "LL_FLUSS_SCANNER_EXPIRATION_MS"),
     }
 
     @classmethod
@@ -129,12 +144,16 @@ class Fluss(Profile):
         super().check_options(opts)
         if opts.get("lease", "on") not in ("on", "off"):
             raise BadArguments(f"--sut-opt lease={opts['lease']} must be on or off.")
-        for k in ("retained", "lease-duration-ms", "clock-margin-ms"):
+        for k in ("retained", "lease-duration-ms", "clock-margin-ms", "scanner-ttl-ms",
+                  "scanner-expiration-ms"):
             if k in opts and not opts[k].isdigit():
                 raise BadArguments(f"--sut-opt {k}={opts[k]} must be a whole number.")
-        if opts.get("version") and opts.get("dist"):
-            raise BadArguments("--sut-opt version= and dist= exclude each other: a "
-                               "distribution brings its own release.")
+        given = [k for k in ("version", "dist", "source") if opts.get(k)]
+        if len(given) > 1:
+            raise BadArguments(f"--sut-opt {' and '.join(k + '=' for k in given)} exclude each "
+                               "other: each brings its own Fluss.")
+        if opts.get("source"):
+            checkout_state(opts["source"])
         if opts.get("version"):
             _check_release(opts["version"], "--sut-opt version=" + opts["version"])
         if opts.get("dist"):
@@ -149,6 +168,12 @@ class Fluss(Profile):
 
     @classmethod
     def staged_folders(cls, opts: dict[str, str]) -> list[StagedFolder]:
+        if opts.get("source"):
+            root, _, _, name = checkout_state(opts["source"])
+            folder = USER_CACHE / "fluss-src" / name
+            return [StagedFolder(USER_LIB_ENV, folder, (
+                sys.executable, "-m", "leaseline.sut.fluss.source_build", str(root),
+                str(folder)))]
         version = opts.get("version")
         if not version:
             return []
@@ -156,10 +181,27 @@ class Fluss(Profile):
         return [StagedFolder(USER_LIB_ENV, folder, (
             sys.executable, "-m", "leaseline.sut.fluss.jars", str(folder), "--version", version))]
 
+    @classmethod
+    def build_info(cls, opts: dict[str, str]) -> dict[str, Any] | None:
+        """What a source= run tested: the checkout, its commit, the folder of jars."""
+        if not opts.get("source"):
+            return None
+        root, commit, dirty, name = checkout_state(opts["source"])
+        return {"source": str(root), "commit": commit, "uncommitted_changes": dirty,
+                "jars": str(USER_CACHE / "fluss-src" / name)}
+
     # -- the Profile interface --------------------------------------------------------------
     @property
     def lease_duration_ms(self) -> int:
         return int(self.opts["lease-duration-ms"])
+
+    @property
+    def scanner_ttl_ms(self) -> int:
+        return int(self.opts["scanner-ttl-ms"])
+
+    @property
+    def scanner_expiration_ms(self) -> int:
+        return int(self.opts["scanner-expiration-ms"])
 
     def endpoint(self, node: str, protocol: str) -> Endpoint:
         """Clients reach Fluss through the lease client service in flcl, whichever node
@@ -224,6 +266,35 @@ def _check_release(version: str, what: str) -> None:
     if tuple(int(g) for g in m.groups()) < FIRST_LEASE_RELEASE:
         raise BadArguments(f"{what} is older than 0.9.0-incubating, the first Fluss release "
                            "with the KV snapshot lease API the workload needs.")
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True)
+
+
+def checkout_state(source: str) -> tuple[Path, str, bool, str]:
+    """A Fluss checkout's root, commit, whether it has uncommitted changes, and the name of
+    its build's folder: the commit's first 12 digits, plus a hash of the changes (the diff
+    and the untracked files) when there are any."""
+    root = Path(source).expanduser().resolve()
+    if not (root / "pom.xml").is_file() or not (root / "fluss-server").is_dir() or \
+            not (root / "fluss-client").is_dir():
+        raise BadArguments(f"--sut-opt source={source} is not a Fluss checkout (no pom.xml "
+                           "with fluss-server and fluss-client beside it).")
+    head = _git(root, "rev-parse", "HEAD")
+    if head.returncode != 0:
+        raise BadArguments(f"--sut-opt source={source} is not a git checkout: its commit "
+                           "names the build.")
+    commit = head.stdout.decode().strip()
+    changes = hashlib.sha256(_git(root, "diff", "HEAD", "--binary").stdout)
+    untracked = _git(root, "ls-files", "-z", "--others", "--exclude-standard").stdout
+    for name in sorted(n for n in untracked.split(b"\0") if n):
+        changes.update(name)
+        path = root / name.decode(errors="replace")
+        if path.is_file():
+            changes.update(path.read_bytes())
+    dirty = bool(_git(root, "status", "--porcelain").stdout.strip())
+    return root, commit, dirty, commit[:12] + (f"-{changes.hexdigest()[:8]}" if dirty else "")
 
 
 def dist_lib(dist: str) -> Path:

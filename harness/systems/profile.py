@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Protocol
+from typing import Any, ClassVar, Protocol
 
 from leaseline.harness.errors import BadArguments, EnvironmentProblem
 
@@ -108,6 +108,12 @@ class Profile(ABC):
     def staged_folders(cls, opts: dict[str, str]) -> list[StagedFolder]:
         """Folders to fill before the cluster starts (none by default)."""
         return []
+
+    @classmethod
+    def build_info(cls, opts: dict[str, str]) -> dict[str, Any] | None:
+        """What a build of the system's own source that these options name was made from
+        (its commit, ...), for test.json's `sut_build`; None when they name none."""
+        return None
 
     # -- what every profile must answer ------------------------------------------------
     @abstractmethod
