@@ -95,12 +95,14 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
     lease_ns = int(round(lease_ms * 1e6)) if txns.has_time else 0
     graphs = {}
     if realtime:
+        # Elle's real-time order is the history's: completion index < invocation index
         graphs[0] = gr.merge_edges(n, data + [gr.realtime_edges(
-            txns.t_invoke, txns.t_complete, ok, possible)])
+            txns.invoke_index, txns.index, ok, possible)])
         if lease_ns > 0:
             shifted = txns.t_invoke - np.where(txns.read_only, lease_ns, 0)
+            tie = np.where(txns.read_only, -1, txns.invoke_index)
             graphs[lease_ns] = gr.merge_edges(n, data + [gr.realtime_edges(
-                shifted, txns.t_complete, ok, possible)])
+                shifted, txns.t_complete, ok, possible, tie, txns.index)])
     else:
         graphs[0] = gr.merge_edges(n, data + order_parts)
     lease_key = lease_ns if lease_ns in graphs else 0

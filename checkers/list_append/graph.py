@@ -95,16 +95,24 @@ def process_edges(process: Sequence[object], ok: np.ndarray) -> tuple[np.ndarray
             np.full(len(src), PROCESS, np.uint8))
 
 
-def realtime_edges(t_invoke: np.ndarray, t_complete: np.ndarray, ok: np.ndarray,
-                   possible: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Transitive reduction of real-time order: ok a -> possible b when a completed
-    before b was invoked (times as given: shift read-only invocations for a lease)."""
+def realtime_edges(inv_at: np.ndarray, done_at: np.ndarray, ok: np.ndarray,
+                   possible: np.ndarray, inv_tie: np.ndarray | None = None,
+                   done_tie: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
+    """Transitive reduction of real-time order: ok a -> possible b when a completed before
+    b was invoked. Events are ordered by (at, tie): history indexes as `at` give Elle's
+    order; times with the lease's shift of read-only invocations give the lease's, where
+    ties are broken by index for txns given their own invocation index as tie, and a
+    shifted invocation (tie -1) comes before a completion at the same time (a state
+    superseded exactly L before it was read was still current L before)."""
     rows = np.flatnonzero(possible)
     done = np.flatnonzero(ok)
-    times = np.concatenate([t_invoke[rows], t_complete[done]])
+    at = np.concatenate([inv_at[rows], done_at[done]])
+    zero = np.zeros(len(at), np.int64)
+    tie = zero if inv_tie is None or done_tie is None else np.concatenate(
+        [inv_tie[rows], done_tie[done]])
     what = np.concatenate([np.zeros(len(rows), np.int8), np.ones(len(done), np.int8)])
     who = np.concatenate([rows, done])
-    order = np.lexsort((what, times))
+    order = np.lexsort((what, tie, at))
     frontier: set[int] = set()
     preds: dict[int, list[int]] = {}
     src: list[int] = []
