@@ -121,15 +121,10 @@ def build_cases(quick: bool) -> list[dict[str, Any]]:
 def worker(path: Path, prefix: str) -> None:
     from leaseline.checkers import zone
     from leaseline.checkers.decide import STATE_MEMORY_BYTES, Budget, check_key, search_model
-    from leaseline.checkers.wgl import (
-        BudgetExceeded,
-        HistoryOperations,
-        SearchLimits,
-        compiled_available,
-        entry_bytes,
-        linearizable,
-        min_delta,
-    )
+    from leaseline.checkers.min_delta import min_delta
+    from leaseline.checkers.search_columns import HistoryOperations
+    from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+    from leaseline.checkers.wgl import compiled_available, entry_bytes, linearizable
 
     cases = [c for c in json.loads(path.read_text()) if c["name"].startswith(prefix)]
     if not cases:

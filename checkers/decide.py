@@ -21,29 +21,19 @@ from typing import Any
 import numpy as np
 
 from leaseline.checkers import explain, zone
-from leaseline.checkers.anomalies import (
-    RELAXATIONS,
-    STALE_READ,
-    Anomaly,
-    applicable,
-    applied,
-    classify,
-    describe,
-    zone_relaxed,
-)
+from leaseline.checkers.anomalies import RELAXATIONS, STALE_READ, Anomaly, describe
 from leaseline.checkers.anomalies import VIOLATION as VIOLATION_TYPE
+from leaseline.checkers.classify import classify
+from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
 from leaseline.checkers.ops import CAS, READ, KeyHistory, Operation
-from leaseline.checkers.wgl import (
-    BudgetExceeded,
-    DeltaSearch,
-    HistoryOperations,
-    SearchLimits,
-    entry_bytes,
-    min_delta,
-    read_shifts,
-    read_staleness,
-)
+from leaseline.checkers.relax import applicable, applied
+from leaseline.checkers.search_columns import HistoryOperations
+from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+from leaseline.checkers.shifts import read_shifts
+from leaseline.checkers.staleness import read_staleness
+from leaseline.checkers.wgl import entry_bytes
+from leaseline.checkers.zone_relax import zone_relaxed
 
 # Keep the search's memoised entries near this many bytes.
 STATE_MEMORY_BYTES = 1 << 30
@@ -54,7 +44,7 @@ STATE_MEMORY_BYTES = 1 << 30
 # one stale read: 7.6x the verdict's states to shrink to the 2 operations that show it).
 EXPLAIN_WORK = 8
 EXPLAIN_MIN_STATES = 20_000
-# The relaxations' searches (checkers/anomalies.py) of a violating key may memoise, in
+# The relaxations' searches (checkers/relax.py) of a violating key may memoise, in
 # all, CLASSIFY_WORK times the entries the searches deciding its verdict did: each of the
 # relaxations that apply gets its share (at least CLASSIFY_MIN_STATES; a zone key's
 # verdict takes none), else that relaxation is unknown. A relaxed history's failing

@@ -38,7 +38,8 @@ from leaseline.checkers.ops import (
     KeyHistory,
     Operation,
 )
-from leaseline.checkers.wgl import BudgetExceeded, SearchLimits, linearizable
+from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+from leaseline.checkers.wgl import linearizable
 from leaseline.checkers.zone import Witness
 
 # A counterexample with more operations than this is not shown (its graph is quadratic).

@@ -55,7 +55,7 @@ class Operation:
     node: str | None = None
     complete_index: int | None = None
     # the search may also leave it out (it never took effect): the lost-write
-    # relaxation's acknowledged writes (checkers/anomalies.py); never set by importers
+    # relaxation's acknowledged writes (checkers/relax.py); never set by importers
     droppable: bool = False
 
     @property

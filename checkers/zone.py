@@ -97,7 +97,7 @@ class ZoneResult:
     # first; stale_witness explains the first of them
     staleness: list[tuple[int, int]] = field(default_factory=list)
     stale_witness: Witness | None = None
-    # for naming anomalies (checkers/anomalies.py) without clustering the history again:
+    # for naming anomalies (checkers/zone_relax.py) without clustering the history again:
     # its clusters, two clusters whose pair bound is the minimal Δ, and the type-B maximum
     clusters: Clusters | None = None
     pair: tuple[int, int] | None = None

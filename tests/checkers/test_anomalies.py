@@ -232,7 +232,7 @@ def test_zone_relaxations_bound_or_decide_as_the_exhaustive_search(h: KeyHistory
     above the relaxed minimal Δ, the relaxed Δ itself where it does not lower the key's,
     and, where it lowers it, the relaxed Δ exactly with changes that explain it."""
     from leaseline.checkers import zone
-    from leaseline.checkers.anomalies import zone_relaxed
+    from leaseline.checkers.zone_relax import zone_relaxed
 
     if not zone.applicable(h):
         return

@@ -9,9 +9,10 @@ import time
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.models import Register
 from leaseline.checkers.ops import READ, UNKNOWN_END, WRITE, KeyHistory, Operation
-from leaseline.checkers.wgl import SearchLimits, min_delta
+from leaseline.checkers.search_limits import SearchLimits
 from leaseline.checkers.zone import check_zone
 
 

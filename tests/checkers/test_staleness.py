@@ -279,7 +279,8 @@ def test_lease_bounded_key_shows_its_worst_stale_read(tmp_path: Path) -> None:
 
 
 def test_general_search_keeps_upper_bounds_when_the_budget_runs_out() -> None:
-    from leaseline.checkers.wgl import SearchLimits, read_staleness
+    from leaseline.checkers.search_limits import SearchLimits
+    from leaseline.checkers.staleness import read_staleness
 
     h = history(w(1, 0, 1), w(2, 4, 5), r(1, 4, 6), r(1, 12, 13), model="cas-register")
     ops = h.operations()
@@ -303,7 +304,7 @@ def test_undecided_staleness_is_marked_in_results(monkeypatch) -> None:  # noqa:
     assert "shifted_reads_exact" not in check_key(history(w(1, 0, 1), r(1, 2, 3)), 0).to_json()
 
 
-# ---- group tests and compaction (checkers/wgl.py read_staleness, compact) ---------------
+# ---- group tests and compaction (checkers/staleness.py, shifts.py) ---------------
 
 
 def _all_reads_at(h: KeyHistory, delta: int) -> list[tuple[int, int]]:
@@ -311,7 +312,8 @@ def _all_reads_at(h: KeyHistory, delta: int) -> list[tuple[int, int]]:
 
 
 def test_group_tests_keep_every_stale_read(monkeypatch) -> None:  # noqa: ANN001
-    import leaseline.checkers.wgl as wgl
+    import leaseline.checkers.staleness as staleness
+    from leaseline.checkers.search_limits import SearchLimits
 
     # two stale reads (9 ms each: read 1 at 20 ms after write 2 completed at 11, read 2
     # at 110 after write 3 completed at 101) among sixty fresh ones, every read given as
@@ -322,16 +324,16 @@ def test_group_tests_keep_every_stale_read(monkeypatch) -> None:  # noqa: ANN001
                 model="cas-register")
     delta, stale = 9 * MS, {2: 9 * MS, 64: 9 * MS}
     groups: list[int] = []
-    search = wgl.linearizable
+    search = staleness.linearizable
 
     def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         groups.append(len(args[5] or {}))
         return search(*args, **kwargs)
 
-    monkeypatch.setattr(wgl, "linearizable", spy)
+    monkeypatch.setattr(staleness, "linearizable", spy)
     ops = h.operations()
-    out, exact = wgl.read_staleness(ops, CasRegister(), None, delta, _all_reads_at(h, delta),
-                                    wgl.SearchLimits(float("inf"), 100_000))
+    out, exact = staleness.read_staleness(ops, CasRegister(), None, delta, _all_reads_at(h, delta),
+                                    SearchLimits(float("inf"), 100_000))
     assert exact and {ops[p].index: s for p, s in out if s > 0} == stale
     assert max(groups) > 2  # groups were tested
     assert len(groups) < len(out)  # fewer searches than reads
@@ -342,7 +344,8 @@ def test_group_tests_keep_every_stale_read(monkeypatch) -> None:  # noqa: ANN001
 def test_staleness_of_every_read_matches_exhaustive_search(h: KeyHistory) -> None:
     # every read given as moved by delta (not only those the witness moved): groups of
     # several reads, failing and passing, on each history
-    from leaseline.checkers.wgl import SearchLimits, read_staleness
+    from leaseline.checkers.search_limits import SearchLimits
+    from leaseline.checkers.staleness import read_staleness
 
     delta, stale = _brute(h)
     if not delta:
@@ -356,7 +359,9 @@ def test_staleness_of_every_read_matches_exhaustive_search(h: KeyHistory) -> Non
 @PROPERTY
 @given(histories(cas_ops=True), st.sampled_from([0, 5, 15, 40]))
 def test_compaction_keeps_a_linearization_and_lowers_shifts(h: KeyHistory, extra: int) -> None:
-    from leaseline.checkers.wgl import SearchLimits, compact, linearizable, read_shifts
+    from leaseline.checkers.search_limits import SearchLimits
+    from leaseline.checkers.shifts import compact, read_shifts
+    from leaseline.checkers.wgl import linearizable
 
     ops, model = h.operations(), CasRegister()
     delta = (_brute(h)[0] or 0) + extra
@@ -377,7 +382,8 @@ def test_compaction_keeps_a_linearization_and_lowers_shifts(h: KeyHistory, extra
 
 
 def test_group_splitting_with_a_fake_search(monkeypatch) -> None:  # noqa: ANN001
-    import leaseline.checkers.wgl as wgl
+    import leaseline.checkers.staleness as staleness
+    from leaseline.checkers.search_limits import Outcome, SearchLimits
 
     # a fake search (cheap passes, dear failures) that knows the answer: two stale reads,
     # and two fresh reads that fail together only; every group holding either must be
@@ -397,12 +403,12 @@ def test_group_splitting_with_a_fake_search(monkeypatch) -> None:  # noqa: ANN00
               and not all(at(i, delta) == 0 for i in pair))
         limits.states += 1 if ok else 4
         tested.append(len(read_shift or {}))
-        return wgl.Outcome(ok, order if ok else [])
+        return Outcome(ok, order if ok else [])
 
-    monkeypatch.setattr(wgl, "linearizable", fake)
+    monkeypatch.setattr(staleness, "linearizable", fake)
     delta = 100 * MS
-    out, exact = wgl.read_staleness(ops, CasRegister(), None, delta,
+    out, exact = staleness.read_staleness(ops, CasRegister(), None, delta,
                                     [(k, delta) for k in range(1, n + 1)],
-                                    wgl.SearchLimits(float("inf"), 1000))
+                                    SearchLimits(float("inf"), 1000))
     assert exact and {ops[p].index: s for p, s in out if s > 0} == stale
     assert max(tested) >= 4 and len(tested) < n

@@ -7,15 +7,12 @@ import time
 import pytest
 from checker_histories import INFO, MS, cas, cas_failed, history, r, w
 
+from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.models import CasRegister, Register, model_for
-from leaseline.checkers.wgl import (
-    BudgetExceeded,
-    SearchLimits,
-    linearizable,
-    linearizable_reference,
-    min_delta,
-    read_shifts,
-)
+from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+from leaseline.checkers.shifts import read_shifts
+from leaseline.checkers.wgl import linearizable
+from leaseline.checkers.wgl_reference import linearizable_reference
 
 
 def lim(seconds: float = 10.0, states: int = 1_000_000) -> SearchLimits:

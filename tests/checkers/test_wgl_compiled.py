@@ -21,16 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from repo_paths import ROOT
 
-from leaseline.checkers import wgl
+from leaseline.checkers import min_delta as tuning
+from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
-from leaseline.checkers.wgl import (
-    SearchLimits,
-    compiled_available,
-    linearizable,
-    linearizable_reference,
-    min_delta,
-)
+from leaseline.checkers.search_limits import SearchLimits
+from leaseline.checkers.wgl import compiled_available, linearizable
+from leaseline.checkers.wgl_reference import linearizable_reference
 
 VALUES = [None, "0", "1", "2"]
 
@@ -124,15 +121,15 @@ def test_minimal_delta_matches_reference_and_brute_force(
     # candidates; "bisect-sampled" lists only every k-th candidate, as with many, and
     # "walk" walks down, as where failing passes are costly, "gallop" strides from the
     # first step
-    saved = wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES, wgl.WALK_BEFORE_GALLOP
-    wgl.CHEAP_FAILURE = -1 if how in ("walk", "gallop") else saved[0]
-    wgl.LIST_CANDIDATES = 2 if how == "bisect-sampled" else saved[1]
-    wgl.WALK_BEFORE_GALLOP = 1 if how == "gallop" else saved[2]
+    saved = tuning.CHEAP_FAILURE, tuning.LIST_CANDIDATES, tuning.WALK_BEFORE_GALLOP
+    tuning.CHEAP_FAILURE = -1 if how in ("walk", "gallop") else saved[0]
+    tuning.LIST_CANDIDATES = 2 if how == "bisect-sampled" else saved[1]
+    tuning.WALK_BEFORE_GALLOP = 1 if how == "gallop" else saved[2]
     try:
         fast = min_delta(ops, model, initial, lease, lim())
         ref = min_delta(ops, model, initial, lease, lim(), reference=True)
     finally:
-        wgl.CHEAP_FAILURE, wgl.LIST_CANDIDATES, wgl.WALK_BEFORE_GALLOP = saved
+        tuning.CHEAP_FAILURE, tuning.LIST_CANDIDATES, tuning.WALK_BEFORE_GALLOP = saved
     assert fast == ref  # the same passes: Δ, exactness, linearization, memo sizes
     comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
     cands = sorted({0} | {o.invoke - c for o in ops if o.f == READ for c in comps

@@ -1,0 +1,197 @@
+"""The minimal Δ by search: the verdict first (Δ = 0, L, the largest Δ that changes
+anything), then narrowed to the exact Δ from each linearization's own needs; in the
+compiled module where it fits, pass for pass as here."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from leaseline.checkers.models import Model
+from leaseline.checkers.ops import Operation
+from leaseline.checkers.search_columns import Encoded, encode
+from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
+from leaseline.checkers.shifts import Candidates, Moves, compact
+from leaseline.checkers.wgl import compiled_fits
+from leaseline.checkers.wgl_native import compiled_min_delta as _compiled_min_delta
+from leaseline.checkers.wgl_reference import linearizable_reference
+
+
+@dataclass
+class DeltaSearch:
+    min_delta_ns: int | None  # None: no Δ helps
+    exact: bool  # False: budget ran out during refinement; min_delta_ns is an upper bound
+    order: list[int]  # a linearization at min_delta_ns (op indices), compacted when > 0
+    failed_at: int | None  # a Δ at which the history is not linearizable (for explain)
+    longest: list[int] = field(default_factory=list)
+    verdict_states: int = 0  # memoised entries the searches took until the verdict was known
+
+
+# min_delta bisects while a failing pass memoises at most this many times what a
+# linearizable one does on average, else walks down (see there).
+CHEAP_FAILURE = 16
+
+
+# It bisects by the ranks of at most this many of the candidates at a time.
+LIST_CANDIDATES = 1024
+
+
+# The walk takes at least this many steps before it may gallop (see min_delta).
+WALK_BEFORE_GALLOP = 2
+
+
+def min_delta(
+    ops: Sequence[Operation],
+    model: Model,
+    initial: str | None,
+    lease_ns: int,
+    limits: SearchLimits,
+    *,
+    reference: bool = False,
+    encoded: Encoded | None = None,
+) -> DeltaSearch:
+    """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then the largest Δ that
+    changes anything), then narrows (lo, hi], not linearizable at lo, linearizable at
+    hi: a linearization found at Δ, compacted (compact: reads as late as they may go),
+    needs only the largest shift its reads need (read_shifts), which is a candidate
+    value hi <= Δ; a pass at a candidate d in (lo, hi) either fails (d is the new lo)
+    or gives a new hi <= d. hi is exact once no candidate lies in (lo, hi). The order
+    returned is that compacted linearization at hi.
+
+    Where failing passes are cheap (they memoise at most CHEAP_FAILURE times what a
+    linearizable one does), it bisects (lo, hi) by the candidates' ranks: about
+    log2(candidates) passes. Where they are costly, it walks down: tries the candidate
+    just below hi until that fails, so it costs the verdict, the walk's linearizable
+    passes and one failing pass. A walk may crawl, though (each linearization needing
+    only a little less than the last: 842 passes on a 10k-op key), so it is kept only
+    while walking the rest, (hi - lo) at the walk's mean progress per pass, looks
+    cheaper than bisecting it, log2(candidates in (lo, hi)) failing passes, in memoised
+    states; otherwise it gallops (strides doubling below hi) until a pass fails, then
+    bisects, or walks again once (lo, hi) is narrow enough. Every way, the same Δ.
+    BudgetExceeded escapes only if the verdict itself is undecided.
+
+    The compiled module runs this same loop, pass for pass (on small keys the Python
+    around each pass cost more than the search); reference=True runs it here, over the
+    pure-Python search, as it does where the compiled one does not fit. `encoded` (from
+    encode(ops, initial)) spares encoding again."""
+    if not reference and compiled_fits(ops, model):
+        return _min_delta_compiled(ops, initial, lease_ns, limits, encoded)
+
+    def test(d: int) -> Outcome:
+        return linearizable_reference(ops, model, initial, d, limits)
+
+    states_before = limits.states
+    first = test(0)
+    fail_states = limits.states - states_before  # the most a failing pass memoised
+    if first.ok:
+        return DeltaSearch(0, True, first.order, None,
+                           verdict_states=limits.states - states_before)
+    cands = Candidates(ops)
+    top = cands.top()
+    if top == 0:
+        return DeltaSearch(None, True, [], 0, first.longest,
+                           limits.states - states_before)
+    lo = 0  # not linearizable at lo
+    failed_longest = first.longest
+    hi_out = None
+    ok_states: list[int] = []  # what each linearizable pass memoised
+
+    def counted(d: int) -> Outcome:
+        nonlocal fail_states
+        before = limits.states
+        out = test(d)
+        if out.ok:
+            ok_states.append(limits.states - before)
+        else:
+            fail_states = max(fail_states, limits.states - before)
+        return out
+
+    if 0 < lease_ns < top:
+        out = counted(lease_ns)
+        if out.ok:
+            hi_out = out
+        else:
+            lo, failed_longest = lease_ns, out.longest
+    if hi_out is None:
+        hi_out = counted(top)
+        if not hi_out.ok:
+            return DeltaSearch(None, True, [], top, hi_out.longest,
+                               limits.states - states_before)
+    verdict_states = limits.states - states_before
+    moves = Moves(ops)
+    hi_order = compact(ops, model, initial, hi_out.order)
+    hi = moves.largest(hi_order)
+    listed = np.zeros(0, dtype=np.int64)  # (a sample of) the candidates in (lo, hi)
+    complete = False  # listed has every candidate in (lo, hi) (repeats kept)
+    walked = walk_progress = 0  # the walk's linearizable passes, how far they lowered hi
+    gap = 0  # the gallop's stride below hi
+    bracketed = False  # the gallop has failed once: bisect (lo, hi) instead
+    try:
+        while True:
+            avg_ok = sum(ok_states) / len(ok_states)
+            if fail_states <= CHEAP_FAILURE * avg_ok:
+                step = "bisect"
+            elif walked < WALK_BEFORE_GALLOP or (
+                    (hi - lo) / (walk_progress / walked) * avg_ok
+                    <= cands.count(lo, hi).bit_length() * fail_states):
+                step = "walk"  # walking the rest looks cheaper than failing passes
+            else:
+                step = "bisect" if bracketed else "gallop"
+            if step == "bisect":  # by the ranks of (a sample of) the candidates in (lo, hi)
+                a = int(np.searchsorted(listed, lo, side="right"))
+                b = int(np.searchsorted(listed, hi, side="left"))
+                if a >= b:
+                    if complete:
+                        break  # no candidate in (lo, hi): hi is exact
+                    listed, complete = cands.between(lo, hi, LIST_CANDIDATES)
+                    a, b = 0, len(listed)
+                    if b == 0:
+                        break
+                d = int(listed[(a + b) // 2])
+            else:  # the candidate just below hi, or gap below it
+                d = cands.below(hi if step == "walk" else hi - gap)
+                if d <= lo:
+                    if step == "walk":
+                        break  # no candidate in (lo, hi): hi is exact
+                    bracketed = True  # the stride passed lo
+                    continue
+            out = counted(d)
+            if not out.ok:
+                lo, failed_longest = d, out.longest
+                if step == "walk":
+                    break  # d was the candidate just below hi: hi is exact
+                bracketed = bracketed or step == "gallop"
+                continue
+            order = compact(ops, model, initial, out.order)
+            need = moves.largest(order)
+            if step == "walk":
+                walked += 1
+                walk_progress += hi - need
+            elif step == "gallop":
+                gap = max(2 * gap, hi - need)
+            hi, hi_order = need, order
+    except BudgetExceeded:
+        return DeltaSearch(hi, False, hi_order, lo, failed_longest, verdict_states)
+    return DeltaSearch(hi, True, hi_order, lo, failed_longest, verdict_states)
+
+
+def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns: int,
+                        limits: SearchLimits, encoded: Encoded | None = None) -> DeltaSearch:
+    e = encoded if encoded is not None else encode(ops, initial)
+    rc, states, delta, exact, failed_at, verdict_states, order, longest = (
+        _compiled_min_delta(
+            e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, lease_ns,
+            limits.max_states,
+            -1 if limits.max_work is None else max(0, limits.max_work - limits.states),
+            max(0.0, limits.deadline - time.monotonic()), CHEAP_FAILURE, LIST_CANDIDATES,
+            WALK_BEFORE_GALLOP))
+    limits.states += states
+    if rc == 2:
+        raise BudgetExceeded("time")
+    if rc == 3:
+        raise BudgetExceeded("states")
+    return DeltaSearch(None if delta < 0 else delta, exact, order,
+                       None if failed_at < 0 else failed_at, longest, verdict_states)

@@ -1,0 +1,246 @@
+"""The relaxed histories that decide duplicated and lost writes by the search (the
+same exact search as the key's, checkers/min_delta.py), and their witnesses.
+
+- `duplicated-write`: every write or compare-and-set whose outcome is unknown (info)
+  may take effect a second time (a retried request). Each gets a clone: the same
+  operation, invoked when it was, info too, so the search may linearize the clone
+  anywhere after that invoke, or leave it out like any info operation. A witness
+  linearizing both the original and its clone applies the write twice; those writes,
+  and the reads that returned the second effect, are the anomaly's operations.
+- `lost-write`: every acknowledged write or compare-and-set may never have taken
+  effect (a failover discarding writes not yet replicated). Each is marked droppable:
+  within its interval as recorded, or never (the search drops it at its return event,
+  see checkers/wgl.py). The ones the witness drops are the anomaly's operations.
+
+Witnesses are trimmed before they are reported, so that they name the writes the
+explanation needs rather than every write the search happened to leave out: each
+duplicated write's second application is left out again when the order stays legal
+without it and needs no larger shift (removing an info operation changes no
+completion, so only the model's steps and the reads' values are at stake); each
+dropped write is put back right before a blind write (which hides its effect from
+every later operation) or at the end, where the real-time order allows: after every
+operation whose start (a read's moved by Δ) is at most its completion, before every
+one completing no earlier than its invoke (a compare-and-set also needs the state
+there to be the one it expects). Placed so, no read needs more than Δ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from leaseline.checkers import zone
+from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
+from leaseline.checkers.min_delta import DeltaSearch, min_delta
+from leaseline.checkers.models import Model
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
+from leaseline.checkers.search_columns import HistoryOperations, RelaxedOperations, columns, encode
+from leaseline.checkers.search_limits import SearchLimits
+from leaseline.checkers.shifts import Candidates, Moves
+from leaseline.checkers.wgl import compiled_fits, linearizable
+
+
+def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
+          ) -> RelaxedOperations:
+    """The history with the named relaxations applied: positions 0..n-1 are ops (lost
+    writes marked droppable), clones of the info writes follow (same index).
+
+    Two changes that cannot help are left out, so the search has fewer choices (the
+    relaxed minimal Δ is the same): without failed compares, a clone of a write whose
+    value no operation observes (no read returns it, no compare expects it) only ever
+    sets a state no read accepts, so removing it from a linearization (the next
+    operation being a blind write or nothing) keeps it one; and a write that alone
+    produces a value some read returns (not the initial one) is never dropped in any
+    linearization, as that read needs it before it."""
+    if isinstance(ops, HistoryOperations):
+        h = ops.history
+        f, values, expected, complete = h.f, h.value.tolist(), h.expected.tolist(), h.complete
+    else:
+        f = np.array([o.f for o in ops], dtype=np.int8)
+        values, expected = [o.value for o in ops], [o.expected for o in ops]
+        complete = np.array([o.complete for o in ops], dtype=np.int64)
+    is_read = f == READ
+    writes = (f == WRITE) | (f == CAS)
+    read = {v for v, r in zip(values, is_read.tolist(), strict=True) if r}
+    produced = Counter(v for v, w in zip(values, writes.tolist(), strict=True) if w)
+    info = complete == UNKNOWN_END
+    drop = np.zeros(len(f), dtype=bool)
+    if LOST_WRITE in names:
+        alone = np.array([v in read and produced[v] == 1 and v != initial for v in values],
+                         dtype=bool)
+        drop = writes & ~info & ~alone
+    clones = np.zeros(0, dtype=np.intp)
+    if DUPLICATED_WRITE in names:
+        # without failed compares a clone of an unobserved value cannot help; with them,
+        # any other value may let a failed compare pass
+        blind = not (f == CAS_FAILED).any()
+        observed = read | {e for e, k in zip(expected, f.tolist(), strict=True)
+                           if k in (CAS, CAS_FAILED)}
+        useful = np.array([not blind or v in observed for v in values], dtype=bool)
+        clones = np.flatnonzero(writes & info & useful)
+    return RelaxedOperations(ops, drop, clones)
+
+
+def applicable(ops: Sequence[Operation], name: str) -> bool:
+    """Whether the relaxation changes anything (else its Δ is the key's: no search)."""
+    f, _, complete = columns(ops)
+    writes = (f == WRITE) | (f == CAS)
+    info = complete == UNKNOWN_END
+    return bool((writes & (info if name == DUPLICATED_WRITE else ~info)).any())
+
+
+@dataclass
+class Relaxed:
+    """One relaxation's search: its minimal Δ and the operations its witness changed."""
+
+    ops: Sequence[Operation]  # the relaxed history
+    found: DeltaSearch
+    changed: list[int]  # history indices (sorted) of the writes doubled or dropped, and
+    # the reads that returned a doubled write's second effect
+    # decided by the zone method instead (found.order empty): the relaxed clusters
+    clusters: zone.Clusters | None = None
+    originals: int = 0  # ops[:originals] are the history's, the rest clones
+
+
+def applied(r: Relaxed, ops: Sequence[Operation]) -> tuple[list[Operation], list[int]]:
+    """The history with the changes r's witness reports made, and the witness in it: the
+    writes it drops left out, the second applications it makes kept (info, like the
+    writes they repeat), every other clone left out, nothing droppable (ops: the history
+    r relaxes). The witness is a linearization of it at r's minimal Δ, and it is a
+    restriction of the relaxed history, so that is its minimal Δ too; each read's
+    staleness is decided over it, so that the stale reads left are those of the anomaly
+    as reported (the zone method does the same with its relaxed clusters)."""
+    placed = set(r.found.order)
+    keep = [i for i, o in enumerate(r.ops)
+            if i in placed or not (o.droppable or i >= r.originals)]
+    at = {i: k for k, i in enumerate(keep)}
+    return [ops[i] if i < r.originals else r.ops[i] for i in keep], \
+        [at[i] for i in r.found.order]
+
+
+def below(a: int | None, b: int | None) -> bool:
+    """Is Δ a below Δ b (None: no Δ helps, above every Δ)?"""
+    return a is not None and (b is None or a < b)
+
+
+def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
+                   names: Sequence[str], delta_ns: int | None, lease_ns: int,
+                   limits: SearchLimits) -> Relaxed:
+    """The minimal Δ of the relaxed history, the key's being delta_ns; BudgetExceeded if
+    undecided. One search first asks whether the relaxation lowers Δ at all: the relaxed
+    history at the largest candidate below delta_ns (at the largest candidate when no Δ
+    helps the key). The candidates are the key's (clones complete never, drops change no
+    completion), so if that fails the relaxed minimal Δ is the key's, and most keys a
+    relaxation does not explain cost that one search."""
+    relaxed = relax(ops, initial, names)
+    cands = Candidates(ops)  # the relaxed history's: reads and completions are the same
+    probe = cands.top() if delta_ns is None else cands.below(delta_ns)
+    # one encoding for both searches (where the compiled search fits)
+    enc = encode(relaxed, initial) if compiled_fits(relaxed, model) else None
+    if not linearizable(relaxed, model, initial, probe, limits, encoded=enc).ok:
+        return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
+                       originals=len(ops))
+    rows = relaxed.rows()  # indexed often from here on
+    found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
+    if found.min_delta_ns is None:
+        return Relaxed(rows, found, [], originals=len(ops))
+    order = _trim(rows, model, initial, len(ops), found.order, found.min_delta_ns)
+    order = _put_back(rows, model, initial, len(ops), order, found.min_delta_ns)
+    found = dataclasses.replace(found, order=order)
+    return Relaxed(rows, found, _changed(rows, model, initial, len(ops), order),
+                   originals=len(ops))
+
+
+def _legal(ops: Sequence[Operation], model: Model, initial: str | None,
+           order: Sequence[int]) -> bool:
+    state = model.init(initial)
+    for i in order:
+        ok, state = model.step(state, ops[i])
+        if not ok:
+            return False
+    return True
+
+
+def _clones(ops: Sequence[Operation], n: int) -> dict[int, int]:
+    """{position of a clone (>= n): position of the info write it repeats}."""
+    first = {id(ops[i]): i for i in range(n)}  # a clone is the same object as its original
+    return {k: first[id(ops[k])] for k in range(n, len(ops))}
+
+
+def _trim(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
+          order: list[int], delta: int) -> list[int]:
+    """The witness with each second application of a write left out where it can be."""
+    clones = _clones(ops, n)
+    out = list(order)
+    moves = Moves(ops)
+    for clone in [i for i in reversed(order) if i in clones]:
+        if clones[clone] not in out:
+            continue  # the clone alone: one application
+        trial = [i for i in out if i != clone]
+        if _legal(ops, model, initial, trial) and moves.largest(trial) <= delta:
+            out = trial
+    return out
+
+
+def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
+              order: list[int], delta: int) -> list[int]:
+    """The witness with each dropped write put back where it changes nothing seen."""
+    out = list(order)
+    placed = set(out)
+    starts = np.array([ops[i].invoke - (delta if ops[i].f == READ else 0) for i in out],
+                      dtype=np.int64)
+    states = [model.init(initial)]  # states[q]: the state before out[q]
+    for i in out:
+        states.append(model.step(states[-1], ops[i])[1])
+    # a write may go before out[q] (or at the end, q = len(out)) when out[q] is a blind
+    # write, no operation from q on completes before its invoke (the least completion
+    # in out[q:]), and none before q starts after it completes
+    blind = np.array([ops[i].f == WRITE for i in out] + [True])
+    comps = np.array([ops[i].complete for i in out] + [UNKNOWN_END], dtype=np.int64)
+    earliest_after = np.minimum.accumulate(comps[::-1])[::-1]
+    for d in [i for i in range(n) if ops[i].droppable and i not in placed]:
+        w = ops[d]
+        latest_start = np.concatenate(([-(1 << 62)], np.maximum.accumulate(starts)))
+        fits = np.flatnonzero(blind & (earliest_after >= w.invoke)
+                              & (latest_start <= w.complete))
+        for q in fits.tolist():
+            ok, after = model.step(states[q], w)
+            if ok:  # before a blind write (or at the end): every later state stays
+                out.insert(q, d)
+                starts = np.concatenate((starts[:q], [w.invoke], starts[q:]))
+                states.insert(q + 1, after)
+                blind = np.concatenate((blind[:q], [w.f == WRITE], blind[q:]))
+                earliest_after = np.concatenate((earliest_after[:q + 1], earliest_after[q:]))
+                earliest_after[: q + 1] = np.minimum(earliest_after[: q + 1], w.complete)
+                break
+    return out
+
+
+def _changed(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
+             order: list[int]) -> list[int]:
+    """History indices of the writes the witness drops or applies twice, and of the
+    reads that returned a second application's value before the next change."""
+    placed = set(order)
+    changed = {ops[i].index for i in range(n) if ops[i].droppable and i not in placed}
+    clones = _clones(ops, n)
+    doubled = {i for i in placed if i in clones and clones[i] in placed}
+    doubled |= {clones[i] for i in doubled}
+    seen: set[int] = set()  # originals applied once so far
+    state = model.init(initial)
+    second = False  # does the state hold a second application's effect?
+    for i in order:
+        state = model.step(state, ops[i])[1]
+        if ops[i].f == READ:
+            if second:
+                changed.add(ops[i].index)
+        elif model.changes_state(ops[i]):
+            original = clones.get(i, i)
+            second = i in doubled and original in seen
+            if i in doubled:
+                seen.add(original)
+                changed.add(ops[i].index)
+    return sorted(changed)

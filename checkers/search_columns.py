@@ -1,0 +1,160 @@
+"""A history as the searches read it: Operations built on first use over a KeyHistory's
+columns, the relaxed histories of checkers/relax.py, and the compiled search's integer
+columns (values as codes; every value no operation observes one code)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, WRITE, KeyHistory, Operation
+from leaseline.checkers.wgl_native import compiled_encode as _compiled_encode
+
+
+@dataclass
+class Encoded:
+    """A history as the compiled search's columns (values as integer codes)."""
+
+    kind: np.ndarray  # int8: READ / WRITE / CAS / CAS_FAILED
+    val: np.ndarray  # int32 code of the value read / written
+    exp: np.ndarray  # int32 code of a compare's expected value
+    invoke: np.ndarray  # int64
+    complete: np.ndarray  # int64, UNKNOWN_END = info
+    drop: np.ndarray  # uint8: 1 = droppable; empty when none is
+    init: int  # code of the initial value
+    index: np.ndarray  # int64: history index of each operation
+
+
+class HistoryOperations(Sequence[Operation]):
+    """A KeyHistory's rows as Operations, built on first use: the compiled search reads
+    the columns, so a key decided at once never needs them."""
+
+    def __init__(self, history: KeyHistory) -> None:
+        self.history = history
+        self._ops: list[Operation] | None = None
+
+    def _rows(self) -> list[Operation]:
+        if self._ops is None:
+            self._ops = self.history.operations()
+        return self._ops
+
+    def __len__(self) -> int:
+        return len(self.history)
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN204
+        return self._rows()[i]
+
+    def __iter__(self) -> Iterator[Operation]:
+        return iter(self._rows())
+
+
+class RelaxedOperations(Sequence[Operation]):
+    """A history with some of its operations droppable and some repeated after it (the
+    same objects: info writes that may take effect twice), as checkers/relax.py
+    relaxes it; the Operations built on first use, its columns (for the compiled search
+    and the candidates) taken from the history's."""
+
+    def __init__(self, base: Sequence[Operation], drop: np.ndarray, clones: np.ndarray
+                 ) -> None:
+        self.base = base
+        self.drop = drop  # bool per operation of base
+        self.clones = clones  # positions in base of the operations repeated
+        self._len = len(base) + len(clones)
+        self._ops: list[Operation] | None = None
+
+    def positions(self) -> np.ndarray:
+        """The base position of each operation."""
+        return np.concatenate((np.arange(len(self.base)), self.clones))
+
+    def rows(self) -> list[Operation]:
+        """The Operations, as a list (each built once)."""
+        if self._ops is None:
+            self._ops = [Operation(o.index, o.process, o.f, o.value, o.invoke, o.complete,
+                                   o.expected, o.node, o.complete_index, True) if d else o
+                         for o, d in zip(self.base, self.drop.tolist(), strict=True)]
+            self._ops += [self.base[i] for i in self.clones.tolist()]
+        return self._ops
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN204
+        return self.rows()[i]
+
+    def __iter__(self) -> Iterator[Operation]:
+        return iter(self.rows())
+
+
+def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
+    """The compiled search's columns (only called where it is installed). Every value no
+    operation observes is one state, UNOBSERVED_CODE (see _abstract)."""
+    if isinstance(ops, RelaxedOperations):
+        # repeats observe nothing new: the history's codes, repeated
+        e, at = encode(ops.base, initial), ops.positions()
+        drop = np.concatenate((ops.drop, np.zeros(len(ops.clones), dtype=bool)))
+        return Encoded(e.kind[at], e.val[at], e.exp[at], e.invoke[at], e.complete[at],
+                       drop.astype(np.uint8) if drop.any() else np.zeros(0, dtype=np.uint8),
+                       e.init, e.index[at])
+    if isinstance(ops, HistoryOperations):
+        h = ops.history
+        kind = np.ascontiguousarray(h.f, dtype=np.int8)
+        values, expected = h.value.tolist(), h.expected.tolist()
+        invoke = np.ascontiguousarray(h.invoke, dtype=np.int64)
+        complete = np.ascontiguousarray(h.complete, dtype=np.int64)
+        index = np.ascontiguousarray(h.index, dtype=np.int64)
+        drop = np.zeros(0, dtype=np.uint8)
+    else:
+        kind = np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops))
+        values, expected = [o.value for o in ops], [o.expected for o in ops]
+        invoke = np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops))
+        complete = np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops))
+        index = np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops))
+        drop = np.fromiter((o.droppable for o in ops), dtype=np.uint8, count=len(ops))
+        if not drop.any():
+            drop = np.zeros(0, dtype=np.uint8)
+    val, exp, init = _compiled_encode(kind, values, expected, initial)
+    return Encoded(kind, val, exp, invoke, complete, drop, init, index)
+
+
+def _observed(kinds: Sequence[int], values: Sequence[str | None],
+              expected: Sequence[str | None]) -> set[str | None]:
+    """Values some operation tells apart from others: read ones and compared ones."""
+    seen = {v for f, v in zip(kinds, values, strict=True) if f == READ}
+    seen.update(e for f, e in zip(kinds, expected, strict=True) if f in (CAS, CAS_FAILED))
+    return seen
+
+
+UNOBSERVED_CODE = -1
+
+
+UNOBSERVED = "\x00unobserved"  # no canonical JSON text looks like this
+
+
+def abstract(ops: Sequence[Operation], initial: str | None
+              ) -> tuple[list[Operation], str | None]:
+    """The history with every value that no read returns and no compare expects written
+    as one value, UNOBSERVED. The register models only ever compare the state with
+    observed values, so states holding unobserved values behave alike: the verdict is
+    the same, and writes of such values become twins (above). This is what makes info
+    writes of unique values, which pile up pending, cheap to search."""
+    observed = _observed([o.f for o in ops], [o.value for o in ops],
+                         [o.expected for o in ops])
+    out = [o if o.f not in (WRITE, CAS) or o.value in observed
+           else dataclasses.replace(o, value=UNOBSERVED) for o in ops]
+    return out, initial if initial in observed else UNOBSERVED
+
+
+def columns(ops: Sequence[Operation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(f, invoke, complete) of every operation, as arrays."""
+    if isinstance(ops, RelaxedOperations):
+        at = ops.positions()
+        return tuple(c[at] for c in columns(ops.base))  # type: ignore[return-value]
+    if isinstance(ops, HistoryOperations):
+        h = ops.history
+        return h.f, h.invoke, h.complete
+    return (np.array([o.f for o in ops], dtype=np.int8),
+            np.array([o.invoke for o in ops], dtype=np.int64),
+            np.array([o.complete for o in ops], dtype=np.int64))

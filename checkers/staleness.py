@@ -1,0 +1,152 @@
+"""Each stale read's own staleness by search: the least shift of that read alone, with
+every other read at the key's minimal Δ, that makes the key linearizable."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from leaseline.checkers.models import Model
+from leaseline.checkers.ops import UNKNOWN_END, Operation
+from leaseline.checkers.search_columns import encode
+from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+from leaseline.checkers.shifts import Moves
+from leaseline.checkers.wgl import compiled_fits, linearizable
+
+
+def read_staleness(
+    ops: Sequence[Operation],
+    model: Model,
+    initial: str | None,
+    delta: int,
+    moved: Sequence[tuple[int, int]],
+    limits: SearchLimits,
+) -> tuple[list[tuple[int, int]], bool]:
+    """Each moved read's own staleness: the least s >= 0 at which the history is
+    linearizable with that read's invoke moved s earlier and every other read's `delta`
+    earlier. moved: (position in ops, upper bound, e.g. its shift in a linearization at
+    delta). Returns (position, s) in the same order, and whether all were decided (when
+    the budget runs out, the rest keep their best upper bound).
+
+    Linearizability only grows with any read's shift (moving an invoke earlier only
+    drops real-time orders) and changes only where the read's invoke passes a
+    completion, so s is found by binary search over 0 and invoke - completion below the
+    bound, 0 first (most moved reads are not stale), then the value just below the
+    bound (a stale read's bound from a compacted witness is often its staleness). Every
+    linearization found also bounds the other reads: one needing shift w there is
+    linearizable with it at w and the rest at `delta` (the rest move up to `delta`: only
+    orders are dropped), so many reads are settled without a search of their own.
+
+    Group tests decide many reads at 0 at once: if the history is linearizable with a
+    group G of reads at 0 and the others at `delta`, each read of G has s = 0 (moving
+    G's other reads back to `delta` keeps it linearizable). A failing group says nothing
+    of any one member (two reads may each be fine alone and not together), so it is
+    split in halves and each is tested again, down to single reads. A failing search
+    may cost a hundred passing ones, so the group size follows what is seen so far:
+    binary splitting costs about 1/g + p log2(g) r passes per read (g the group size,
+    p the share of stale reads, r a failing search's cost in passing ones, both as
+    estimated from the searches so far), least at g = 1 / (p r ln 2), here rounded down
+    to a power of two. Where stale reads are common or failures dear that is 1: each
+    read alone, as without groups. Reads are tested the most moved first, so stale ones
+    are met early and the estimates of p and r settle before groups grow. Each result
+    is the least s whatever the groups were, as each step above only uses
+    monotonicity: the order of tests changes the cost, not the answer."""
+    comps = np.unique(np.array([o.complete for o in ops if o.complete != UNKNOWN_END],
+                               dtype=np.int64))
+    upper = dict(moved)
+    done: dict[int, int] = {}
+    pending = set(upper)  # reads not yet decided
+    moves = Moves(ops)
+    enc = encode(ops, initial) if compiled_fits(ops, model) else None
+    cost = {True: [0, 0], False: [0, 0]}  # by outcome: searches, memoised entries
+
+    def test(shift: dict[int, int]) -> bool:
+        """Linearizable with these reads (positions) at these shifts, the rest at delta?"""
+        before = limits.states
+        own = {ops[p].index: s for p, s in shift.items()}
+        out = linearizable(ops, model, initial, delta, limits, own, encoded=enc)
+        cost[out.ok][0] += 1
+        cost[out.ok][1] += limits.states - before
+        if out.ok:
+            positions, shifts = moves(out.order)
+            needs = dict(zip(positions.tolist(), shifts.tolist(), strict=True))
+            for p in pending:
+                if p not in shift:
+                    upper[p] = min(upper[p], needs.get(p, 0))
+        return out.ok
+
+    def settle(p: int, s: int) -> None:
+        done[p] = s
+        pending.discard(p)
+
+    def group_size() -> int:
+        (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
+        if not fails or not passes:
+            return 1
+        r = max(1.0, fail_states / fails) / max(1.0, pass_states / passes)
+        p = (sum(s > 0 for s in done.values()) + 1) / (len(done) + 2)
+        best = 1 / (p * r * math.log(2))
+        return 1 << int(math.log2(best)) if best >= 2 else 1
+
+    def stale_first() -> bool:
+        """Test a read just below its bound before 0? Where it is stale that spares the
+        failing search at 0; where not, it costs a passing one: first when p F > (1 - p)
+        P (F, P: a failing and a passing search's cost, p as in group_size)."""
+        (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
+        p = (sum(s > 0 for s in done.values()) + 1) / (len(done) + 2)
+        if not fails or not passes:
+            return p > 0.5
+        return p * fail_states / fails > (1 - p) * pass_states / passes
+
+    queue = sorted(upper, key=lambda p: (-upper[p], p))  # the most moved first
+    head = 0  # queue[head:] is still to be tested
+    split: list[list[int]] = []  # halves of failed groups, tested next (a stack)
+    try:
+        while split or head < len(queue):
+            if split:
+                group = split.pop()
+            else:
+                size = group_size()
+                group, head = queue[head:head + size], head + size
+            for p in group:
+                if p in pending and upper[p] == 0:
+                    settle(p, 0)
+            group = [p for p in group if p in pending]
+            if len(group) > 1:
+                if test(dict.fromkeys(group, 0)):
+                    for p in group:
+                        settle(p, 0)
+                else:
+                    half = len(group) // 2
+                    split += [group[half:], group[:half]]
+                continue
+            if not group:
+                continue
+            pos = group[0]
+            diffs = ops[pos].invoke - comps[::-1]  # increasing
+            cands = np.concatenate((diffs[(diffs > 0) & (diffs < upper[pos])], [upper[pos]]))
+            a, b = 0, len(cands) - 1  # cands[b] is known to be enough
+            if b > 0 and stale_first():
+                # failing just below the bound settles the read at it without testing 0
+                if not test({pos: int(cands[b - 1])}):
+                    settle(pos, int(cands[b]))
+                    continue
+                b -= 1
+            if test({pos: 0}):
+                settle(pos, 0)
+                continue
+            while a < b:
+                # the candidate just below the bound first (b is still the bound only
+                # then): the bound is often the read's own staleness, settled so by one
+                # failing search
+                mid = b - 1 if b == len(cands) - 1 else (a + b) // 2
+                if test({pos: int(cands[mid])}):
+                    b = mid
+                else:
+                    a = mid + 1
+            settle(pos, int(cands[b]))
+    except BudgetExceeded:
+        return [(p, done.get(p, upper[p])) for p, _ in moved], False
+    return [(p, done[p]) for p, _ in moved], True
