@@ -45,6 +45,7 @@ OK, INFO, FAIL = 0, 1, 2
 TYPES = {"ok": OK, "info": INFO, "fail": FAIL}
 TYPE_NAMES = ("ok", "info", "fail")
 NEVER = np.iinfo(np.int64).max  # an info txn's completion time
+EARLIEST = -(1 << 62)  # an unknown invocation's time (room left to shift it by a lease)
 NEMESIS = "nemesis"
 
 Mop = tuple[bool, str, Any]
@@ -149,20 +150,28 @@ def _same_shape(invoked: Any, b: list[Mop]) -> bool:
     return True
 
 
-def txns_from_records(records: Sequence[dict[str, Any]], unique_appends: bool = True) -> Txns:
+def txns_from_records(records: Sequence[dict[str, Any]], unique_appends: bool = True,
+                      jepsen: bool = False) -> Txns:
     """Pair invocations with completions (per process) into a Txns table.
 
     Records are history records (dicts with index, time, process, type, f, value) in
     index order; nemesis records and records without a process are left out (Elle keeps
     client operations only). Time: `time` when every client record has one, else the
     record's position. `unique_appends=False` skips that check (for tests of the
-    per-key anomalies on histories that break it on purpose)."""
+    per-key anomalies on histories that break it on purpose). `jepsen`: Jepsen's
+    conventions for imported histories: client operations are those with an integer
+    process, and a completion without an invocation (a history of completions only, as
+    Elle's tests write them) is a txn whose invocation is unknown: as early as anything
+    (invocation index -1, time EARLIEST), so nothing precedes it in real time."""
     client = [(i, r) for i, r in enumerate(records)
-              if r.get("process") is not None and r.get("process") != NEMESIS]
+              if r.get("process") is not None and r.get("process") != NEMESIS
+              and (not jepsen or (isinstance(r.get("process"), int)
+                                  and not isinstance(r.get("process"), bool)))]
     has_time = bool(client) and all(isinstance(r.get("time"), int)
                                     and not isinstance(r.get("time"), bool) for _, r in client)
     pending: dict[Any, int] = {}
-    rows: list[list[Any]] = []  # [index, inv_index, type, process, t_inv, t_done, mops]
+    # [index, inv_index, type, process, t_inv, t_done, mops, position of its first record]
+    rows: list[list[Any]] = []
     for pos, r in client:
         typ = r.get("type")
         if r.get("f") != "txn":
@@ -179,8 +188,11 @@ def txns_from_records(records: Sequence[dict[str, Any]], unique_appends: bool = 
                                            f"index {rows[pending[proc]][1]} was still open")
             pending[proc] = len(rows)
             # micro-ops parsed once: from the completion when there is one
-            rows.append([idx, idx, INFO, proc, t, NEVER, (r.get("value"), pos)])
+            rows.append([idx, idx, INFO, proc, t, NEVER, (r.get("value"), pos), pos])
         elif typ in TYPES:
+            if proc not in pending and jepsen:
+                pending[proc] = len(rows)
+                rows.append([idx, -1, INFO, proc, EARLIEST, NEVER, (r.get("value"), pos), pos])
             if proc not in pending:
                 raise TxnHistoryError(pos, f"a {typ} completion of process {proc} without "
                                            f"an invocation")
@@ -206,7 +218,7 @@ def txns_from_records(records: Sequence[dict[str, Any]], unique_appends: bool = 
         if isinstance(row[6], tuple):  # never completed
             row[6] = _mops(row[6][0], row[6][1], False)
     if unique_appends:
-        _check_unique_appends(rows, client)
+        _check_unique_appends(rows)
     n = len(rows)
     txns = Txns(
         index=np.fromiter((r[0] for r in rows), np.int64, n),
@@ -224,17 +236,17 @@ def txns_from_records(records: Sequence[dict[str, Any]], unique_appends: bool = 
     return txns
 
 
-def _check_unique_appends(rows: list[list[Any]], client: list[tuple[int, Any]]) -> None:
+def _check_unique_appends(rows: list[list[Any]]) -> None:
     seen: dict[tuple[str, int], int] = {}
-    for r in rows:
+    for n, r in enumerate(rows):
         for is_append, k, v in r[6]:
             if is_append:
-                other = seen.setdefault((k, v), r[1])
-                if other != r[1]:
-                    where = next(p for p, rec in client if rec.get("index", p) == r[1])
+                other = seen.setdefault((k, v), n)
+                if other != n:
                     raise TxnHistoryError(
-                        where, f"value {v} is appended to key {k} twice (txns invoked at "
-                               f"index {other} and {r[1]}); list-append needs unique appends")
+                        r[7], f"value {v} is appended to key {k} twice (txns completed at "
+                              f"index {rows[other][0]} and {r[0]}); list-append needs "
+                              f"unique appends")
 
 
 def _edn_record(m: Any, line: int, path: str) -> dict[str, Any]:
@@ -369,7 +381,7 @@ def read_history(path: str | Path, fmt: str | None = None) -> tuple[list[dict[st
     with no_gc():
         records, lines = read_edn(path) if fmt == "edn" else read_jsonl(path)
         try:
-            return records, txns_from_records(records)
+            return records, txns_from_records(records, jepsen=fmt == "edn")
         except TxnHistoryError as e:
             raise HistoryFormatError(str(path), lines[e.record] if e.record < len(lines)
                                      else 0, e.what) from None

@@ -250,3 +250,20 @@ def test_malformed_txns_are_one_sentence(value: Any, what: str) -> None:
 def test_one_value_appended_twice_is_refused() -> None:
     with pytest.raises(TxnHistoryError, match="appended to key x twice"):
         parse(history(T([("append", "x", 1)]), T([("append", "x", 1)])))
+
+
+def test_an_edn_history_of_completions_only_reads_as_elle_reads_it(tmp_path: Any) -> None:
+    """Elle's tests write completions alone: such a txn's invocation is unknown, so no
+    real-time edge reaches it; process order still holds; non-integer processes are not
+    clients."""
+    from leaseline.checkers.list_append import check_txns, read_history
+
+    path = tmp_path / "h.edn"
+    path.write_text("{:type :ok, :f :txn, :process 0, :value [[:append :x 1]]}\n"
+                    "{:type :info, :f :start, :process :nemesis, :value nil}\n"
+                    "{:type :ok, :f :txn, :process 0, :value [[:r :x []]]}\n")
+    _, txns = read_history(path)
+    assert len(txns) == 2 and txns.invoke_index.tolist() == [-1, -1]
+    assert check_txns(txns)["status"] == "valid"
+    res = check_txns(txns, consistency_model="strong-session-serializable")
+    assert res["anomaly_types"] == ["G-single-item-process"]
