@@ -13,9 +13,10 @@ from typing import Any
 
 import click
 
-from leaseline.harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, LeaselineError
-from leaseline.harness.run.config import RATE_PER_CLIENT, RunConfig
+from leaseline.harness.errors import EXIT_BAD_ARGS, EXIT_CRASH, BadArguments, LeaselineError
+from leaseline.harness.run.config import NEMESIS_MODES, RATE_PER_CLIENT, RunConfig
 from leaseline.harness.systems.client_models import MODELS as CLIENT_MODELS
+from leaseline.harness.systems.client_models import NAMES as CLIENT_MODEL_NAMES
 from leaseline.nemesis.registry import catalogue
 
 # `run` and campaign cases share one set of defaults: RunConfig's.
@@ -49,8 +50,43 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
     return wrapper
 
 
+EXIT_CODES = ("Exit codes: 0 valid, 1 invalid, 2 unknown (undecided, or nothing completed), "
+              "254 bad arguments or input, 255 the harness failed (no Docker, a node never "
+              "ready, …); always one sentence on stderr.")
+
+
+class _Choice(click.Choice):
+    """A closed set named in --help and completed by the shell, whose members are read only
+    when needed (`load`), so a registry that imports heavy modules costs nothing to the
+    commands that never look. A value outside it is one sentence: `what` 'x' (valid: …)."""
+
+    def __init__(self, load: Callable[[], Any], what: str) -> None:
+        self._load, self._loaded, self.what = load, None, what
+        self.case_sensitive = True
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        if self._loaded is None:
+            self._loaded = tuple(self._load())
+        return self._loaded
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+                ) -> Any:
+        if value in self.choices:
+            return value
+        self.fail(f"unknown {self.what} {value!r} (valid: {', '.join(self.choices)}).",
+                  param, ctx)
+
+
+def _workload_names() -> list[str]:
+    from leaseline.workloads.registry import WORKLOADS
+
+    return sorted(WORKLOADS)
+
+
 class _Group(click.Group):
-    """Bad arguments exit 254 (Jepsen's convention) instead of click's 2, which means 'unknown'."""
+    """Bad arguments exit 254 (Jepsen's convention) instead of click's 2, which means
+    'unknown', and say so in one sentence, as every other refusal does."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -58,7 +94,11 @@ class _Group(click.Group):
         except click.exceptions.Exit as e:
             sys.exit(e.exit_code)
         except click.ClickException as e:
-            e.show()
+            message = e.format_message()
+            if isinstance(e, click.BadParameter) and isinstance(
+                    getattr(e.param, "type", None), _Choice):
+                message = message.split(": ", 1)[-1]  # its sentence names the set
+            click.echo(f"leaseline: {message}", err=True)
             sys.exit(EXIT_BAD_ARGS)
         except click.exceptions.Abort:
             click.echo("leaseline: aborted.", err=True)
@@ -70,9 +110,18 @@ SPARK_MASTER_HELP = (
     "checked in this process, larger ones on local[*].")
 
 
-@click.group(cls=_Group)
+@click.group(cls=_Group, epilog=EXIT_CODES)
+@click.version_option(package_name="leaseline", prog_name="leaseline",
+                      message="%(prog)s %(version)s")
 def main() -> None:
-    """Leaseline: lease-window linearizability testing for replicated stores."""
+    """Leaseline: lease-window linearizability testing for replicated stores.
+
+    \b
+    Shell completion of commands, options, workloads and client models:
+      bash, in ~/.bashrc:  eval "$(_LEASELINE_COMPLETE=bash_source leaseline)"
+      zsh, in ~/.zshrc:    eval "$(_LEASELINE_COMPLETE=zsh_source leaseline)"
+      fish:  _LEASELINE_COMPLETE=fish_source leaseline > ~/.config/fish/completions/leaseline.fish
+    """
 
 
 @main.group()
@@ -125,9 +174,10 @@ def images_prune() -> int:
     return 0
 
 
-@main.command("run")
+@main.command("run", epilog=EXIT_CODES)
 @click.option("--sut", default=_RUN.sut, show_default=True, help="System under test.")
-@click.option("--workload", default=_RUN.workload, show_default=True)
+@click.option("--workload", default=_RUN.workload, show_default=True,
+              type=_Choice(_workload_names, "workload"))
 @click.option("--nemesis", default="", help=(
     f"Comma list of faults, each NAME[:TARGET][:d=SECONDS][:KEY=VALUE]: {catalogue()}. "
     "TARGET: leader|one|minority|majority|all (where the fault takes one); d= holds the "
@@ -138,6 +188,7 @@ def images_prune() -> int:
 @click.option(
     "--nemesis-mode",
     default=_RUN.nemesis_mode,
+    type=_Choice(lambda: NEMESIS_MODES, "nemesis mode"),
     show_default=True,
     help="one (a fault at a time) or overlap (each fault on its own staggered clock).",
 )
@@ -161,7 +212,8 @@ def images_prune() -> int:
 @click.option("--spark-master", default=_RUN.spark_master, show_default=True,
               help=SPARK_MASTER_HELP)
 @click.option("--sut-opt", multiple=True, help="key=value option of the SUT (repeatable).")
-@click.option("--client-routing", default=None, help=(
+@click.option("--client-routing", default=None,
+              type=_Choice(lambda: CLIENT_MODEL_NAMES, "client model"), help=(
     "The client model (default: the system's; redis-sentinel: sentinel, the others: node): "
     + "; ".join(f"{name}: {what}" for name, what in CLIENT_MODELS.items()) + "."))
 @click.option("--project", default=None, help="Compose project (default: ll-<sut>).")
@@ -183,32 +235,47 @@ def run(as_json: bool, **kwargs: Any) -> int:
     return run_for_scripts(cfg) if as_json else run_test(cfg).exit_code
 
 
-@main.command("inspect")
+@main.command("inspect", epilog=EXIT_CODES)
 @click.argument("run_dir", type=click.Path())
 @click.option("--op", "op", type=int, default=None, help="Show this operation's neighbourhood.")
 @click.option("--open", "open_", is_flag=True, help="Open report.html in a browser.")
+@click.option("--json", "as_json", is_flag=True, help=(
+    'Print {"run_dir", "valid", "test", "results", "problems"} (and "op" with --op) as JSON '
+    "on stdout instead."))
 @_guard
-def inspect_cmd(run_dir: str, op: int | None, open_: bool) -> int:
+def inspect_cmd(run_dir: str, op: int | None, open_: bool, as_json: bool) -> int:
     """A run's verdict and anomalies, and an operation's neighbourhood, in the terminal."""
+    import json
     from pathlib import Path
 
-    from leaseline.checkers.inspect import inspect_run
+    from leaseline.checkers.inspect import inspect_json, inspect_run
 
+    if as_json:
+        if open_:
+            raise BadArguments("--open and --json do not go together: --json prints, --open "
+                               "starts a browser.")
+        click.echo(json.dumps(inspect_json(Path(run_dir), op=op), allow_nan=False, default=str))
+        return 0
     return inspect_run(Path(run_dir), op=op, open_=open_)
 
 
-@main.command("campaign")
+@main.command("campaign", epilog=EXIT_CODES)
 @click.argument("campaign_file", type=click.Path())
 @click.option("--results-dir", default="results", show_default=True)
 @click.option("--spark-master", default=_RUN.spark_master, show_default=True,
               help=SPARK_MASTER_HELP)
+@click.option("--json", "as_json", is_flag=True, help=(
+    'Print only {"campaign_dir", "name", "exit_code", "cases"} on stdout (the cases as in the '
+    "campaign folder's campaign.json; everything else goes to stderr)."))
 @_guard
-def campaign(campaign_file: str, results_dir: str, spark_master: str) -> int:
+def campaign(campaign_file: str, results_dir: str, spark_master: str, as_json: bool) -> int:
     """Run every case of a campaign file, check all histories in one Spark job, gate on `expect`."""
     from pathlib import Path
 
-    from leaseline.harness.run.campaign import run_campaign
+    from leaseline.harness.run.campaign import campaign_for_scripts, run_campaign
 
+    if as_json:
+        return campaign_for_scripts(Path(campaign_file), Path(results_dir), spark_master)
     return run_campaign(Path(campaign_file), Path(results_dir), spark_master)
 
 
@@ -220,7 +287,7 @@ CONSISTENCY_MODELS = ("strict-serializable", "serializable", "snapshot-isolation
                       "strong-snapshot-isolation")
 
 
-@main.command("check")
+@main.command("check", epilog=EXIT_CODES)
 @click.argument("files", nargs=-1)
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "knossos", "etcd-log", "edn"]),
               default="jsonl", show_default=True,

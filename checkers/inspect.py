@@ -155,9 +155,26 @@ def _record_panel(rec: dict[str, Any], title: str, style: str) -> Panel:
     return Panel(json.dumps(rec, indent=2), title=title, title_align="left", border_style=style)
 
 
-def print_neighbourhood(
-    run: RunDir, index: int, results: dict[str, Any] | None, console: Console
-) -> None:
+class _Neighbourhood:
+    """What --op shows, chosen once for the terminal and for --json: the operation's row,
+    the operations on its key overlapping it in time, the last writes on the key that
+    completed before it began (what a read should see), the faults in force meanwhile."""
+
+    def __init__(self, h: History, r: int) -> None:
+        ops = h.ops
+        self.ops, self.row, self.me = ops, r, ops.record(r)
+        key = ops.key[r]
+        lo, hi = ops.invoke[r], ops.complete[r]
+        self.near = np.nonzero((ops.key == key) & (ops.invoke <= hi) & (ops.complete >= lo))[0]
+        before = np.nonzero((ops.key == key) & (ops.f != 0) & (ops.type == 0)
+                            & (ops.complete < lo))[0]
+        self.before = before[np.argsort(ops.complete[before])][-3:]
+        self.in_force = [iv for iv in h.intervals
+                         if iv.start_ms <= hi and (iv.end_ms is None or iv.end_ms >= lo)]
+
+
+def _find(run: RunDir, index: int) -> _Neighbourhood | dict[str, Any]:
+    """Operation `index`'s neighbourhood, or the nemesis record with that index."""
     hpath = run.history
     if not hpath.is_file():
         raise BadArguments(f"{run.path} has no {hpath.name}, so operation {index} cannot be "
@@ -168,14 +185,48 @@ def print_neighbourhood(
     if len(rows) == 0:
         rec = _nemesis_record(run, index)
         if rec is not None and rec.get("process") == "nemesis":
-            console.print(_record_panel(rec, f"record {index} is a nemesis event", "yellow"))
-            return
+            return rec
         raise BadArguments(f"operation {index} is not in {hpath} (it has {h.lines} records).")
-    r = int(rows[0])
-    me = ops.record(r)
-    key = ops.key[r]
-    lo, hi = ops.invoke[r], ops.complete[r]
-    near = np.nonzero((ops.key == key) & (ops.invoke <= hi) & (ops.complete >= lo))[0]
+    return _Neighbourhood(h, int(rows[0]))
+
+
+def neighbourhood_json(run: RunDir, index: int, results: dict[str, Any] | None
+                       ) -> dict[str, Any]:
+    """--op for --json: the same facts the terminal view prints."""
+    found = _find(run, index)
+    if isinstance(found, dict):
+        return {"nemesis_event": found}
+    me = found.me
+    kr = ((results or {}).get("keys") or {}).get(me["key"]) if me["key"] is not None else None
+    kr = kr if isinstance(kr, dict) else {}
+    stale = [s.get("shift_ms") for s in kr.get("shifted_reads") or []
+             if s.get("index") == me["index"]]
+    part_of = [name for name, a in (kr.get("anomalies") or {}).items()
+               if isinstance(a, dict) and me["index"] in (a.get("ops") or [])]
+    if any(isinstance(o, dict) and o.get("index") == me["index"]
+           for o in (kr.get("counterexample") or {}).get("ops") or []):
+        part_of.append("counterexample")
+    return {
+        "operation": me,
+        "key_status": kr.get("status"),
+        "key_min_delta_ms": kr.get("min_delta_ms"),
+        "stale_by_ms": stale[0] if stale else None,
+        "part_of": part_of,
+        "last_writes_before": [found.ops.record(int(i)) for i in found.before],
+        "overlapping": [found.ops.record(int(i)) for i in found.near],
+        "faults_in_force": [{"fault": iv.name, "value": iv.value, "start_ms": iv.start_ms,
+                             "end_ms": iv.end_ms} for iv in found.in_force],
+    }
+
+
+def print_neighbourhood(
+    run: RunDir, index: int, results: dict[str, Any] | None, console: Console
+) -> None:
+    found = _find(run, index)
+    if isinstance(found, dict):
+        console.print(_record_panel(found, f"record {index} is a nemesis event", "yellow"))
+        return
+    ops, r, me, near = found.ops, found.row, found.me, found.near
     console.print(_record_panel(me, f"operation {me['index']}", "cyan"))
     kr = ((results or {}).get("keys") or {}).get(me["key"]) if me["key"] is not None else None
     if isinstance(kr, dict):
@@ -196,10 +247,8 @@ def print_neighbourhood(
         ce = kr.get("counterexample") or {}
         if any(isinstance(o, dict) and o.get("index") == me["index"] for o in ce.get("ops") or []):
             console.print("[bold red]this operation is part of the key's counterexample.[/]")
-    # Also the last writes on the key that completed before it began: what a read should see.
-    before = np.nonzero((ops.key == key) & (ops.f != 0) & (ops.type == 0) & (ops.complete < lo))[0]
-    before = before[np.argsort(ops.complete[before])][-3:]
-    _ops_table(ops, before, r, f"last writes on key {me['key']} completed before it", console)
+    _ops_table(ops, found.before, r, f"last writes on key {me['key']} completed before it",
+               console)
     title = f"operations on key {me['key']} overlapping it in time ({len(near)})"
     if r in near[:NEIGHBOURS_SHOWN]:
         shown = near[:NEIGHBOURS_SHOWN]
@@ -208,11 +257,8 @@ def print_neighbourhood(
     _ops_table(ops, shown, r, title, console)
     if len(near) > len(shown):
         console.print(f"… {len(near) - len(shown)} more overlapping operations.")
-    in_force = [
-        iv for iv in h.intervals if iv.start_ms <= hi and (iv.end_ms is None or iv.end_ms >= lo)
-    ]
-    if in_force:
-        for iv in in_force:
+    if found.in_force:
+        for iv in found.in_force:
             end = "the end of the test" if iv.end_ms is None else _ms(iv.end_ms)
             console.print(
                 f"[yellow]nemesis in force:[/] {iv.name} {json.dumps(iv.value)} "
@@ -268,6 +314,25 @@ def open_report(run: RunDir, console: Console) -> Path:
     else:
         console.print("no browser here: open the path above from a desktop.")
     return report
+
+
+def inspect_json(run_dir: Path, op: int | None = None) -> dict[str, Any]:
+    """`inspect --json`: the run's configuration and results as stored, and with `op` that
+    operation's neighbourhood; problems reading them are listed, as the terminal view says."""
+    run = RunDir.existing(run_dir)
+    problems: list[str] = []
+    test = run.read_test(problems)
+    results = run.read_results(problems)
+    doc: dict[str, Any] = {
+        "run_dir": str(run.path),
+        "valid": results.get("valid", "unknown") if isinstance(results, dict) else None,
+        "test": test,
+        "results": results,
+        "problems": problems,
+    }
+    if op is not None:
+        doc["op"] = neighbourhood_json(run, op, results if isinstance(results, dict) else None)
+    return doc
 
 
 def inspect_run(

@@ -21,6 +21,7 @@ Running first and checking once afterwards pays Spark's start-up once, not once 
 from __future__ import annotations
 
 import json
+import sys
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -38,7 +39,7 @@ from leaseline.harness.errors import (
     LeaselineError,
 )
 from leaseline.harness.run.config import RunConfig, validate
-from leaseline.harness.run.runner import print_path, run
+from leaseline.harness.run.runner import print_path, run, stdout_to_stderr
 from leaseline.harness.store.run_dir import JUNIT, RunDir, point_latest
 
 EXPECTATIONS = ("valid", "strict-valid", "strict-flagged", "invalid")
@@ -90,9 +91,35 @@ def load_campaign(path: Path) -> tuple[str, list[Case]]:
     return str(spec.get("name", path.stem)), cases
 
 
+@dataclass
+class CampaignOutcome:
+    exit_code: int
+    name: str
+    campaign_dir: Path
+    cases: list[dict[str, Any]]
+
+
 def run_campaign(
     path: Path, results_dir: Path, spark_master: str, console: Console | None = None
 ) -> int:
+    return campaign_outcome(path, results_dir, spark_master, console).exit_code
+
+
+def campaign_for_scripts(path: Path, results_dir: Path, spark_master: str) -> int:
+    """`campaign --json`: everything the campaign says goes to stderr, then ONE JSON object
+    on stdout: campaign_dir, name, exit_code and the cases' summaries."""
+    with stdout_to_stderr():
+        outcome = campaign_outcome(path, results_dir, spark_master)
+    doc = {"campaign_dir": str(outcome.campaign_dir), "name": outcome.name,
+           "exit_code": outcome.exit_code, "cases": outcome.cases}
+    sys.stdout.write(json.dumps(doc, default=str) + "\n")
+    sys.stdout.flush()
+    return outcome.exit_code
+
+
+def campaign_outcome(
+    path: Path, results_dir: Path, spark_master: str, console: Console | None = None
+) -> CampaignOutcome:
     console = console or Console(stderr=True)
     name, cases = load_campaign(path)
     configs = [
@@ -129,7 +156,7 @@ def run_campaign(
 
 def _check_and_summarise(
     name: str, cases: list[Case], results_dir: Path, spark_master: str, console: Console
-) -> int:
+) -> CampaignOutcome:
     from leaseline.checkers.check_command import check_runs
 
     runs = [RunDir(d) for case in cases for d in case.run_dirs]
@@ -150,10 +177,12 @@ def _check_and_summarise(
     _print_table(name, summary, console)
     print_path(console, "campaign folder", camp_dir)
     if any(s["expectation_met"] is False for s in summary):
-        return EXIT_INVALID
-    if any(s["errors"] or s["unknown_runs"] for s in summary):
-        return EXIT_UNKNOWN
-    return EXIT_VALID
+        code = EXIT_INVALID
+    elif any(s["errors"] or s["unknown_runs"] for s in summary):
+        code = EXIT_UNKNOWN
+    else:
+        code = EXIT_VALID
+    return CampaignOutcome(code, name, camp_dir, summary)
 
 
 def _case_summary(case: Case, reports: dict[Path, dict[str, Any]]) -> dict[str, Any]:

@@ -205,19 +205,27 @@ def print_path(console: Console, label: str, path: Path) -> None:
     console.print(f"{label} {path}", soft_wrap=True, markup=False, highlight=False)
 
 
-def run_for_scripts(cfg: RunConfig) -> int:
-    """`run --json`: everything the run says goes to stderr (child processes too: fd 1
-    points at fd 2 meanwhile), then ONE JSON object on stdout: run_dir, valid, exit_code."""
+@contextlib.contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """For a command whose stdout is one JSON object: everything said meanwhile goes to
+    stderr, child processes' output too (fd 1 points at fd 2)."""
     sys.stdout.flush()
     saved = os.dup(1)
     try:
         os.dup2(2, 1)
         with contextlib.redirect_stdout(sys.stderr):
-            outcome = run(cfg)
+            yield
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def run_for_scripts(cfg: RunConfig) -> int:
+    """`run --json`: everything the run says goes to stderr, then ONE JSON object on stdout:
+    run_dir, valid, exit_code."""
+    with stdout_to_stderr():
+        outcome = run(cfg)
     doc = {"run_dir": str(outcome.run_dir), "valid": outcome.valid, "exit_code": outcome.exit_code}
     sys.stdout.write(json.dumps(doc) + "\n")
     sys.stdout.flush()

@@ -96,3 +96,32 @@ def test_overview_names_the_system_options_and_warnings(tmp_path: Path) -> None:
     code, out = _invoke(str(run))
     assert code == 0
     assert "leasekv bug=local-read" in out and "warning: lk4 lag behind the leader's log" in out
+
+
+def test_json_says_what_the_terminal_view_says(run: Path) -> None:
+    res = CliRunner().invoke(main, ["inspect", str(run), "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    stored = json.loads((run / "results.json").read_text())
+    assert doc["valid"] is False and doc["results"] == stored and doc["problems"] == []
+    assert doc["test"]["sut"] and doc["run_dir"] == str(run)
+
+
+def test_json_op_names_its_key_its_staleness_and_its_neighbours(run: Path) -> None:
+    ce = json.loads((run / "results.json").read_text())["keys"]["k0"]["counterexample"]
+    read = ce["ops"][-1]["index"]
+    res = CliRunner().invoke(main, ["inspect", str(run), "--op", str(read), "--json"])
+    assert res.exit_code == 0, res.output
+    op = json.loads(res.stdout)["op"]
+    assert op["operation"]["index"] == read and op["key_status"] == "violation"
+    assert {"counterexample", "stale-read"} <= set(op["part_of"])
+    lo, hi = op["operation"]["invoke_ms"], op["operation"]["complete_ms"]
+    assert read in [o["index"] for o in op["overlapping"]]
+    assert all(o["key"] == "k0" and o["invoke_ms"] <= hi and o["complete_ms"] >= lo
+               for o in op["overlapping"])
+    assert all(w["complete_ms"] < lo for w in op["last_writes_before"])
+
+
+def test_json_and_open_are_refused_together(run: Path) -> None:
+    res = CliRunner().invoke(main, ["inspect", str(run), "--json", "--open"])
+    assert res.exit_code == 254 and "--open and --json" in res.stderr
