@@ -117,6 +117,28 @@ def _read_value(v: Any, at: int) -> tuple[int, ...] | None:
 
 
 def _mops(value: Any, at: int, completed_ok: bool) -> list[Mop]:
+    out: list[Mop] = []
+    if type(value) is list:  # the common shape, checked with the fewest calls
+        for m in value:
+            if type(m) is list and len(m) == 3 and type(m[1]) is str:
+                f, k, v = m
+                if f == "append" and type(v) is int:
+                    out.append((True, k, v))
+                    continue
+                if f == "r" and (v is None or type(v) is list):
+                    t = tuple(v) if v is not None else (() if completed_ok else None)
+                    if t and not set(map(type, t)) <= _INT_TYPE:
+                        break
+                    out.append((False, k, t))
+                    continue
+            break
+        else:
+            return out
+    return _mops_checked(value, at, completed_ok)
+
+
+def _mops_checked(value: Any, at: int, completed_ok: bool) -> list[Mop]:
+    """_mops for any shape: normalises what it can, names what it cannot."""
     if not isinstance(value, list | tuple):
         raise TxnHistoryError(at, f"a txn's value must be a list of [f, key, value] "
                                   f"micro-ops, not {value!r}")
@@ -127,7 +149,6 @@ def _mops(value: Any, at: int, completed_ok: bool) -> list[Mop]:
         if not isinstance(m, list | tuple) or len(m) != 3:
             raise TxnHistoryError(at, f"a micro-op must be [f, key, value], not {m!r}")
         f, k, v = m
-        f = str(f) if isinstance(f, str) else f
         if f == "append":
             out.append((True, _key(k, at), _element(v, at)))
         elif f == "r":
