@@ -2,10 +2,10 @@
 the list-append checker: which files are txn histories, and their file reports.
 
 The file report keeps the register report's top-level fields, so everything that reads
-results.json finds `valid`, `lease_ms`, `ops`, `keys` (empty: there are no register keys)
-and `anomaly_types` (type -> witnesses); the checker's own result is under
-"list_append" (ARCHITECTURE.md, "The list-append checker"), and `reason` says it in one
-line.
+results.json finds `valid`, `lease_ms`, `ops`, `summary` and `keys` (empty: there are no
+register keys), `max_delta_ms` (None), `nemesis` (the fault events, for a jsonl history)
+and `anomaly_types` (type -> witnesses); the checker's own result is under "list_append"
+(ARCHITECTURE.md, "The list-append checker"), and `reason` says it in one line.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from leaseline.checkers.importers.jsonl import nemesis_events
 from leaseline.checkers.list_append.check import DEFAULT_MODEL, check_txns
 from leaseline.checkers.list_append.history import read_history
 
@@ -50,14 +51,18 @@ def txn_format(path: str | Path, fmt: str) -> str | None:
 def check_txn_file(path: str | Path, fmt: str, lease_ms: float,
                    consistency_model: str | None = None) -> dict[str, Any]:
     """The file report of one txn history (problems: HistoryFormatError)."""
-    _, txns = read_history(path, fmt)
+    records, txns = read_history(path, fmt)
     res = check_txns(txns, consistency_model=consistency_model or DEFAULT_MODEL,
                      lease_ms=lease_ms)
     completed = int((txns.index != txns.invoke_index).sum())  # txns with a completion
+    nemesis = [r for r in records if r.get("process") == "nemesis"] if fmt == "jsonl" else []
     return {
         "valid": res["valid"],
         "lease_ms": lease_ms,
         "ops": completed,
+        "summary": {},
+        "max_delta_ms": None,
+        "nemesis": [e.as_json() for e in nemesis_events(nemesis)],
         "keys": {},
         "anomaly_types": {t: len(res["anomalies"].get(t, ())) for t in res["anomaly_types"]},
         "reason": reason(res),

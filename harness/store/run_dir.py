@@ -263,6 +263,8 @@ class RunDir:
             results["reason"] = file_report["reason"]
         if "snapshot_lease" in file_report:
             results["snapshot_lease"] = file_report["snapshot_lease"]
+        if "list_append" in file_report:  # a txn history's result (checkers/list_append)
+            results["list_append"] = file_report["list_append"]
         results["warnings"] = list(warnings)
         if self.anomalies.is_dir():  # a re-check replaces the previous verdict's anomalies
             for old in self.anomalies.glob("*.json"):

@@ -105,3 +105,22 @@ def test_the_cli_offers_the_checkers_models() -> None:
     from leaseline.checkers.list_append.models import MODELS
 
     assert cli.CONSISTENCY_MODELS == MODELS
+
+
+def test_a_run_folder_of_txns_gets_its_result_in_results_json(tmp_path: Path) -> None:
+    """`run` and `campaign` check through check_runs: results.json holds the result under
+    list_append, the lease from test.json, the fault records as for registers."""
+    from rich.console import Console
+
+    from leaseline.checkers.check_command import check_runs
+    from leaseline.harness.store.run_dir import RunDir
+
+    stale_history(tmp_path)
+    run = RunDir(tmp_path)
+    run.write_test({"name": "t", "lease_ms": 25, "workload": "list-append"})
+    report = check_runs([run], "auto", Console(quiet=True))[tmp_path]
+    assert report["valid"] is True and report["lease_ms"] == 25
+    saved = json.loads(run.results_json.read_text())
+    assert saved["list_append"]["status"] == "lease-bounded"
+    assert saved["list_append"]["stale_reads"][0]["staleness_ms"] == 20.0
+    assert [e["f"] for e in saved["nemesis"]] == ["start-pause"]
