@@ -202,7 +202,8 @@ def images_prune() -> int:
     f"Total operations per second (default: {RATE_PER_CLIENT:g} per client)."))
 @click.option("--concurrency", default=str(_RUN.concurrency), show_default=True, help=(
     "Client worker threads: a number, or Nn for N per data node (4n: 20 on leasekv)."))
-@click.option("--keys", default=_RUN.keys, show_default=True, help="Keys in use at any moment.")
+@click.option("--keys", type=int, default=None, help=(
+    "Keys in use at any moment (default: the workload's: 1, list-append 12)."))
 @click.option("--writes-per-key", type=int, default=None, help="Retire a key after N writes.")
 @click.option("--lease-ms", type=float, default=None, help="Lease window (default: the SUT's).")
 @click.option("--seed", default=_RUN.seed, show_default=True)
@@ -212,6 +213,9 @@ def images_prune() -> int:
 @click.option("--spark-master", default=_RUN.spark_master, show_default=True,
               help=SPARK_MASTER_HELP)
 @click.option("--sut-opt", multiple=True, help="key=value option of the SUT (repeatable).")
+@click.option("--workload-opt", multiple=True, help=(
+    "key=value option of the workload (repeatable), e.g. list-append's client=multi|lua|plain|"
+    "dynamo, min-txn-length=1, max-txn-length=4, dynamo-txn=auto|transact|single."))
 @click.option("--client-routing", default=None,
               type=_Choice(lambda: CLIENT_MODEL_NAMES, "client model"), help=(
     "The client model (default: the system's; redis-sentinel: sentinel, the others: node): "

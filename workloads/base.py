@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from leaseline.harness.errors import BadArguments
 from leaseline.harness.systems.profile import Endpoint, Profile
 
 OK, FAIL, INFO = "ok", "fail", "info"
@@ -23,9 +24,9 @@ OK, FAIL, INFO = "ok", "fail", "info"
 
 @dataclass(frozen=True)
 class Op:
-    f: str  # "read" | "write" | "cas" | ...
-    key: str
-    value: Any = None  # write: the value; cas: [expected, new]; read: None
+    f: str  # "read" | "write" | "cas" | "txn" | ...
+    key: str | None  # None: a transaction over several keys (its value names them)
+    value: Any = None  # write: the value; cas: [expected, new]; read: None; txn: micro-ops
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,15 @@ class WorkloadOptions:
     # The RESP version Redis clients speak: the system's Profile.redis_protocol (None: RESP3,
     # falling back to RESP2 for a node that refuses it).
     redis_protocol: int | None = None
+
+
+@dataclass(frozen=True)
+class WorkloadOption:
+    """A `--workload-opt key=value` a workload understands (test.json records them all)."""
+
+    default: str
+    help: str
+    choices: tuple[str, ...] = ()
 
 
 class Client(ABC):
@@ -137,9 +147,34 @@ class IndependentKeysGenerator(Generator):
 class Workload(ABC):
     name: ClassVar[str]
     protocol: ClassVar[str]  # the profile endpoint protocol the client speaks
+    default_keys: ClassVar[int] = 1  # keys in use when the run does not say (--keys)
+    # The final reads: from every node (True), or once through the leader.
+    final_reads_everywhere: ClassVar[bool] = False
+    options: ClassVar[dict[str, WorkloadOption]] = {}  # --workload-opt
 
     def __init__(self, opts: WorkloadOptions) -> None:
         self.opts = opts
+
+    @classmethod
+    def protocol_for(cls, opts: dict[str, str]) -> str:
+        """The protocol the workload speaks with these options."""
+        return cls.protocol
+
+    @classmethod
+    def resolve_options(cls, opts: dict[str, str], profile: type[Profile]) -> dict[str, str]:
+        """Every option, defaults included, for a run on `profile`; BadArguments (one
+        sentence) for an unknown option or a value not among its choices."""
+        unknown = sorted(set(opts) - set(cls.options))
+        if unknown:
+            valid = ", ".join(sorted(cls.options)) or "none"
+            raise BadArguments(f"--workload-opt {unknown[0]} is not an option of {cls.name} "
+                               f"(valid: {valid}).")
+        full = {k: o.default for k, o in cls.options.items()} | dict(opts)
+        for k, o in cls.options.items():
+            if o.choices and full[k] not in o.choices:
+                raise BadArguments(f"--workload-opt {k} must be one of {', '.join(o.choices)}, "
+                                   f"got {full[k]!r}.")
+        return full
 
     @abstractmethod
     def new_client(self) -> Client: ...

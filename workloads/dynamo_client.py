@@ -76,7 +76,9 @@ def classify(e: BaseException, op: Op, writes: bool) -> Completion:
         text = f"{code}: {message}" if message else code
         if status >= 500:
             return Completion(unknown, value, f"unknown outcome: {text}")
-        return Completion(FAIL, value, text, answered=code == "ConditionalCheckFailedException")
+        # A compare that did not hold (also a cancelled transaction's): the node answered.
+        return Completion(FAIL, value, text, answered=code in (
+            "ConditionalCheckFailedException", "TransactionCanceledException"))
     if isinstance(e, bex.ConnectionError):  # refused, DNS, connect timeout: nothing was sent
         return Completion(FAIL, value, f"connect: {e}")
     if isinstance(e, bex.ReadTimeoutError):
@@ -127,9 +129,10 @@ class DynamoClient(Client):
         self._client = None
 
     def call(
-        self, op: Op, method: str, writes: bool, **request: Any
+        self, op: Op, method: str, writes: bool, table: bool = True, **request: Any
     ) -> tuple[Any, Completion | None]:
-        """(response, None) on success, or (None, the completion that classifies the failure)."""
+        """(response, None) on success, or (None, the completion that classifies the failure).
+        table=False: the request names its tables itself (the Transact* calls)."""
         assert self._endpoint is not None, "open() first"
         if self._client is None:
             try:
@@ -139,7 +142,9 @@ class DynamoClient(Client):
             except Exception as e:  # noqa: BLE001 - nothing was sent: a definite failure
                 return None, Completion(FAIL, op.value if writes else None, f"connect: {e}")
         try:
-            return getattr(self._client, method)(TableName=TABLE, **request), None
+            if table:
+                request["TableName"] = TABLE
+            return getattr(self._client, method)(**request), None
         except Exception as e:  # noqa: BLE001 - every outcome becomes a completion
             done = classify(e, op, writes)
             if not isinstance(e, bex.ClientError):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 
@@ -90,6 +90,8 @@ def no_such_command(e: redis.ResponseError) -> bool:
 
 
 class LuaCasClient(RedisClient):
+    scripts: ClassVar[dict[str, bytes]] = SCRIPTS  # sha -> script, loaded on every node
+
     def __init__(
         self,
         connect: Callable[[Endpoint, int], Connection] = real_connection,
@@ -111,17 +113,28 @@ class LuaCasClient(RedisClient):
     def _script(
         self, op: Op, sha: str, args: list[str], writes: bool
     ) -> tuple[Any, Completion | None]:
+        return self.script(op, sha, [str(op.key)], args, writes)
+
+    def script(
+        self, op: Op, sha: str, keys: list[str], args: list[str], writes: bool,
+        unsure: Callable[[redis.ResponseError], bool] | None = None,
+    ) -> tuple[Any, Completion | None]:
+        """EVALSHA of one of self.scripts (EVAL where it must); `unsure` as in call."""
+        script = self.scripts[sha]
         if self.node in self.eval_only:
-            return self.call(op, "EVAL", SCRIPTS[sha], 1, op.key, *args, writes=writes)
-        reply, failed = self.call(op, "EVALSHA", sha, 1, op.key, *args, writes=writes)
+            return self.call(op, "EVAL", script, len(keys), *keys, *args, writes=writes,
+                             unsure=unsure)
+        reply, failed = self.call(op, "EVALSHA", sha, len(keys), *keys, *args, writes=writes,
+                                  unsure=unsure)
         if failed is None or self.spy is None or not self.spy.noscript:
             return reply, failed
         # NOSCRIPT: nothing ran. EVAL decides the op; then reload for the ops to come.
         self.evals += 1
-        reply, failed = self.call(op, "EVAL", SCRIPTS[sha], 1, op.key, *args, writes=writes)
+        reply, failed = self.call(op, "EVAL", script, len(keys), *keys, *args, writes=writes,
+                                  unsure=unsure)
         if self._connected and self._conn is not None:
             try:
-                self._conn.send_command("SCRIPT", "LOAD", SCRIPTS[sha])
+                self._conn.send_command("SCRIPT", "LOAD", script)
                 self._conn.read_response()
             except redis.ResponseError as e:  # the op is decided; the link is fine
                 if no_such_command(e):
@@ -138,7 +151,7 @@ class LuaCasClient(RedisClient):
         if self.connect() is not None or self._conn is None:
             return
         try:
-            for sha, script in SCRIPTS.items():
+            for sha, script in self.scripts.items():
                 self._conn.send_command("SCRIPT", "LOAD", script)
                 got = self._conn.read_response()
                 got = got.decode() if isinstance(got, bytes) else str(got)
@@ -192,13 +205,18 @@ class LuaCas(Workload):
         return CasGenerator(self.opts)
 
     def setup(self, profile: Profile, leader: str) -> None:
-        # Scripts live in each node's memory: load them everywhere. A node that cannot be
-        # reached now is served by the NOSCRIPT -> EVAL fallback later.
-        for node in profile.nodes:
-            try:
-                endpoint = profile.endpoint(node, self.protocol)
-            except (LeaselineError, OSError):
-                continue  # not reachable now: the NOSCRIPT fallback again
-            client = self.new_client()
-            client.open(node, endpoint)
-            client.load_scripts()
+        load_scripts_everywhere(profile, self)
+
+
+def load_scripts_everywhere(profile: Profile, workload: Workload) -> None:
+    """Scripts live in each node's memory: load the workload's client's scripts on every
+    node. A node that cannot be reached now is served by the NOSCRIPT -> EVAL fallback."""
+    for node in profile.nodes:
+        try:
+            endpoint = profile.endpoint(node, workload.protocol)
+        except (LeaselineError, OSError):
+            continue  # not reachable now: the NOSCRIPT fallback again
+        client = workload.new_client()
+        assert isinstance(client, LuaCasClient)
+        client.open(node, endpoint)
+        client.load_scripts()

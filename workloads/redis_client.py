@@ -156,8 +156,12 @@ class RedisClient(Client):
             return Completion(FAIL, op.value, f"unexpected reply {reply!r}")
         return ok(op.value)
 
-    def call(self, op: Op, *command: Any, writes: bool) -> tuple[Any, Completion | None]:
-        """(reply, None) on success, or (None, the completion that classifies the failure)."""
+    def call(self, op: Op, *command: Any, writes: bool,
+             unsure: Callable[[redis.ResponseError], bool] | None = None
+             ) -> tuple[Any, Completion | None]:
+        """(reply, None) on success, or (None, the completion that classifies the failure).
+        An error reply is a fail, unless `unsure` says a write's error reply leaves its
+        outcome unknown (info)."""
         assert self._conn is not None, "open() first"
         why = self.connect()
         if why is not None:
@@ -166,6 +170,8 @@ class RedisClient(Client):
             self._conn.send_command(*command)
             return self._conn.read_response(), None
         except redis.ResponseError as e:
+            if writes and unsure is not None and unsure(e):
+                return None, Completion(INFO, op.value, f"unknown outcome: {e}")
             return None, Completion(FAIL, op.value if writes else None, str(e))
         except (redis.ConnectionError, redis.TimeoutError, OSError) as e:
             self.close()

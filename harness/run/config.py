@@ -45,8 +45,10 @@ class RunConfig:
     phases: str | None = None  # harness/run/phases.py; None: one phase over the time limit
     rate: float | None = None  # total ops/s; None: RATE_PER_CLIENT per client
     concurrency: int | str = DEFAULT_CONCURRENCY  # clients, or "Nn" per data node
-    keys: int = 1  # one register all clients contend on; CAS runs retire keys (writes_per_key)
+    # None: the workload's (one register all clients contend on; list-append 12)
+    keys: int | None = None
     writes_per_key: int | None = None
+    workload_opts: dict[str, str] = field(default_factory=dict)  # --workload-opt
     lease_ms: float | None = None  # None: the profile's lease window
     seed: int = 0
     test_name: str | None = None
@@ -113,11 +115,17 @@ def validated(cfg: RunConfig) -> tuple[type[Profile], list[Phase]]:
         raise BadArguments(f"sut must be a system's name or a .toml file, got {cfg.sut!r}.")
     profile = profile_class(cfg.sut, cfg.sut_opts)
     wl = workload_class(cfg.workload)
-    if wl.protocol not in profile.protocols:
+    if not isinstance(cfg.workload_opts, dict):
+        raise BadArguments(f"workload_opts must be an object of key: value, got "
+                           f"{cfg.workload_opts!r}.")
+    workload_opts = {str(k): str(v) for k, v in cfg.workload_opts.items()}
+    protocol = wl.protocol_for(workload_opts)
+    if protocol not in profile.protocols:
         raise BadArguments(
-            f"workload {cfg.workload} speaks {wl.protocol}, which {cfg.sut} does not "
+            f"workload {cfg.workload} speaks {protocol}, which {cfg.sut} does not "
             f"(it speaks: {', '.join(sorted(profile.protocols))})."
         )
+    wl.resolve_options(workload_opts, profile)
     if not isinstance(cfg.nemesis, list) or not all(isinstance(n, str) for n in cfg.nemesis):
         raise BadArguments(f"nemesis must be a list of fault names, got {cfg.nemesis!r}.")
     if cfg.hosts is not None:
@@ -192,12 +200,12 @@ def parse_list(text: str | None) -> list[str]:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
-def parse_sut_opts(pairs: tuple[str, ...]) -> dict[str, str]:
+def parse_sut_opts(pairs: tuple[str, ...], flag: str = "--sut-opt") -> dict[str, str]:
     opts: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise BadArguments(f"--sut-opt expects key=value, got {pair!r}.")
+            raise BadArguments(f"{flag} expects key=value, got {pair!r}.")
         opts[key.strip()] = value.strip()
     return opts
 
@@ -213,7 +221,7 @@ def run_config(
     phases: str | None,
     rate: float | None,
     concurrency: str,
-    keys: int,
+    keys: int | None,
     writes_per_key: int | None,
     lease_ms: float | None,
     seed: int,
@@ -226,6 +234,7 @@ def run_config(
     project: str | None,
     hosts: str | None = None,
     ssh_accept_new_keys: bool = False,
+    workload_opt: tuple[str, ...] = (),
 ) -> RunConfig:
     cfg = RunConfig(
         sut=sut,
@@ -245,6 +254,7 @@ def run_config(
         leave_running=leave_running,
         spark_master=spark_master,
         sut_opts=parse_sut_opts(sut_opt),
+        workload_opts=parse_sut_opts(workload_opt, "--workload-opt"),
         client_routing=client_routing,
         project=project,
         hosts=Path(hosts).resolve() if hosts else None,

@@ -30,6 +30,8 @@ class RunPlan:
     rate: float  # total operations per second
     phases: tuple[Phase, ...]  # () without --phases
     sut_opts: dict[str, str]  # every option of the system, defaults included
+    keys: int  # keys in use at any moment (the workload's default unless --keys)
+    workload_opts: dict[str, str]  # every option of the workload, defaults included
     nodes: tuple[str, ...]
     hosts: tuple[dict[str, Any], ...] | None  # a hosts file's machines (no secrets)
     sut_build: dict[str, Any] | None = None  # Profile.build_info: e.g. the commit built
@@ -53,13 +55,14 @@ class RunPlan:
             "lease_ms": self.lease_ms,
             "concurrency": self.clients,
             "rate": self.rate,
-            "keys": cfg.keys,
+            "keys": self.keys,
             "writes_per_key": cfg.writes_per_key,
             "client_routing": self.routing,
             "seed": cfg.seed,
             "started": started,
             "argv": argv,
             "sut_opts": dict(self.sut_opts),
+            "workload_opts": dict(self.workload_opts),
             "nodes": list(self.nodes),
             "project": None if self.remote else self.project,
             "hosts": None if self.hosts is None else list(self.hosts),
@@ -76,7 +79,10 @@ class RunPlan:
 
 def plan_run(cfg: RunConfig) -> RunPlan:
     """Every argument problem refused (BadArguments, 254), then the run resolved."""
+    from leaseline.workloads.registry import workload_class
+
     profile, phases = validated(cfg)
+    wl = workload_class(cfg.workload)
     named = cfg.client_routing or profile.default_client_routing
     nodes: tuple[str, ...] = tuple(profile.nodes)
     hosts: tuple[dict[str, Any], ...] | None = None
@@ -97,6 +103,9 @@ def plan_run(cfg: RunConfig) -> RunPlan:
         rate=total_rate(cfg, profile),
         phases=tuple(phases),
         sut_opts={k: o.default for k, o in profile.options.items()} | cfg.sut_opts,
+        keys=cfg.keys if cfg.keys is not None else wl.default_keys,
+        workload_opts=wl.resolve_options({str(k): str(v) for k, v in cfg.workload_opts.items()},
+                                         profile),
         nodes=nodes,
         hosts=hosts,
         sut_build=profile.build_info(cfg.sut_opts),

@@ -124,9 +124,13 @@ def final_reads(
     stats: Stats,
 ) -> Worker:
     """One read of every key ever used, each by a fresh process, after healing, from the
-    leader the harness finds (whatever the client model: a follower may only redirect).
-    Returns the reader: its `error` is set when a read raised (the reads stop there)."""
+    leader the harness finds (whatever the client model: a follower may only redirect), and
+    then from every other node when the workload reads everywhere (list-append). Returns
+    the reader: its `error` is set when a read raised (the reads stop there)."""
     node = tracker.refresh() or profile.nodes[0]
+    nodes = [node]
+    if workload.final_reads_everywhere:
+        nodes += [n for n in profile.nodes if n != node]
     stop = threading.Event()
     reader = Worker(
         -1,
@@ -141,8 +145,9 @@ def final_reads(
         stop_event=stop,
     )
     try:
-        for key in generator.all_keys():
-            reader.perform(ids.fresh(), node, generator.final_op(key))
+        for where in nodes:
+            for key in generator.all_keys():
+                reader.perform(ids.fresh(), where, generator.final_op(key))
     except Exception as e:  # noqa: BLE001 - said by the runner after the cleanup
         reader.crashed(e)
     finally:
@@ -260,8 +265,9 @@ class Lifecycle:
         self.cluster = self._machines()
         self.profile = plan.profile(self.cluster, self.cfg.sut_opts)
         self.workload = workload_class(self.cfg.workload)(
-            WorkloadOptions(keys=self.cfg.keys, writes_per_key=self.cfg.writes_per_key,
-                            seed=self.cfg.seed, redis_protocol=self.profile.redis_protocol)
+            WorkloadOptions(keys=plan.keys, writes_per_key=self.cfg.writes_per_key,
+                            seed=self.cfg.seed, extra=dict(plan.workload_opts),
+                            redis_protocol=self.profile.redis_protocol)
         )
         self.generator = self.workload.new_generator()
         self.clock = MonotonicClock()

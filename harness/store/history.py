@@ -90,6 +90,19 @@ class Line(msgspec.Struct, omit_defaults=True, gc=False):
     error: str | None = None
 
 
+class TxnLine(msgspec.Struct, omit_defaults=True, gc=False):
+    """A transaction's line (f "txn"): its micro-ops name their keys, so it has no key."""
+
+    index: int
+    time: int
+    process: int | str
+    type: str
+    f: str
+    value: Any
+    node: Any
+    error: str | None = None
+
+
 _ENCODER = msgspec.json.Encoder()
 _SCALARS = frozenset({int, str, bool, type(None)})
 
@@ -109,7 +122,7 @@ def _exact(value: Any) -> bool:
     return False
 
 
-def json_line(line: Line) -> str:
+def json_line(line: Line | TxnLine) -> str:
     """The line as json.dumps writes it, with repr for what JSON cannot spell (a set in a
     fault's description): a readable line beats a recorder that stops the history."""
     fields = msgspec.structs.asdict(line)
@@ -123,7 +136,7 @@ def json_line(line: Line) -> str:
     return text + "\n"
 
 
-def encode_lines(batch: list[Line], inexact: bool = True) -> bytes:
+def encode_lines(batch: list[Line | TxnLine], inexact: bool = True) -> bytes:
     """The batch's JSON lines. inexact=False: no value needs json_line (record() checked),
     so the whole batch is one C call, the usual case."""
     if not inexact:
@@ -132,7 +145,7 @@ def encode_lines(batch: list[Line], inexact: bool = True) -> bytes:
     return b"".join(_encode_line(line) for line in batch)
 
 
-def _encode_line(line: Line) -> bytes:
+def _encode_line(line: Line | TxnLine) -> bytes:
     if _exact(line.value):
         with contextlib.suppress(TypeError, ValueError):
             return _ENCODER.encode(line) + b"\n"
@@ -186,7 +199,7 @@ class HistoryWriter:
         self.path = Path(path)
         self._lock = threading.Lock()  # index, time and pending order
         self._write_lock = threading.Lock()  # one write at a time keeps batches in order
-        self._pending: list[Line] = []
+        self._pending: list[Line | TxnLine] = []
         self._inexact = False  # a pending value needs json_line
         self._next_index = 0
         self.clock = clock
@@ -233,7 +246,9 @@ class HistoryWriter:
             index = self._next_index
             self._next_index = index + 1
             now = _monotonic_ns() - self._origin_ns
-            self._pending.append(Line(index, now, process, type_, f, key, value, node, error))
+            self._pending.append(
+                Line(index, now, process, type_, f, key, value, node, error) if f != "txn"
+                else TxnLine(index, now, process, type_, f, value, node, error))
             if not exact:
                 self._inexact = True
         finally:

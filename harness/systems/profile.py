@@ -31,6 +31,12 @@ class Machines(Protocol):
     def known_stopped(self, node: str) -> bool: ...
 
 
+# "lists": RPUSH and LRANGE; "multi": MULTI/EXEC; "scripts": EVAL/EVALSHA (Lua);
+# "dynamo-lists": UpdateItem's list_append; "dynamo-transactions": TransactWriteItems and
+# TransactGetItems.
+FEATURES = ("lists", "multi", "scripts", "dynamo-lists", "dynamo-transactions")
+
+
 @dataclass(frozen=True)
 class Endpoint:
     host: str
@@ -82,6 +88,9 @@ class Profile(ABC):
     options: ClassVar[dict[str, Option]] = {}
     # The Redis protocol version, 2 or 3; None: RESP3, falling back to RESP2 on NOPROTO.
     redis_protocol: ClassVar[int | None] = None
+    # What its endpoints speak beyond single keys (FEATURES): workloads that need more (the
+    # list-append workload's clients) are refused on a system that does not say so.
+    features: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, cluster: Machines, opts: dict[str, str]) -> None:
         self.cluster = cluster

@@ -27,6 +27,7 @@ class RedisSentinel(Profile):
     name = "redis-sentinel"
     compose_profile = "redis-sentinel"
     protocols = frozenset({"redis"})
+    features = frozenset({"lists", "multi", "scripts"})
     nodes = ("n1", "n2", "n3")
     aux_services = ("s1", "s2", "s3")
     lease_ms = 0.0

@@ -21,6 +21,7 @@ from typing import Any
 
 from leaseline.harness.errors import BadArguments
 from leaseline.harness.systems.client_models import MODELS, NAMES, canonical
+from leaseline.harness.systems.profile import FEATURES
 from leaseline.harness.systems.templates import (
     Command,
     TemplateProblem,
@@ -34,7 +35,7 @@ from leaseline.harness.systems.templates import (
     render,
 )
 
-TOP_FIELDS = {"name", "lease_ms", "protocols", "fault_kinds", "redis_protocol",
+TOP_FIELDS = {"name", "lease_ms", "protocols", "features", "fault_kinds", "redis_protocol",
               "default_client_routing", "options", "nodes", "image", "node", "ports", "lists",
               "leader", "ready", "transfer", "host"}
 PROTOCOLS = ("redis", "dynamodb")
@@ -96,6 +97,7 @@ class SystemDescription:
     opts: dict[str, str]  # every option's value, defaults included
     nodes: tuple[str, ...]
     protocols: frozenset[str]
+    features: frozenset[str]  # what its endpoints speak beyond single keys (profile.FEATURES)
     ports: dict[str, int]
     lists: dict[str, tuple[str, str]]
     image: ImageSpec
@@ -326,6 +328,13 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
             raise fail(label, f"ports.{p}", f"is missing (the port clients of {p} use)")
     if not protocols:
         raise fail(label, "ports", f"must give a client port for one of {', '.join(PROTOCOLS)}")
+    features = _string_list(label, "features", data.get("features", []))
+    for f in features:
+        if f not in FEATURES:
+            raise fail(label, "features", f"must be among {', '.join(FEATURES)}, got {f!r}")
+        needs = "dynamodb" if f.startswith("dynamo") else "redis"
+        if needs not in protocols:
+            raise fail(label, "features", f"lists {f}, but the system has no {needs} port")
 
     image = _image(label, data, opts, path.parent)
     node = _table(label, data, "node", {"command", "env", "data_dir", "log_files"})
@@ -396,7 +405,8 @@ def parse_system(data: dict[str, Any], path: Path, given: Mapping[str, str] | No
         raise fail(label, "[leader] kind", "is redis-info, but the system has no redis port")
     desc = SystemDescription(
         name=name, path=path, options=options, opts=opts, nodes=nodes,
-        protocols=frozenset(protocols), ports=ports, lists=lists, image=image, command=command,
+        protocols=frozenset(protocols), features=frozenset(features), ports=ports,
+        lists=lists, image=image, command=command,
         env=dict(env), data_dir=data_dir, log_files=log_files, leader=leader, ready=ready,
         lease_ms=lease_ms, fault_kinds=frozenset(kinds), unavailable_faults=unavailable,
         transfer=transfer,

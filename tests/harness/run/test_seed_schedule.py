@@ -199,9 +199,11 @@ def test_same_seed_same_operations_other_seed_others(workload: str) -> None:
     assert first == op_schedule(7, workload)
     assert first != op_schedule(8, workload)
     fs = {op[1] for ops in first for op in ops}
+    # a transaction's mix is its micro-ops' (list-append: "append" and "r")
+    fs |= {mop[0] for ops in first for op in ops if op[1] == "txn" for mop in op[3]}
     assert len(fs) >= 2  # a real mix, not a constant stream
     if workload_class(workload)(WorkloadOptions()).new_generator().reads() is not None:
-        assert "read" in fs  # a read/write mix has its reads
+        assert fs & {"read", "r"}  # a read/write mix has its reads
 
 
 def test_same_seed_same_faults_other_seed_others(tmp_path: Path) -> None:
