@@ -7,6 +7,7 @@ from leaseline.workloads.base import Client, Completion, Generator, Op, Workload
 from leaseline.workloads.dynamo_cas import DynamoCas
 from leaseline.workloads.dynamo_register import DynamoRegister
 from leaseline.workloads.kv_snapshot_lease import KvSnapshotLease
+from leaseline.workloads.list_append import ListAppend
 from leaseline.workloads.lua_cas import LuaCas
 from leaseline.workloads.register import Register
 
@@ -16,6 +17,7 @@ WORKLOADS: dict[str, type[Workload]] = {
     DynamoRegister.name: DynamoRegister,
     DynamoCas.name: DynamoCas,
     KvSnapshotLease.name: KvSnapshotLease,
+    ListAppend.name: ListAppend,
 }
 
 

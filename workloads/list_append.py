@@ -1,0 +1,184 @@
+"""The `list-append` workload: transactions of appends to lists and reads of whole lists.
+
+Jepsen's list-append (as Elle checks it): each operation is one transaction (f "txn") of
+micro-operations `[f, key, value]`, each an `append` of a value unique per key or an `r`
+(read) of the key's whole list, over a rotating set of keys (`--keys`, default 12): a key
+retires after `--writes-per-key` appends (default 128) and a fresh key takes its slot.
+An ok completion carries the lists read; a fail the value as invoked; an info the value as
+invoked (its reads unknown: null). After the last heal every key is read once from every
+node, each as a one-read transaction.
+
+How a transaction reaches the system is the `client` option (`--workload-opt client=...`,
+recorded in test.json): `multi` (MULTI/EXEC of RPUSH and LRANGE), `lua` (one EVALSHA per
+transaction), `plain` (one-op transactions as bare RPUSH / LRANGE) in
+workloads/list_append_redis.py, and `dynamo` (UpdateItem list_append, GetItem, and
+TransactWriteItems / TransactGetItems where the system offers them) in
+workloads/list_append_dynamo.py. A system says what it speaks in its profile's `features`;
+a client kind it cannot serve is refused in one sentence before anything starts.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, ClassVar
+
+from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems.profile import Profile
+from leaseline.workloads import list_append_dynamo, list_append_redis
+from leaseline.workloads.base import (
+    Client,
+    Generator,
+    Op,
+    Workload,
+    WorkloadOption,
+    WorkloadOptions,
+)
+
+CLIENTS = ("multi", "lua", "plain", "dynamo")
+DYNAMO_TXN = ("auto", "transact", "single")
+DEFAULT_KEYS = 12  # Jepsen's list-append and elastickv's own suite
+DEFAULT_APPENDS_PER_KEY = 128
+# What each client kind needs of the system (Profile.features), and why, for the refusal.
+NEEDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "plain": (("lists", "RPUSH and LRANGE"),),
+    "multi": (("lists", "RPUSH and LRANGE"), ("multi", "MULTI/EXEC")),
+    "lua": (("lists", "RPUSH and LRANGE"), ("scripts", "EVALSHA scripts")),
+    "dynamo": (("dynamo-lists", "DynamoDB list_append"),),
+}
+
+
+def txn(mops: list[list[Any]]) -> Op:
+    return Op("txn", None, mops)
+
+
+class ListAppendGenerator(Generator):
+    """Transactions of min_len..max_len micro-ops; each picks one of the active keys at
+    random (a key may come twice in one transaction) and reads it or appends the key's next
+    value. Thread-safe (self.lock)."""
+
+    def __init__(self, opts: WorkloadOptions, min_len: int = 1, max_len: int = 4,
+                 read_ratio: float = 0.5) -> None:
+        super().__init__(opts)
+        self.min_len, self.max_len = min_len, max_len
+        self.appends_per_key = opts.writes_per_key or DEFAULT_APPENDS_PER_KEY
+        self.own_read_ratio = self.read_ratio = read_ratio
+        self._next_key = 0
+        self._active = [self._new_key() for _ in range(max(1, opts.keys))]
+        self._all = list(self._active)
+        self._last: dict[str, int] = {}
+
+    def _new_key(self) -> str:
+        name = f"k{self._next_key}"
+        self._next_key += 1
+        return name
+
+    def reads(self) -> float:
+        return self.read_ratio
+
+    def set_reads(self, reads: float | None) -> None:
+        with self.lock:
+            self.read_ratio = self.own_read_ratio if reads is None else reads
+
+    def next_op(self, rng: random.Random) -> Op:
+        with self.lock:
+            mops: list[list[Any]] = []
+            for _ in range(rng.randint(self.min_len, self.max_len)):
+                slot = rng.randrange(len(self._active))
+                key = self._active[slot]
+                if rng.random() < self.read_ratio:
+                    mops.append(["r", key, None])
+                    continue
+                value = self._last[key] = self._last.get(key, 0) + 1
+                mops.append(["append", key, value])
+                if value >= self.appends_per_key:  # retired: later ops take a fresh key
+                    self._active[slot] = fresh = self._new_key()
+                    self._all.append(fresh)
+            return txn(mops)
+
+    def all_keys(self) -> list[str]:
+        with self.lock:
+            return list(self._all)
+
+    def final_op(self, key: str) -> Op:
+        return txn([["r", key, None]])
+
+
+class ListAppend(Workload):
+    name = "list-append"
+    protocol = "redis"  # the class's; an instance with client=dynamo speaks dynamodb
+    default_keys = DEFAULT_KEYS
+    final_reads_everywhere = True
+    options: ClassVar[dict[str, WorkloadOption]] = {
+        "client": WorkloadOption("multi", "how transactions are sent: multi (MULTI/EXEC), "
+                                 "lua (EVALSHA), plain (one-op, bare commands), dynamo",
+                                 CLIENTS),
+        "min-txn-length": WorkloadOption("1", "fewest micro-ops in a transaction"),
+        "max-txn-length": WorkloadOption("4", "most micro-ops in a transaction"),
+        "dynamo-txn": WorkloadOption("auto", "client=dynamo: transact (TransactGetItems/"
+                                     "TransactWriteItems), single (one-op transactions), "
+                                     "auto (transact where the system offers it)", DYNAMO_TXN),
+    }
+
+    def __init__(self, opts: WorkloadOptions) -> None:
+        super().__init__(opts)
+        self.kind = opts.extra.get("client", "multi")
+        self.protocol = "dynamodb" if self.kind == "dynamo" else "redis"  # type: ignore[misc]
+        self.min_len = int(opts.extra.get("min-txn-length", "1"))
+        self.max_len = int(opts.extra.get("max-txn-length", "4"))
+        self._impl = (list_append_dynamo.DynamoSide() if self.kind == "dynamo"
+                      else list_append_redis.RedisSide(self.kind, opts.redis_protocol))
+
+    @classmethod
+    def protocol_for(cls, opts: dict[str, str]) -> str:
+        return "dynamodb" if opts.get("client") == "dynamo" else "redis"
+
+    @classmethod
+    def resolve_options(cls, opts: dict[str, str], profile: type[Profile]) -> dict[str, str]:
+        """Every option with its default, `auto` decided for this system; one sentence for
+        a value out of range or a client kind the system cannot serve."""
+        full = super().resolve_options(opts, profile)
+        lengths = {}
+        for name in ("min-txn-length", "max-txn-length"):
+            text = full[name]
+            if not text.isdigit() or not 1 <= int(text) <= 16:
+                raise BadArguments(f"--workload-opt {name} must be a whole number from 1 to "
+                                   f"16, got {text!r}.")
+            lengths[name] = int(text)
+        if lengths["min-txn-length"] > lengths["max-txn-length"]:
+            raise BadArguments("--workload-opt min-txn-length must not exceed max-txn-length "
+                               f"({lengths['min-txn-length']} > {lengths['max-txn-length']}).")
+        kind = full["client"]
+        features = profile.features
+        for feature, what in NEEDS[kind]:
+            if feature not in features:
+                raise BadArguments(
+                    f"list-append with client={kind} needs {what}, which {profile.name} does "
+                    f"not speak (it offers: {', '.join(sorted(features)) or 'none of them'}).")
+        one_op = kind == "plain"
+        if kind == "dynamo":
+            mode = full["dynamo-txn"]
+            offered = "dynamo-transactions" in features
+            if mode == "transact" and not offered:
+                raise BadArguments(f"list-append with dynamo-txn=transact needs "
+                                   f"TransactWriteItems/TransactGetItems, which {profile.name} "
+                                   f"does not offer (dynamo-txn=single sends one-op "
+                                   f"transactions).")
+            full["dynamo-txn"] = mode = ("transact" if offered else "single") \
+                if mode == "auto" else mode
+            one_op = mode == "single"
+        if one_op:
+            if "max-txn-length" in opts and lengths["max-txn-length"] > 1:
+                raise BadArguments(f"list-append with client={kind} "
+                                   f"{'dynamo-txn=single ' if kind == 'dynamo' else ''}sends "
+                                   f"one micro-op per transaction: max-txn-length must be 1.")
+            full["min-txn-length"] = full["max-txn-length"] = "1"
+        return full
+
+    def new_client(self) -> Client:
+        return self._impl.new_client()
+
+    def new_generator(self) -> ListAppendGenerator:
+        return ListAppendGenerator(self.opts, self.min_len, self.max_len)
+
+    def setup(self, profile: Profile, leader: str) -> None:
+        self._impl.setup(profile, leader, self)
