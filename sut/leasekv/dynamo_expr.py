@@ -2,7 +2,7 @@
 
 Enough of the grammar for conditional writes: comparisons (= <> < <= > >=), BETWEEN,
 IN, AND/OR/NOT, parentheses, attribute_exists, attribute_not_exists, begins_with;
-updates with SET (values, paths, `a + :n`, `a - :n`, if_not_exists) and REMOVE.
+updates with SET (values, paths, `a + :n`, `a - :n`, if_not_exists, list_append) and REMOVE.
 Only top-level attribute names are supported (no nested paths).
 Parsing is pure and deterministic so every replica evaluates the same way.
 """
@@ -30,7 +30,8 @@ _TOKEN = re.compile(
     r"|(?P<value>:[A-Za-z0-9_]+)|(?P<word>[A-Za-z_][A-Za-z0-9_]*))"
 )
 _KEYWORDS = {"AND", "OR", "NOT", "BETWEEN", "IN", "SET", "REMOVE"}
-_FUNCTIONS = {"attribute_exists", "attribute_not_exists", "begins_with", "if_not_exists"}
+_FUNCTIONS = {"attribute_exists", "attribute_not_exists", "begins_with", "if_not_exists",
+              "list_append"}
 
 
 def _tokenize(text: str) -> list[tuple[str, str]]:
@@ -108,6 +109,14 @@ class _Parser:
             v = self.operand()
             self.take("op", ")")
             return ("if_not_exists", p, v)
+        if t[0] == "word" and t[1] == "list_append":
+            self.i += 1
+            self.take("op", "(")
+            a = self.operand()
+            self.take("op", ",")
+            b = self.operand()
+            self.take("op", ")")
+            return ("list_append", a, b)
         return self.path()
 
     # --- conditions -----------------------------------------------------------------
@@ -245,6 +254,14 @@ def _resolve(operand: tuple, item: Item | None) -> dict[str, Any] | None:
     if kind == "if_not_exists":
         cur = _resolve(operand[1], item)
         return cur if cur is not None else _resolve(operand[2], item)
+    if kind == "list_append":
+        a, b = _resolve(operand[1], item), _resolve(operand[2], item)
+        if a is None or b is None:
+            raise ExpressionError(_MISSING_ATTR)
+        if "L" not in a or "L" not in b:
+            raise ExpressionError("Incorrect operand type for operator or function; "
+                                  "operator or function: list_append, operand type: not a list")
+        return {"L": [*a["L"], *b["L"]]}
     if kind == "arith":
         a, b = _resolve(operand[2], item), _resolve(operand[3], item)
         if a is None or b is None:

@@ -8,6 +8,8 @@ ClientError with Error.Code = <Name>. leasekv-specific outcomes:
 * NotLeaderException (400): this node is not the leader; the message is
   `MOVED 0 host:port` naming the leader's DynamoDB endpoint, or `no leader is known`.
 * NotAppliedException (400): the write certainly did not take effect.
+* TransactionCanceledException (400, with CancellationReasons): a TransactWriteItems whose
+  conditions did not all hold; nothing of it was applied.
 * InternalServerError (500): the outcome is unknown (as with real DynamoDB). boto3
   retries 5xx and connection errors by default: test clients must set
   total_max_attempts=1 (one attempt, no retry).
@@ -30,10 +32,12 @@ TARGET_PREFIX = "DynamoDB_20120810."
 
 
 class DynamoError(Exception):
-    def __init__(self, name: str, message: str, status: int = 400) -> None:
+    def __init__(self, name: str, message: str, status: int = 400,
+                 extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.name = name
         self.status = status
+        self.extra = extra or {}  # more fields of the error body (CancellationReasons)
 
 
 def _validation(message: str) -> DynamoError:
@@ -94,7 +98,7 @@ class DynamoFrontend:
                 raise DynamoError("UnknownOperationException", f"Unknown operation {target!r}")
             return 200, handler(req)
         except DynamoError as e:
-            return e.status, {"__type": PREFIX + e.name, "message": str(e)}
+            return e.status, {"__type": PREFIX + e.name, "message": str(e), **e.extra}
         except NotLeader as e:
             where = f"MOVED 0 {e.leader.dynamo_addr}" if e.leader else "no leader is known"
             return 400, {"__type": PREFIX + "NotLeaderException", "message": where}
@@ -183,6 +187,43 @@ class DynamoFrontend:
             req.get("ConditionExpression"), names, values))
         allowed = ("NONE", "ALL_OLD", "ALL_NEW", "UPDATED_OLD", "UPDATED_NEW")
         return _returned(req, change, allowed)
+
+    def op_TransactWriteItems(self, req: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        items = req.get("TransactItems")
+        if not isinstance(items, list) or not 1 <= len(items) <= 100:
+            raise _validation("TransactItems must be a list of 1 to 100 items")
+        for entry in items:
+            if not isinstance(entry, dict) or len(entry) != 1 or next(iter(entry)) not in (
+                    "ConditionCheck", "Put", "Update", "Delete"):
+                raise _validation("each TransactItem is one of ConditionCheck, Put, Update, "
+                                  "Delete")
+            body = next(iter(entry.values()))
+            if not isinstance(body, dict):
+                raise _validation("a TransactItem's body must be an object")
+            self._table_name(body)
+            _validate_expressions(body, update="Update" in entry)
+            if "ConditionCheck" in entry and not body.get("ConditionExpression"):
+                raise _validation("a ConditionCheck needs its ConditionExpression")
+        result = self.node.submit(self.node.state.transact_write, items)
+        if result[0] == "cancel":
+            codes = ", ".join(r["Code"] for r in result[1])
+            raise DynamoError("TransactionCanceledException",
+                              f"Transaction cancelled, please refer cancellation reasons "
+                              f"for specific reasons [{codes}]",
+                              extra={"CancellationReasons": result[1]})
+        _unwrap(result)
+        return {}
+
+    def op_TransactGetItems(self, req: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
+        gets = req.get("TransactItems")
+        if not isinstance(gets, list) or not 1 <= len(gets) <= 100:
+            raise _validation("TransactItems must be a list of 1 to 100 items")
+        for entry in gets:
+            body = entry.get("Get") if isinstance(entry, dict) else None
+            if not isinstance(body, dict) or not isinstance(body.get("Key"), dict):
+                raise _validation("each TransactItem of TransactGetItems is a Get with a Key")
+            self._table_name(body)
+        return {"Responses": _unwrap(self.node.transact_get(gets))}
 
     def op_DeleteItem(self, req: dict[str, Any]) -> dict[str, Any]:  # noqa: N802
         name = self._table_name(req)

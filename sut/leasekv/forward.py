@@ -1,4 +1,5 @@
-"""The `retry-forwarded-write` bug: a follower proxies a write to the leader's Redis
+"""The `retry-forwarded-write` bug: a follower proxies a write (a command, a script, or a
+MULTI/EXEC transaction that writes) to the leader's Redis
 endpoint instead of redirecting the client, and retries it after a timeout, as a proxy
 with client-side retries does.
 
@@ -34,7 +35,7 @@ RETRY_AFTER_S = 1.5
 # The retry's own wait for the leader's reply (its answer goes nowhere).
 RETRY_TIMEOUT_S = 3.0
 
-WRITES = frozenset({b"SET", b"DEL", b"INCR", b"INCRBY", b"EVAL", b"EVALSHA"})
+WRITES = frozenset({b"SET", b"DEL", b"INCR", b"INCRBY", b"RPUSH", b"EVAL", b"EVALSHA"})
 
 
 class ForwardTimeout(Exception):
@@ -60,22 +61,26 @@ def _read_reply(f: BinaryIO) -> bytes:
     return line
 
 
-def send(leader: Peer, argv: list[bytes], timeout_s: float) -> bytes:
-    """The leader's reply to argv, raw; ForwardTimeout when it takes longer than timeout_s."""
+def send(leader: Peer, commands: list[list[bytes]], timeout_s: float) -> bytes:
+    """The leader's reply, raw, to one command, or to several as one MULTI ... EXEC (then
+    EXEC's reply); ForwardTimeout when it takes longer than timeout_s."""
+    wrapped = commands if len(commands) == 1 else [[b"MULTI"], *commands, [b"EXEC"]]
     try:
         with socket.create_connection((leader.host, leader.redis_port), timeout=1.0) as s:
             s.settimeout(timeout_s)
-            s.sendall(_resp_command(argv))
-            return _read_reply(s.makefile("rb"))
+            s.sendall(b"".join(_resp_command(argv) for argv in wrapped))
+            f = s.makefile("rb")
+            replies = [_read_reply(f) for _ in wrapped]
+            return replies[-1]
     except TimeoutError:
         raise ForwardTimeout(f"no reply from {leader.redis_addr} in {timeout_s:.3f} s") from None
 
 
-def forward(leader: Peer, argv: list[bytes]) -> bytes | None:
+def forward(leader: Peer, commands: list[list[bytes]]) -> bytes | None:
     """The leader's reply, or None when the first attempt timed out (the caller drops
     its client's connection) and a retry has been scheduled."""
     try:
-        return send(leader, argv, FORWARD_TIMEOUT_S)
+        return send(leader, commands, FORWARD_TIMEOUT_S)
     except ForwardTimeout:
         pass
     except OSError as e:  # refused or reset: the leader is gone; same as a timeout here
@@ -83,7 +88,7 @@ def forward(leader: Peer, argv: list[bytes]) -> bytes | None:
 
     def retry() -> None:
         try:
-            send(leader, argv, RETRY_TIMEOUT_S)
+            send(leader, commands, RETRY_TIMEOUT_S)
         except (OSError, ForwardTimeout) as e:
             log.info("retried forward to %s failed: %s", leader.redis_addr, e)
 

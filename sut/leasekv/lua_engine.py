@@ -75,7 +75,7 @@ class LuaEngine:
         g.ARGV = self._lua.table_from(args)
         try:
             result = self._compiled[sha1hex(script)]()
-        except lupa.LuaError as e:
+        except (lupa.LuaError, ScriptError) as e:  # lupa re-raises a redis.call error as is
             return ReplyError(f"ERR Error running script: {_lua_error_text(e)}")
         if isinstance(result, tuple):  # several return values: Redis keeps the first
             result = result[0] if result else None

@@ -27,7 +27,7 @@ from sut.leasekv.config import (
 from sut.leasekv.lease import Lease
 from sut.leasekv.lua_engine import sha1hex
 from sut.leasekv.raft import LEADER, ROLE_NAMES, LeaseRaft
-from sut.leasekv.state import KVState
+from sut.leasekv.state import READ_COMMANDS, KVState
 
 log = logging.getLogger("leasekv.node")
 
@@ -180,16 +180,40 @@ class LeaseKV:
         return sha
 
     def eval(self, script: bytes, keys: list[bytes], args: list[bytes]) -> Any:
-        self.require_leader()
         self.script_load(script)
-        return self.submit(self.state.apply_eval, script, keys, args)
+        return self._run_script(script, keys, args)
 
     def evalsha(self, sha: str, keys: list[bytes], args: list[bytes]) -> Any:
-        self.require_leader()
         script = self.scripts.get(sha.lower())
         if script is None:
+            self.require_leader()  # a follower redirects first, as before it knew scripts
             raise NoScript(sha)
+        return self._run_script(script, keys, args)
+
+    def _run_script(self, script: bytes, keys: list[bytes], args: list[bytes]) -> Any:
+        """A script that only reads (tried here without letting it write) takes the read
+        path, lease and bugs included, as elastickv's lease-aware Lua path does; one that
+        writes goes through the log."""
+        reads_only, _ = self.state.eval_read_only(script, keys, args)
+        if reads_only:
+            return self._read(self.state.local_eval, self.state.barrier_eval, script, keys,
+                              args)
         return self.submit(self.state.apply_eval, script, keys, args)
+
+    # --- lists and transactions ---------------------------------------------------------
+    def read_commands(self, commands: list[list[bytes]]) -> list[Any]:
+        """Commands that only read (LRANGE, GET, ...), answered together by the read path."""
+        return self._read(self.state.local_commands, self.state.barrier_commands, commands)
+
+    def exec(self, commands: list[list[bytes]]) -> list[Any]:
+        """EXEC of a MULTI: one log entry, or the read path when every command only reads."""
+        if all(argv[0].upper() in READ_COMMANDS for argv in commands):
+            return self.read_commands(commands)
+        return self.submit(self.state.apply_exec, commands)
+
+    # --- DynamoDB transactions ------------------------------------------------------------
+    def transact_get(self, gets: list[dict[str, Any]]) -> tuple:
+        return self._read(self.state.local_transact_get, self.state.barrier_transact_get, gets)
 
     # --- admin ---------------------------------------------------------------------------
     def transfer(self, to: int | None) -> None:

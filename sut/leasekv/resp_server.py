@@ -6,21 +6,23 @@ nulls and maps; everything else leasekv sends is the same in both protocols.
 Redirects: a follower answers `-MOVED 0 host:port` naming the leader's Redis endpoint
 (redis-py raises MovedError with .node_addr), or `-TRYAGAIN no leader` when it knows
 none; with the `retry-forwarded-write` bug it proxies writes to the leader instead
-(forward.py). A command that may or may not have taken effect (commit timeout, leader change) gets
-no reply: the connection is closed. NotApplied answers `-TRYAGAIN ...` (it certainly
-did not happen).
+(forward.py). MULTI/EXEC: Transaction below. A command that may or may not have taken
+effect (commit timeout, leader change) gets no reply: the connection is closed.
+NotApplied answers `-TRYAGAIN ...` (it certainly did not happen).
 """
 
 from __future__ import annotations
 
 import logging
 import socketserver
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 from sut.leasekv import forward
 from sut.leasekv.config import BUG_RETRY_FORWARDED_WRITE
 from sut.leasekv.node import LeaseKV, NoScript, NotApplied, NotLeader, UnknownOutcome
 from sut.leasekv.replies import ReplyError, Status
+from sut.leasekv.state import arity_problem
 
 log = logging.getLogger("leasekv.resp")
 
@@ -126,14 +128,21 @@ class RedisFrontend:
         })
 
     def execute(self, argv: list[bytes]) -> Any:
+        return self._answer(lambda: self._dispatch(argv), [argv])
+
+    def execute_transaction(self, commands: list[list[bytes]]) -> Any:
+        """EXEC of the commands queued since MULTI: their replies as one array."""
+        return self._answer(lambda: self.node.exec(commands), commands)
+
+    def _answer(self, run: Callable[[], Any], commands: list[list[bytes]]) -> Any:
         try:
-            return self._dispatch(argv)
+            return run()
         except NotLeader as e:
             if e.leader is None:
                 return ReplyError("TRYAGAIN no leader is known; retry later")
             if self.node.cfg.bug == BUG_RETRY_FORWARDED_WRITE \
-                    and argv[0].upper() in forward.WRITES:
-                reply = forward.forward(e.leader, argv)
+                    and any(argv[0].upper() in forward.WRITES for argv in commands):
+                reply = forward.forward(e.leader, commands)
                 return DROP_CONNECTION if reply is None else Raw(reply)
             return ReplyError(f"MOVED 0 {e.leader.redis_addr}")
         except NotApplied as e:
@@ -155,9 +164,11 @@ class RedisFrontend:
             return _arity(argv, 2) or argv[1]
         if name == b"GET":
             return _arity(argv, 2) or node.get(argv[1])
-        if name in (b"SET", b"DEL", b"INCR", b"INCRBY", b"EXISTS"):
-            err = _arity(argv, 3 if name == b"SET" else 2, exact=False)
+        if name in (b"SET", b"DEL", b"INCR", b"INCRBY", b"EXISTS", b"RPUSH"):
+            err = _arity(argv, 3 if name in (b"SET", b"RPUSH") else 2, exact=False)
             return err or node.command([name, *argv[1:]])
+        if name in (b"LRANGE", b"LLEN"):
+            return arity_problem(argv) or node.read_commands([[name, *argv[1:]]])[0]
         if name in (b"EVAL", b"EVALSHA"):
             err = _arity(argv, 3, exact=False)
             if err:
@@ -223,12 +234,50 @@ class RedisFrontend:
         return "\r\n".join(lines) + "\r\n"
 
 
+class Transaction:
+    """One connection's MULTI ... EXEC: commands are checked when queued (an unknown
+    command or a wrong arity answers an error and makes EXEC answer EXECABORT, as Redis
+    does) and run together at EXEC, in one log entry (node.exec)."""
+
+    def __init__(self) -> None:
+        self.queued: list[list[bytes]] | None = None  # None: no MULTI open
+        self.broken = False
+
+    def takes(self, argv: list[bytes]) -> bool:
+        return self.queued is not None or argv[0].upper() in (b"MULTI", b"EXEC", b"DISCARD")
+
+    def handle(self, argv: list[bytes], frontend: RedisFrontend) -> Any:
+        name = argv[0].upper()
+        if name == b"MULTI":
+            if self.queued is not None:
+                return ReplyError("ERR MULTI calls can not be nested")
+            self.queued, self.broken = [], False
+            return Status("OK")
+        if name in (b"EXEC", b"DISCARD"):
+            queued, broken, self.queued = self.queued, self.broken, None
+            if queued is None:
+                return ReplyError(f"ERR {name.decode()} without MULTI")
+            if name == b"DISCARD":
+                return Status("OK")
+            if broken:
+                return ReplyError("EXECABORT Transaction discarded because of previous errors.")
+            return frontend.execute_transaction(queued) if queued else []
+        problem = arity_problem(argv)
+        if problem is not None:
+            self.broken = True
+            return problem
+        assert self.queued is not None
+        self.queued.append([name, *argv[1:]])
+        return Status("QUEUED")
+
+
 class _Handler(socketserver.StreamRequestHandler):
     server: _Server
 
     def handle(self) -> None:
         frontend = self.server.frontend
         proto = 2
+        txn = Transaction()
         while True:
             try:
                 argv = read_command(self.rfile)
@@ -248,6 +297,8 @@ class _Handler(socketserver.StreamRequestHandler):
                 if argv[0].upper() == b"HELLO":
                     new_proto, reply = frontend.hello(argv)
                     proto = new_proto or proto
+                elif txn.takes(argv):
+                    reply = txn.handle(argv, frontend)
                 else:
                     reply = frontend.execute(argv)
             except Exception as e:  # a bug in one command must not kill the connection

@@ -1,11 +1,13 @@
 """The protocol workloads' clients against a real one-node leasekv run as a local process:
-the Lua scripts and the conditional UpdateItem do what the history says they did, and
-NOSCRIPT (a node that lost its scripts) is served by the EVAL fallback."""
+the Lua scripts and the conditional UpdateItem do what the history says they did,
+NOSCRIPT (a node that lost its scripts) is served by the EVAL fallback, and each
+list-append client kind keeps every acknowledged append."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -19,9 +21,10 @@ import redis
 from repo_paths import ROOT
 
 from leaseline.harness.systems.profile import Endpoint
-from leaseline.workloads.base import FAIL, OK, Op
+from leaseline.workloads.base import FAIL, OK, Op, WorkloadOptions
 from leaseline.workloads.dynamo_cas import DynamoCasClient
 from leaseline.workloads.dynamo_client import create_table
+from leaseline.workloads.list_append import ListAppend
 from leaseline.workloads.lua_cas import LuaCasClient
 
 
@@ -76,6 +79,7 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
 
 class OneNode:
     nodes = ("lk1",)
+    features = frozenset({"lists", "multi", "scripts", "dynamo-lists", "dynamo-transactions"})
 
     def __init__(self, n: Node) -> None:
         self.n = n
@@ -125,3 +129,38 @@ def test_dynamo_cas_against_leasekv(node: Node) -> None:
     assert c.invoke(Op("cas", "dc0", [3, 4])).type == OK
     assert c.invoke(Op("read", "dc0")).value == 4
     c.close()
+
+
+@pytest.mark.parametrize("kind", ["multi", "lua", "plain", "dynamo"])
+def test_list_append_clients_keep_every_acknowledged_append(node: Node, kind: str) -> None:
+    """Each client kind's transactions through the workload's own generator: every ok
+    read is a prefix of the key's final list, every ok append is in it exactly once, and a
+    transaction's reads see its own earlier appends."""
+    profile = OneNode(node)
+    redis.Redis(port=node.redis).delete(*(f"k{i}" for i in range(100)))  # the kinds before
+    extra = ListAppend.resolve_options({"client": kind}, OneNode)  # type: ignore[arg-type]
+    workload = ListAppend(WorkloadOptions(keys=3, writes_per_key=20, extra=extra))
+    workload.setup(profile, "lk1")  # type: ignore[arg-type]
+    client = workload.new_client()
+    client.open("lk1", profile.endpoint("lk1", workload.protocol))
+    gen, rng = workload.new_generator(), random.Random(kind)
+    done = [client.invoke(gen.next_op(rng)) for _ in range(150)]
+    assert all(d.type == OK for d in done), [d for d in done if d.type != OK][:3]
+    final = {}
+    for key in gen.all_keys():
+        [[_f, _k, items]] = client.invoke(gen.final_op(key)).value
+        final[key] = items or []
+    appended = [(k, v) for d in done for f, k, v in d.value if f == "append"]
+    assert sorted(appended) == sorted((k, v) for k, items in final.items() for v in items)
+    longest = max(len(d.value) for d in done)
+    assert longest == (1 if kind == "plain" else 4)
+    for d in done:
+        mine: dict[str, list[int]] = {}
+        for f, key, value in d.value:
+            if f == "append":
+                mine.setdefault(key, []).append(value)
+                continue
+            seen = value or []
+            assert seen == final[key][:len(seen)], (key, seen)
+            assert seen[len(seen) - len(mine.get(key, [])):] == mine.get(key, []), d.value
+    client.close()
