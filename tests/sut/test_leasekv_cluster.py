@@ -46,6 +46,7 @@ class Cluster:
             for p in self.nodes.values()
         )
         self.procs: dict[int, subprocess.Popen] = {}
+        self.args: list[str] = []  # more arguments of every node (e.g. --bug NAME)
 
     def start(self, i: int) -> None:
         p = self.nodes[i]
@@ -54,7 +55,7 @@ class Cluster:
             [sys.executable, "-m", "sut.leasekv", "--id", str(i), "--peers", self.peers,
              "--redis-port", str(p["redis"]), "--dynamo-port", str(p["dynamo"]),
              "--admin-port", str(p["admin"]), "--bind-host", "127.0.0.1",
-             "--data-dir", str(self.base / f"data{i}")],
+             "--data-dir", str(self.base / f"data{i}"), *self.args],
             cwd=ROOT, stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
 

@@ -111,3 +111,36 @@ def test_dynamodb_list_append_and_transactions(cluster: Cluster) -> None:
     with pytest.raises(ClientError) as e:
         follower.transact_get_items(TransactItems=gets)
     assert e.value.response["Error"]["Code"] == "NotLeaderException"
+
+
+def test_the_local_read_bug_reaches_every_new_read_path(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """bug=local-read: a follower answers LRANGE, a read-only EXEC, a read-only script and
+    TransactGetItems from its own state (a correct one redirects: the tests above); writes
+    still go to the leader."""
+    c = Cluster(tmp_path_factory.mktemp("leasekv-local-read"))
+    c.args = ["--bug", "local-read"]
+    for i in c.nodes:
+        c.start(i)
+    try:
+        leader = c.wait_leader()
+        c.redis(leader).rpush("b1", 1)
+        d = c.dynamo(leader)
+        d.create_table(TableName="lists", KeySchema=[{"AttributeName": "k", "KeyType": "HASH"}],
+                       AttributeDefinitions=[{"AttributeName": "k", "AttributeType": "S"}])
+        follower = next(i for i in c.procs if i != leader)
+        f = c.redis(follower)
+        f.lrange("b1", 0, -1)  # answered, whatever it has applied by now
+        assert f.pipeline(transaction=True).lrange("b1", 0, -1).llen("b1").execute()[1] in (0, 1)
+        assert f.eval(READ_SCRIPT, 1, "b1") in ([[]], [[b"1"]])
+        gets = [{"Get": {"TableName": "lists", "Key": {"k": {"S": "a"}}}}]
+        try:
+            c.dynamo(follower).transact_get_items(TransactItems=gets)
+        except ClientError as e:  # the follower may not have the table yet: not a redirect
+            assert e.response["Error"]["Code"] == "ResourceNotFoundException"
+        with pytest.raises(redis.exceptions.MovedError):
+            f.rpush("b1", 2)
+        status = c.status(follower)
+        assert status and status["local_reads"] >= 4
+    finally:
+        c.stop_all()
