@@ -2,23 +2,25 @@
 as results.json, the summary, inspect and junit.xml name it.
 
 A key that is not L-linearizable needs reads moved by its minimal Δ, or no Δ helps.
-Two other changes may explain it instead, each decided by the same exact search
-(checkers/min_delta.py) over a relaxed history:
+Two other changes may explain it instead, each decided exactly (by the search over a
+relaxed history, or by the zone method):
 
-- `duplicated-write`: every write or compare-and-set whose outcome is unknown (info)
-  may take effect a second time (a retried request). Each gets a clone: the same
-  operation, invoked when it was, info too, so the search may linearize the clone
-  anywhere after that invoke, or leave it out like any info operation. A witness
-  linearizing both the original and its clone applies the write twice; those writes,
-  and the reads that returned the second effect, are the anomaly's operations.
+- `duplicated-write`: every write or compare-and-set, acknowledged or info, may take
+  effect a second time, later (a retried request: a client library's retry, a
+  follower proxying it to the leader again). The writes applied twice, by their
+  recorded outcome (`writes`: acknowledged, info), and the reads that returned the
+  second effect, are the anomaly's operations.
 - `lost-write`: every acknowledged write or compare-and-set may never have taken
-  effect (a failover discarding writes not yet replicated). Each is marked droppable:
-  within its interval as recorded, or never (the search drops it at its return event,
-  see checkers/wgl.py). The ones the witness drops are the anomaly's operations.
+  effect (a failover discarding writes not yet replicated). The writes the witness
+  drops are the anomaly's operations.
+
+Either is an alternative explanation of a stale read, not proof that it was fresh:
+the key's stale reads stay its plain check's (each read's own shift), each naming the
+relaxations that would also explain it (`explained_by`), and `stale-read`'s remaining
+Δ is what no relaxation explains.
 
 The verdict and exit code never change: a duplicated or lost write is a violation, as
 before.
-
 
 How each is decided: checkers/relax.py (the relaxed histories the search decides),
 checkers/zone_relax.py (the same for a unique-value register, by the zone method) and
@@ -32,20 +34,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DUPLICATED_WRITE = "duplicated-write"
-
-
 LOST_WRITE = "lost-write"
-
-
 STALE_READ = "stale-read"
-
-
 VIOLATION = "violation"
-
-
 TYPES = (DUPLICATED_WRITE, LOST_WRITE, STALE_READ, VIOLATION)
-
-
 RELAXATIONS = (DUPLICATED_WRITE, LOST_WRITE)
 
 
@@ -58,6 +50,11 @@ class Anomaly:
     exact: bool = True  # False: remaining_delta_ns is an upper bound (refining ran out)
     # True: an anomaly at the run's lease (a stale read within the lease is not)
     applies: bool = True
+    # where not exact: the remaining Δ is at least this (None: no lower bound known)
+    lower_delta_ns: int | None = None
+    # duplicated-write: the writes applied twice, by their outcome as recorded
+    # ("acknowledged", "info")
+    writes: dict[str, list[int]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -65,10 +62,15 @@ class Anomaly:
             "remaining_delta_ms": (None if self.remaining_delta_ns is None
                                    else self.remaining_delta_ns / 1e6),
         }
+        if self.writes is not None:
+            out["writes"] = self.writes
         if not self.decided:
             out["unknown"] = True
         if not self.exact:
+            # remaining_delta_ms is an upper bound, this a lower one
             out["remaining_delta_exact"] = False
+            if self.lower_delta_ns is not None:
+                out["remaining_delta_lower_ms"] = self.lower_delta_ns / 1e6
         return out
 
 
@@ -84,28 +86,59 @@ def anomaly_counts(keys: Iterable[dict[str, Any]]) -> dict[str, int]:
 OPS_LISTED = 8  # operation indices a one-line description lists
 
 
+def _listed(ops: list[Any]) -> str:
+    return ", ".join(str(i) for i in ops[:OPS_LISTED]) + (
+        f" … ({len(ops)})" if len(ops) > OPS_LISTED else "")
+
+
 def describe(key_result: dict[str, Any]) -> str:
-    """One line naming a key's anomaly types from its results.json record ("" if none):
-    what the summary, inspect and junit.xml print."""
+    """One line naming a key's anomaly types from its results.json record ("" if none),
+    then its stale reads with what else would explain each: what the summary, inspect,
+    junit.xml and the report's counterexample text print."""
     types = key_result.get("anomaly_types") or []
     parts = []
     for name, a in (key_result.get("anomalies") or {}).items():
         if not isinstance(a, dict):
             continue
         if a.get("unknown"):
-            parts.append(f"{name}: unknown (its search ran out of budget)")
+            low, high = a.get("remaining_delta_lower_ms"), a.get("remaining_delta_ms")
+            parts.append(f"{name}: unknown (its search ran out of budget" + (
+                f"; it leaves between {low:,.3f} and {high:,.3f} ms"
+                if low is not None and high is not None else "") + ")")
             continue
-        ops = [str(i) for i in a.get("ops") or []]
-        listed = ", ".join(ops[:OPS_LISTED]) + (f" … ({len(ops)})" if len(ops) > OPS_LISTED
-                                                 else "")
+        ops = list(a.get("ops") or [])
         rem = a.get("remaining_delta_ms")
+        low = a.get("remaining_delta_lower_ms")
+        if rem is not None and a.get("remaining_delta_exact") is False:
+            # which bound: the search ran out between the two
+            amount = (f"between {low:,.3f} and {rem:,.3f} ms (undecided: the budget ran "
+                      "out)" if low is not None else f"at most {rem:,.3f} ms")
+        else:
+            amount = "" if rem is None else f"{rem:,.3f} ms"
         if name == VIOLATION:
             what = "no change explains it"
         elif name == STALE_READ:
-            what = f"reads up to {rem:,.3f} ms early" + ("" if name in types
-                                                          else ", within the lease")
+            what = f"reads up to {amount} early, which no change explains" + (
+                "" if name in types else ", within the lease")
         else:
-            what = f"minimal Δ {rem:,.3f} ms once it is allowed" + (
+            writes = a.get("writes") or {}
+            which = " and ".join(f"{len(w)} {k}" for k, w in writes.items() if w)
+            what = f"minimal Δ {amount} once it is allowed" + (
+                f"; {which} write(s) applied twice" if which else "") + (
                 "" if name in types else ", not needed: another change alone explains it")
-        parts.append(f"{name} ({what}{'; ops ' + listed if ops else ''})")
+        parts.append(f"{name} ({what}{'; ops ' + _listed(ops) if ops else ''})")
+    reads = key_result.get("shifted_reads") or []
+    explained = sum(bool(s.get("explained_by")) for s in reads)
+    if parts and explained:
+        items = []
+        for s in reads[:OPS_LISTED]:
+            alt = " or ".join(f"{e['anomaly']} of {_listed(e['ops'])}"
+                              for e in s.get("explained_by") or [])
+            items.append(f"{s['index']} by {s['shift_ms']:,.3f} ms"
+                         + (f" (or {alt})" if alt else ""))
+        more = f" … ({len(reads)})" if len(reads) > OPS_LISTED else ""
+        parts.append(f"stale reads by their own shifts: {', '.join(items)}{more}; "
+                     f"{explained} of {len(reads)} also explained by a lost or "
+                     "duplicated write, which is an alternative, not proof the read "
+                     "was fresh")
     return "; ".join(parts)

@@ -31,17 +31,19 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
              limits_for: Callable[[], SearchLimits],
              bound: Callable[[str, int | None], tuple[bool, int | None, Relaxed | None]]
              | None = None,
-             ) -> tuple[list[Anomaly], Relaxed | None]:
+             ) -> tuple[list[Anomaly], Relaxed | None, dict[str, Relaxed]]:
     """The anomalies of a violating key whose minimal Δ is delta_ns (None: none helps).
     exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search;
     bound(name, delta_ns): as zone_relaxed, a lower bound of the relaxed Δ that spares the
     search when it is not below delta_ns (or decides the relaxation outright).
-    Returns them (relaxations first, then stale-read or violation) and the search that
-    explains the most (None when no relaxation lowers Δ), over which each read's
-    staleness is then decided."""
+    Returns them (relaxations first, then stale-read or violation), the search that
+    explains the most (None when no relaxation lowers Δ), over which what remains of
+    the stale reads is decided, and each reported relaxation's own search (which stale
+    reads it explains as well)."""
     out: list[Anomaly] = []
     best: Relaxed | None = None
     reported: list[str] = []
+    alone: dict[str, Relaxed] = {}
     for name in RELAXATIONS:
         if not applicable(ops, name):
             continue
@@ -55,10 +57,16 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
             out.append(Anomaly(name, decided=False, applies=False))
             continue
         if not below(got.found.min_delta_ns, delta_ns):
+            if not got.found.exact and below(got.lower_ns, delta_ns):
+                # it may lower Δ or not: undecided, with both bounds
+                out.append(Anomaly(name, decided=False, applies=False, exact=False,
+                                   remaining_delta_ns=got.found.min_delta_ns,
+                                   lower_delta_ns=got.lower_ns))
             continue
         reported.append(name)
+        alone[name] = got
         out.append(Anomaly(name, got.changed, got.found.min_delta_ns,
-                           exact=got.found.exact))
+                           exact=got.found.exact, lower_delta_ns=got.lower_ns))
         if best is None or below(got.found.min_delta_ns, best.found.min_delta_ns):
             best = got
     remaining = delta_ns if best is None else best.found.min_delta_ns
@@ -80,5 +88,6 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     elif remaining > 0:
         out.append(Anomaly(STALE_READ, [], remaining,
                            exact=exact if best is None else best.found.exact,
-                           applies=remaining > lease_ns))
-    return out, best
+                           applies=remaining > lease_ns,
+                           lower_delta_ns=None if best is None else best.lower_ns))
+    return out, best, alone

@@ -6,8 +6,11 @@ minimal Δ, and turns it into a status:
   Δ == 0 -> linearizable; 0 < Δ <= L -> lease-bounded; Δ > L or no Δ helps -> violation;
   search budget exhausted -> unknown.
 A violating key is then named by the smallest change that explains it (duplicated
-write, lost write, stale read beyond the lease, or none: violation; checkers/anomalies.py),
-and its reads' staleness is decided once that change is accounted for.
+write, lost write, stale read beyond the lease, or none: violation; checkers/anomalies.py).
+Its stale reads stay the plain check's: a change that explains a read is an
+alternative explanation, not proof that the read was fresh, so each stale read names
+the changes that would also explain it, and the stale-read anomaly keeps what none
+explains.
 """
 
 from __future__ import annotations
@@ -21,13 +24,19 @@ from typing import Any
 import numpy as np
 
 from leaseline.checkers import explain, zone
-from leaseline.checkers.anomalies import RELAXATIONS, STALE_READ, Anomaly, describe
+from leaseline.checkers.anomalies import (
+    DUPLICATED_WRITE,
+    RELAXATIONS,
+    STALE_READ,
+    Anomaly,
+    describe,
+)
 from leaseline.checkers.anomalies import VIOLATION as VIOLATION_TYPE
 from leaseline.checkers.classify import classify
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
-from leaseline.checkers.ops import CAS, READ, KeyHistory, Operation
-from leaseline.checkers.relax import applicable, applied
+from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
+from leaseline.checkers.relax import Relaxed, applicable, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.shifts import read_shifts
@@ -80,6 +89,16 @@ class ShiftedRead:
 
     index: int  # history index of the read's invocation
     shift_ns: int  # its staleness s
+    # a violating key's relaxations that would also explain it: (anomaly type, the writes
+    # of its witness that bear on this read); the read is stale all the same
+    explained_by: list[tuple[str, list[int]]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"index": self.index, "shift_ms": self.shift_ns / 1e6}
+        if self.explained_by:
+            out["explained_by"] = [{"anomaly": name, "ops": ops}
+                                   for name, ops in self.explained_by]
+        return out
 
 
 @dataclass
@@ -105,9 +124,7 @@ class KeyResult:
             "ops": self.ops,
             "method": self.method,
             "reason": self.reason,
-            "shifted_reads": [
-                {"index": s.index, "shift_ms": s.shift_ns / 1e6} for s in self.shifted_reads
-            ],
+            "shifted_reads": [s.to_json() for s in self.shifted_reads],
             "counterexample": self.counterexample,
             "anomaly_types": [a.name for a in self.anomalies if a.decided and a.applies],
             "anomalies": {a.name: a.to_json() for a in self.anomalies},
@@ -156,11 +173,12 @@ def _limits(h: KeyHistory, budget: Budget) -> tuple[SearchLimits, int]:
 
 def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyResult,
                     z: zone.ZoneResult | None, verdict: DeltaSearch | None) -> None:
-    """result.anomalies, and its reads' staleness once a duplicated or lost write that
-    explains more is accounted for (else, for a WGL key, from verdict: the search that
-    decided it). A zone key's relaxations (z: its check) are decided by the zone method,
-    searched by WGL only where its duplicated writes would take too many combinations
-    (anomalies.ZONE_SPLIT_WORK): it is already invalid, so only violations pay for it."""
+    """result.anomalies, and its stale reads: the plain check's (each read's own shift
+    with every other read at the key's minimal Δ), each naming the relaxations that
+    would also explain it, and the stale-read anomaly's reads, what remains once the
+    relaxation that explains the most is applied. A zone key's relaxations (z: its
+    check) are decided by the zone method, else by the search (verdict: the search that
+    decided the key). The key is already invalid, so only violations pay for this."""
     model = search_model(h)
     ops = HistoryOperations(h)
     shares = max(1, sum(applicable(ops, name) for name in RELAXATIONS))
@@ -172,17 +190,9 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
         return limits
 
     bound = partial(zone_relaxed, h, z) if z is not None else None
-    found, best = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
-                           lease_ns, limits_for, bound)
-    if best is not None and best.clusters is not None:  # decided by the zone method
-        result.shifted_reads = _zone_stale_reads(
-            h, zone.staleness_of(h, best.clusters, best.found.min_delta_ns or 0))
-    elif best is not None:
-        changed, order = applied(best, ops)
-        result.shifted_reads, result.staleness_exact = _stale_reads(
-            h, changed, [o.index for o in changed], model, order,
-            best.found.min_delta_ns or 0, budget)
-    elif z is not None:
+    found, best, alone = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
+                                  lease_ns, limits_for, bound)
+    if z is not None:
         zone.add_staleness(h, z)
         result.shifted_reads = _zone_stale_reads(h, z.staleness)
     elif verdict is not None:
@@ -190,11 +200,20 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
             h, ops, h.index, model, verdict.order, verdict.min_delta_ns or 0, budget)
         if not result.staleness_exact:
             result.reason += STALENESS_INEXACT
+    stale = {s.index for s in result.shifted_reads}
+    remains = None if best is None else _still_stale(h, ops, model, best, budget, None)
+    for name, r in alone.items():
+        still = remains if r is best else _still_stale(h, ops, model, r, budget, stale)
+        for s in result.shifted_reads:
+            if s.index not in still:
+                s.explained_by.append((name, _bearing(h, name, r.changed, s.index)))
     for a in found:
         if a.name == STALE_READ:
-            a.ops = [s.index for s in result.shifted_reads]
+            a.ops = sorted(stale if remains is None else remains)
         elif a.name == VIOLATION_TYPE and result.counterexample:
             a.ops = [int(o["id"]) for o in result.counterexample.get("ops", [])]
+        elif a.name == DUPLICATED_WRITE:
+            a.writes = _by_outcome(h, a.ops)
     result.anomalies = found
     if result.counterexample is not None and found:
         # what explains the violation as decided, `unknown` where a search ran out
@@ -202,26 +221,66 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
                                           f"{describe(result.to_json())}.")
 
 
+def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relaxed,
+                 budget: Budget, only: set[int] | None) -> set[int]:
+    """History indices of the reads still stale once r's changes are made (of `only`
+    where given): their staleness decided over the history with those changes; where
+    the budget runs out a read keeps its upper bound, so it is never counted explained
+    without proof."""
+    if r.clusters is not None:  # decided by the zone method
+        rows = zone.staleness_of(h, r.clusters, r.found.min_delta_ns or 0)
+        return {int(h.index[row]) for row, _ in rows}
+    changed, order = applied(r, ops)
+    reads, _ = _stale_reads(h, changed, [o.index for o in changed], model, order,
+                            r.found.min_delta_ns or 0, budget, only)
+    return {s.index for s in reads}
+
+
+def _bearing(h: KeyHistory, name: str, changed: list[int], read: int) -> list[int]:
+    """The writes of a relaxation's witness that bear on one stale read: of a duplicated
+    write, those of the value it returned; of a lost write, those that completed before
+    it was invoked (else every write the witness changed)."""
+    at = {int(i): k for k, i in enumerate(h.index.tolist())}
+    r = at[read]
+    writes = [i for i in changed if h.f[at[i]] != READ]
+    if name == DUPLICATED_WRITE:
+        mine = [i for i in writes if h.value[at[i]] == h.value[r]]
+    else:
+        mine = [i for i in writes if h.complete[at[i]] < h.invoke[r]]
+    return mine or writes
+
+
+def _by_outcome(h: KeyHistory, ops: list[int]) -> dict[str, list[int]]:
+    """The writes among ops by their recorded outcome: acknowledged or info."""
+    at = {int(i): k for k, i in enumerate(h.index.tolist())}
+    writes = [i for i in ops if h.f[at[i]] != READ]
+    return {"acknowledged": [i for i in writes if h.complete[at[i]] != UNKNOWN_END],
+            "info": [i for i in writes if h.complete[at[i]] == UNKNOWN_END]}
+
+
 def _staleness(ops: Sequence[Operation], model: Model, initial: str | None,
-               order: list[int], delta: int, limits: SearchLimits
-               ) -> tuple[list[tuple[int, int]], bool]:
+               order: list[int], delta: int, limits: SearchLimits,
+               only: set[int] | None = None) -> tuple[list[tuple[int, int]], bool]:
     """Each stale read's own shift (position in ops, shift), from a linearization at
-    the minimal Δ, and whether all were decided."""
+    the minimal Δ, and whether all were decided (only: of the reads with these history
+    indices)."""
     if not delta:
         return [], True
     # only reads the witness moved can be stale (min_delta moved them as late as they
     # may go, which leaves most of them unmoved); each is decided by searches of its own
-    moved = [(i, s) for i, s in read_shifts(ops, order, delta) if s > 0]
+    moved = [(i, s) for i, s in read_shifts(ops, order, delta)
+             if s > 0 and (only is None or ops[i].index in only)]
     return read_staleness(ops, model, initial, delta, moved, limits)
 
 
 def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],
-                 model: Model, order: list[int], delta: int, budget: Budget
-                 ) -> tuple[list[ShiftedRead], bool]:
+                 model: Model, order: list[int], delta: int, budget: Budget,
+                 only: set[int] | None = None) -> tuple[list[ShiftedRead], bool]:
     """_staleness of a linearization at Δ of ops (h's, or h's with an anomaly's changes
     made; index: each one's history index), as the stale reads sorted by index, within a
     fresh budget."""
-    moved, exact = _staleness(ops, model, h.initial, order, delta, _limits(h, budget)[0])
+    moved, exact = _staleness(ops, model, h.initial, order, delta, _limits(h, budget)[0],
+                              only)
     return sorted((ShiftedRead(int(index[i]), s) for i, s in moved if s > 0),
                   key=lambda s: s.index), exact
 

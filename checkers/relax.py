@@ -1,12 +1,15 @@
 """The relaxed histories that decide duplicated and lost writes by the search (the
 same exact search as the key's, checkers/min_delta.py), and their witnesses.
 
-- `duplicated-write`: every write or compare-and-set whose outcome is unknown (info)
-  may take effect a second time (a retried request). Each gets a clone: the same
-  operation, invoked when it was, info too, so the search may linearize the clone
-  anywhere after that invoke, or leave it out like any info operation. A witness
-  linearizing both the original and its clone applies the write twice; those writes,
-  and the reads that returned the second effect, are the anomaly's operations.
+- `duplicated-write`: every write or compare-and-set, acknowledged or info, may take
+  effect a second time, later (a retried request: a client library's retry, a
+  follower proxying it to the leader again). Each gets a clone: the same operation,
+  invoked when it was, its outcome unknown (info), so the search may linearize the
+  clone anywhere after that invoke, or leave it out like any info operation. A
+  witness linearizing both the original and its clone applies the write twice; those
+  writes, and the reads that returned the second effect, are the anomaly's
+  operations. With both relaxations a dropped write may still take effect once, by
+  its clone (lost, then retried).
 - `lost-write`: every acknowledged write or compare-and-set may never have taken
   effect (a failover discarding writes not yet replicated). Each is marked droppable:
   within its interval as recorded, or never (the search drops it at its return event,
@@ -47,7 +50,8 @@ from leaseline.checkers.wgl import compiled_fits, linearizable
 def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
           ) -> RelaxedOperations:
     """The history with the named relaxations applied: positions 0..n-1 are ops (lost
-    writes marked droppable), clones of the info writes follow (same index).
+    writes marked droppable), clones of the writes follow (same index, info: a second
+    application, acknowledged or info write alike).
 
     Two changes that cannot help are left out, so the search has fewer choices (the
     relaxed minimal Δ is the same): without failed compares, a clone of a write whose
@@ -55,7 +59,8 @@ def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
     sets a state no read accepts, so removing it from a linearization (the next
     operation being a blind write or nothing) keeps it one; and a write that alone
     produces a value some read returns (not the initial one) is never dropped in any
-    linearization, as that read needs it before it."""
+    linearization, as that read needs it before it (unless it is cloned too: with both
+    relaxations, a dropped write's clone may still apply it once, later)."""
     if isinstance(ops, HistoryOperations):
         h = ops.history
         f, values, expected, complete = h.f, h.value.tolist(), h.expected.tolist(), h.complete
@@ -68,11 +73,6 @@ def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
     read = {v for v, r in zip(values, is_read.tolist(), strict=True) if r}
     produced = Counter(v for v, w in zip(values, writes.tolist(), strict=True) if w)
     info = complete == UNKNOWN_END
-    drop = np.zeros(len(f), dtype=bool)
-    if LOST_WRITE in names:
-        alone = np.array([v in read and produced[v] == 1 and v != initial for v in values],
-                         dtype=bool)
-        drop = writes & ~info & ~alone
     clones = np.zeros(0, dtype=np.intp)
     if DUPLICATED_WRITE in names:
         # without failed compares a clone of an unobserved value cannot help; with them,
@@ -81,7 +81,14 @@ def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
         observed = read | {e for e, k in zip(expected, f.tolist(), strict=True)
                            if k in (CAS, CAS_FAILED)}
         useful = np.array([not blind or v in observed for v in values], dtype=bool)
-        clones = np.flatnonzero(writes & info & useful)
+        clones = np.flatnonzero(writes & useful)
+    drop = np.zeros(len(f), dtype=bool)
+    if LOST_WRITE in names:
+        # (a cloned write dropped may still take effect once, later, by its clone)
+        alone = np.array([v in read and produced[v] == 1 and v != initial for v in values],
+                         dtype=bool)
+        alone[clones] = False
+        drop = writes & ~info & ~alone
     return RelaxedOperations(ops, drop, clones)
 
 
@@ -89,8 +96,9 @@ def applicable(ops: Sequence[Operation], name: str) -> bool:
     """Whether the relaxation changes anything (else its Δ is the key's: no search)."""
     f, _, complete = columns(ops)
     writes = (f == WRITE) | (f == CAS)
-    info = complete == UNKNOWN_END
-    return bool((writes & (info if name == DUPLICATED_WRITE else ~info)).any())
+    if name == DUPLICATED_WRITE:  # any write may take effect twice
+        return bool(writes.any())
+    return bool((writes & (complete != UNKNOWN_END)).any())
 
 
 @dataclass
@@ -104,6 +112,8 @@ class Relaxed:
     # decided by the zone method instead (found.order empty): the relaxed clusters
     clusters: zone.Clusters | None = None
     originals: int = 0  # ops[:originals] are the history's, the rest clones
+    # where found is not exact: the relaxed minimal Δ is at least this (found's is at most)
+    lower_ns: int | None = None
 
 
 def applied(r: Relaxed, ops: Sequence[Operation]) -> tuple[list[Operation], list[int]]:
@@ -152,7 +162,8 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     order = _put_back(rows, model, initial, len(ops), order, found.min_delta_ns)
     found = dataclasses.replace(found, order=order)
     return Relaxed(rows, found, _changed(rows, model, initial, len(ops), order),
-                   originals=len(ops))
+                   originals=len(ops),
+                   lower_ns=None if found.exact else found.failed_at)
 
 
 def _legal(ops: Sequence[Operation], model: Model, initial: str | None,
@@ -166,9 +177,9 @@ def _legal(ops: Sequence[Operation], model: Model, initial: str | None,
 
 
 def _clones(ops: Sequence[Operation], n: int) -> dict[int, int]:
-    """{position of a clone (>= n): position of the info write it repeats}."""
-    first = {id(ops[i]): i for i in range(n)}  # a clone is the same object as its original
-    return {k: first[id(ops[k])] for k in range(n, len(ops))}
+    """{position of a clone (>= n): position of the write it repeats}."""
+    first = {ops[i].index: i for i in range(n)}  # a clone keeps its write's history index
+    return {k: first[ops[k].index] for k in range(n, len(ops))}
 
 
 def _trim(ops: Sequence[Operation], model: Model, initial: str | None, n: int,

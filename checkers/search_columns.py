@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leaseline.checkers.ops import CAS, CAS_FAILED, READ, WRITE, KeyHistory, Operation
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, KeyHistory, Operation
 from leaseline.checkers.wgl_native import compiled_encode as _compiled_encode
 
 
@@ -52,10 +52,10 @@ class HistoryOperations(Sequence[Operation]):
 
 
 class RelaxedOperations(Sequence[Operation]):
-    """A history with some of its operations droppable and some repeated after it (the
-    same objects: info writes that may take effect twice), as checkers/relax.py
-    relaxes it; the Operations built on first use, its columns (for the compiled search
-    and the candidates) taken from the history's."""
+    """A history with some of its operations droppable and some repeated after it
+    (writes that may take effect twice: each repeat an info operation invoked when its
+    write was), as checkers/relax.py relaxes it; the Operations built on first use, its
+    columns (for the compiled search and the candidates) taken from the history's."""
 
     def __init__(self, base: Sequence[Operation], drop: np.ndarray, clones: np.ndarray
                  ) -> None:
@@ -75,7 +75,7 @@ class RelaxedOperations(Sequence[Operation]):
             self._ops = [Operation(o.index, o.process, o.f, o.value, o.invoke, o.complete,
                                    o.expected, o.node, o.complete_index, True) if d else o
                          for o, d in zip(self.base, self.drop.tolist(), strict=True)]
-            self._ops += [self.base[i] for i in self.clones.tolist()]
+            self._ops += [_repeat(self.base[i]) for i in self.clones.tolist()]
         return self._ops
 
     def __len__(self) -> int:
@@ -88,6 +88,22 @@ class RelaxedOperations(Sequence[Operation]):
         return iter(self.rows())
 
 
+def _repeat(o: Operation) -> Operation:
+    """A second application of o: o itself where its outcome is unknown, else o with an
+    unknown outcome (it may take effect any time after o's invoke, or never)."""
+    if o.complete == UNKNOWN_END:
+        return o
+    return dataclasses.replace(o, complete=UNKNOWN_END, complete_index=None,
+                               droppable=False)
+
+
+def _repeats_unknown(complete: np.ndarray, ops: RelaxedOperations) -> np.ndarray:
+    """complete (the base's, at ops.positions()) with every repeat's outcome unknown."""
+    out = complete.copy()
+    out[len(ops.base):] = UNKNOWN_END
+    return out
+
+
 def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
     """The compiled search's columns (only called where it is installed). Every value no
     operation observes is one state, UNOBSERVED_CODE (see _abstract)."""
@@ -95,7 +111,8 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
         # repeats observe nothing new: the history's codes, repeated
         e, at = encode(ops.base, initial), ops.positions()
         drop = np.concatenate((ops.drop, np.zeros(len(ops.clones), dtype=bool)))
-        return Encoded(e.kind[at], e.val[at], e.exp[at], e.invoke[at], e.complete[at],
+        return Encoded(e.kind[at], e.val[at], e.exp[at], e.invoke[at],
+                       _repeats_unknown(e.complete[at], ops),
                        drop.astype(np.uint8) if drop.any() else np.zeros(0, dtype=np.uint8),
                        e.init, e.index[at])
     if isinstance(ops, HistoryOperations):
@@ -151,7 +168,8 @@ def columns(ops: Sequence[Operation]) -> tuple[np.ndarray, np.ndarray, np.ndarra
     """(f, invoke, complete) of every operation, as arrays."""
     if isinstance(ops, RelaxedOperations):
         at = ops.positions()
-        return tuple(c[at] for c in columns(ops.base))  # type: ignore[return-value]
+        f, invoke, complete = columns(ops.base)
+        return f[at], invoke[at], _repeats_unknown(complete[at], ops)
     if isinstance(ops, HistoryOperations):
         h = ops.history
         return h.f, h.invoke, h.complete
