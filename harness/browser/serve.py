@@ -6,14 +6,14 @@
     /api/runs.json            the same list as JSON
 
 Loopback by default: run folders hold histories and node logs that are nobody else's business.
-Files are served only from inside the results directory (resolved paths are checked).
+Files are served only from inside the results directory (resolved paths are checked). Files and
+zips are streamed in chunks, never read whole: a history may be gigabytes.
 """
 
 from __future__ import annotations
 
 import errno
 import html
-import io
 import json
 import mimetypes
 import os
@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import quote, unquote, urlsplit
 
 from leaseline.harness.browser.runs_index import RunInfo, RunsIndex
@@ -146,14 +146,18 @@ def render_index(runs: list[RunInfo], results_dir: Path) -> str:
     )
 
 
-def zip_run(run_dir: Path) -> bytes:
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+CHUNK = 1 << 20  # bytes read and sent at a time
+
+
+def zip_run(run_dir: Path, out: BinaryIO) -> None:
+    """Write the run folder as a zip to `out`, which need not seek (a socket): each file is
+    compressed as it is read, a chunk at a time (zipfile writes sizes after the data, and
+    ZIP64 records for files of 4 GB or more)."""
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         for root, _dirs, files in os.walk(run_dir):
-            for f in files:
+            for f in sorted(files):
                 p = Path(root) / f
                 z.write(p, Path(run_dir.parent.name) / run_dir.name / p.relative_to(run_dir))
-    return buf.getvalue()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -217,12 +221,14 @@ class Handler(BaseHTTPRequestHandler):
         if run is None or not run.is_dir() or len(Path(unquote(rel).strip("/")).parts) != 2:
             return self._error(404, "No such run.")
         name = f"{run.parent.name}-{run.name}.zip"
-        self._send(
-            200,
-            zip_run(run),
-            "application/zip",
-            {"Content-Disposition": f'attachment; filename="{name}"'},
-        )
+        # No Content-Length: the zip's size is known once written; the connection's end
+        # (HTTP/1.0) ends the body.
+        self.send_response(200)
+        self.send_header("Content-Type", "application/zip")
+        self.send_header("Content-Disposition", f'attachment; filename="{name}"')
+        self.end_headers()
+        if self.command != "HEAD":
+            zip_run(run, self.wfile)
 
     def _file(self, rel: str) -> None:
         p = self._inside(rel)
@@ -255,7 +261,22 @@ class Handler(BaseHTTPRequestHandler):
         )
         if ctype.startswith("text/") or ctype in ("application/json", "application/xml"):
             ctype += "; charset=utf-8"
-        self._send(200, p.read_bytes(), ctype)
+        with p.open("rb") as f:
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            # the size of what is sent: a history still growing is sent up to here
+            size = os.fstat(f.fileno()).st_size
+            self.send_header("Content-Length", str(size))
+            self.end_headers()
+            if self.command != "HEAD":
+                _copy(f, self.wfile, size)
+
+
+def _copy(src: BinaryIO, dst: BinaryIO, size: int) -> None:
+    """`size` bytes of src to dst, a chunk at a time."""
+    while size > 0 and (chunk := src.read(min(CHUNK, size))):
+        dst.write(chunk)
+        size -= len(chunk)
 
 
 def make_server(host: str, port: int, results_dir: Path) -> ThreadingHTTPServer:
