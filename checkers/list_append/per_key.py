@@ -269,13 +269,24 @@ Groups = list[tuple[int, list[tuple[bool, Any]]]]
 
 
 def _groups(ops: KeyOps) -> Groups:
-    """Consecutive micro-ops of one txn."""
+    """The micro-ops of each txn with more than one on this key (the only ones that can
+    contradict themselves), consecutive in `ops`."""
+    t = np.asarray(ops.txn, np.int64)
+    if len(t) < 2:
+        return []
+    same = np.flatnonzero(t[1:] == t[:-1])
+    if not len(same):
+        return []
     out: Groups = []
-    for t, a, v in zip(ops.txn, ops.append, ops.value, strict=True):
-        if out and out[-1][0] == t:
-            out[-1][1].append((a, v))
+    start = np.union1d(same, same + 1)  # positions inside a run of one txn
+    last = -1
+    txn, app, val = ops.txn, ops.append, ops.value
+    for i in start.tolist():
+        if out and txn[i] == out[-1][0] and i == last + 1:
+            out[-1][1].append((app[i], val[i]))
         else:
-            out.append((t, [(a, v)]))
+            out.append((txn[i], [(app[i], val[i])]))
+        last = i
     return out
 
 
