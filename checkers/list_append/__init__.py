@@ -38,8 +38,9 @@ staleness is how long before its invocation the state it read had been supersede
 earliest completion of an ok txn that appended an element beyond that state. The
 verdict, for the model's real-time anomalies: valid (nothing prohibited, no stale read),
 lease-bounded (prohibited cycles all vanish at L and every staleness is <= L), violation
-(something prohibited remains at L, or a staleness exceeds L), unknown (a cycle search
-ran out of budget, or nothing could be related).
+(something prohibited remains at L, or a staleness exceeds a lease L > 0), unknown (a
+cycle search ran out of budget, or nothing could be related). At L = 0 the real-time
+order is the history's record order, as Elle's; the lease's is by time.
 
 Stages. `key_stage` (per_key.py) is a pure function of one key's micro-ops and the txn
 table, to map over keys on Spark; `graph_stage` (check.py) runs on the driver;

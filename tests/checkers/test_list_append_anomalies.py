@@ -267,3 +267,22 @@ def test_an_edn_history_of_completions_only_reads_as_elle_reads_it(tmp_path: Any
     assert check_txns(txns)["status"] == "valid"
     res = check_txns(txns, consistency_model="strong-session-serializable")
     assert res["anomaly_types"] == ["G-single-item-process"]
+
+
+def test_at_lease_zero_the_history_order_decides_not_the_times() -> None:
+    """Times that disagree with the record order (a clock stepped back): at lease 0 the
+    verdict is Elle's, from the order; the staleness by the times is still listed."""
+    ops = [
+        {"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "txn",
+         "value": [["append", "x", 1]]},
+        {"index": 1, "time": 50 * MS, "process": 1, "type": "invoke", "f": "txn",
+         "value": [["r", "x", None]]},
+        {"index": 2, "time": 10 * MS, "process": 0, "type": "ok", "f": "txn",
+         "value": [["append", "x", 1]]},
+        {"index": 3, "time": 60 * MS, "process": 1, "type": "ok", "f": "txn",
+         "value": [["r", "x", []]]},
+    ]
+    res = check_history(ops)
+    assert res["status"] == "valid"
+    assert res["max_staleness_ms"] == 40.0
+    assert check_history(ops, lease_ms=30)["status"] == "violation"
