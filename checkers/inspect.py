@@ -3,7 +3,9 @@
 With --op, the operation's neighbourhood: every operation on the same key that overlaps it
 in time (those are the ones a linearization has to order it against), the nemesis periods
 in force while it ran, and what the checker said about it (a shifted read, part of a
-counterexample). --open opens report.html in a browser, writing it first if missing.
+counterexample). A list-append run shows each witness as a panel in words, and --op a
+transaction: the witnesses and stale reads that name it, and the transactions on its keys
+that overlap it. --open opens report.html in a browser, writing it first if missing.
 """
 
 from __future__ import annotations
@@ -23,8 +25,17 @@ from rich.table import Table
 from rich.text import Text
 
 from leaseline.checkers.anomalies import describe
+from leaseline.checkers.list_append_report import (
+    all_witnesses,
+    meaning,
+    result_of,
+    stale_line,
+    standing,
+    witness_lines,
+    witness_txns,
+)
 from leaseline.checkers.report.rundata import History, read_history
-from leaseline.checkers.summary import print_snapshot_lease
+from leaseline.checkers.summary import print_list_append, print_snapshot_lease
 from leaseline.harness.errors import BadArguments
 from leaseline.harness.store.history import read_records
 from leaseline.harness.store.run_dir import RunDir
@@ -32,6 +43,7 @@ from leaseline.harness.systems.client_models import client_model
 from leaseline.harness.systems.registry import sut_label
 
 NEIGHBOURS_SHOWN = 40
+MAX_PANELS = 20  # list-append witnesses shown as panels; the rest are counted
 VERDICT_STYLE = {True: ("VALID", "bold white on green"), False: ("INVALID", "bold white on red")}
 STATUS_STYLE = {
     "linearizable": "green",
@@ -78,6 +90,10 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
         console.print(f"[yellow]warning:[/] {w}")
     if isinstance(results.get("snapshot_lease"), dict):
         print_snapshot_lease(results["snapshot_lease"], console)
+        return results
+    la = result_of(results)  # type: ignore[arg-type]
+    if la is not None:
+        print_list_append_overview(la, console)
         return results
     summary = results.get("summary") or {}
     t = Table(show_header=True, header_style="bold", box=None)
@@ -226,6 +242,9 @@ def print_neighbourhood(
     if isinstance(found, dict):
         console.print(_record_panel(found, f"record {index} is a nemesis event", "yellow"))
         return
+    if found.ops.f_other.get(found.row) == "txn":
+        print_txn_neighbourhood(found.ops, found.row, result_of(results), console)  # type: ignore[arg-type]
+        return
     ops, r, me, near = found.ops, found.row, found.me, found.near
     console.print(_record_panel(me, f"operation {me['index']}", "cyan"))
     kr = ((results or {}).get("keys") or {}).get(me["key"]) if me["key"] is not None else None
@@ -266,6 +285,65 @@ def print_neighbourhood(
             )
     else:
         console.print("no nemesis fault was in force while it ran.")
+
+
+def print_list_append_overview(result: dict[str, Any], console: Console) -> None:
+    """A list-append history's verdict, then each witness as a panel in words."""
+    print_list_append(result, console)
+    shown = 0
+    for name, w in all_witnesses(result):
+        if shown >= MAX_PANELS:
+            break
+        shown += 1
+        body = Text(f"{meaning(name)}\n", style="bold")
+        for line in witness_lines(name, w):
+            body.append(f"  {line}\n")
+        txns = witness_txns(w)
+        if txns:
+            body.append("transactions: " + ", ".join(f"T{t}" for t in txns)
+                        + " (inspect --op INDEX shows one)\n", style="cyan")
+        why_not = standing(result, name)
+        console.print(Panel(body, title=name + (f" ({why_not})" if why_not else ""),
+                            title_align="left", border_style="yellow" if why_not else "red"))
+    total = sum(len(ws or []) for ws in (result.get("anomalies") or {}).values())
+    if total > shown:
+        console.print(f"… {total - shown} more witnesses in results.json")
+
+
+def print_txn_neighbourhood(ops: Any, row: int, result: dict[str, Any] | None,
+                            console: Console) -> None:
+    """A transaction: its record, the witnesses and stale reads that name it, and the
+    transactions overlapping it in time on any of its keys."""
+    me = ops.record(row)
+    console.print(_record_panel(me, f"transaction {me['index']}", "cyan"))
+    mine = {int(ops.index[row])}
+    if ops.complete_index[row] >= 0:
+        mine.add(int(ops.complete_index[row]))
+    for name, w in all_witnesses(result or {}):
+        if mine & set(witness_txns(w)):
+            console.print(f"[bold red]this transaction is part of {name}:[/]")
+            for line in witness_lines(name, w):
+                console.print(f"  {line}", markup=False)
+    for s in (result or {}).get("stale_reads") or []:
+        if s.get("op") in mine or s.get("invoke_index") in mine:
+            console.print(f"[yellow]this read-only transaction is stale by "
+                          f"{_ms(s.get('staleness_ms'))}[/] (lease "
+                          f"{_ms((result or {}).get('lease_ms'))}):")
+            console.print(f"  {stale_line(s, (result or {}).get('lease_ms'))}", markup=False)
+    keys = _txn_keys(me.get("value"))
+    lo, hi = ops.invoke[row], ops.complete[row]
+    overlapping = np.nonzero((ops.invoke <= hi) & (ops.complete >= lo))[0]
+    near = [int(i) for i in overlapping
+            if int(i) == row or keys & _txn_keys(ops.record(int(i)).get("value"))]
+    title = (f"transactions on {', '.join(sorted(keys)) or 'no key'} overlapping it in time "
+             f"({len(near)})")
+    _ops_table(ops, np.array(near[:NEIGHBOURS_SHOWN], dtype=np.int64), row, title, console)
+    if len(near) > NEIGHBOURS_SHOWN:
+        console.print(f"… {len(near) - NEIGHBOURS_SHOWN} more overlapping transactions.")
+
+
+def _txn_keys(value: Any) -> set[str]:
+    return {str(m[1]) for m in value or [] if isinstance(m, list) and len(m) == 3}
 
 
 def _ops_table(ops: Any, rows: np.ndarray, me: int, title: str, console: Console) -> None:

@@ -4,7 +4,9 @@ Keys are grouped so that a run with 1,000 keys stays readable: every violating o
 undecided key is its own testcase (up to MAX_CASES_PER_STATUS, the rest in one), and all
 keys that passed (linearizable or lease-bounded) share one testcase that lists them.
 failure = a violation with its explanation; error = unknown, or a run with no results
-(the harness crashed or the checker never ran).
+(the harness crashed or the checker never ran). A list-append run has a testcase per
+anomaly type its verdict stands on (failure: the witnesses in words) and one listing its
+stale read-only transactions.
 
 The checker entry point calls write_junit(run_dir) after the verdict is written; it is safe
 on any run folder. write_campaign_junit gathers many runs into one <testsuites> file.
@@ -19,6 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from leaseline.checkers.anomalies import describe
+from leaseline.checkers.list_append_report import (
+    headline,
+    meaning,
+    result_of,
+    stale_line,
+    witness_lines,
+)
 from leaseline.harness.store.run_dir import RunDir
 from leaseline.harness.systems.registry import sut_label
 
@@ -149,6 +158,12 @@ def run_suite(run_dir: Path) -> ET.Element:
         el.set("message", _clean(v.get("explanation")))
         el.text = _clean(v.get("explanation"))
 
+    la = result_of(results)  # type: ignore[arg-type]
+    if la is not None:
+        ET.SubElement(props, "property", name="consistency_model",
+                      value=_clean(la.get("consistency_model")))
+        _list_append_cases(suite, classname, la)
+
     # The run's verdict must agree with its keys; if it does not, say so rather than pass.
     valid = results.get("valid")
     failures = sum(1 for c in suite.iter("testcase") if c.find("failure") is not None)
@@ -158,12 +173,34 @@ def run_suite(run_dir: Path) -> ET.Element:
         ET.SubElement(case, "failure", type="invalid", message="results.json says invalid")
     elif valid not in (True, False) and not errors:
         case = _case(suite, classname, "run verdict")
-        why = results.get("reason") or "results.json says unknown"
+        why = results.get("reason") or (headline(la) if la is not None
+                                        else "results.json says unknown")
         ET.SubElement(case, "error", type="unknown", message=_clean(why))
     elif not keys and valid is True:
         _case(suite, classname, "run verdict")
     _finish(suite)
     return suite
+
+
+def _list_append_cases(suite: ET.Element, classname: str, result: dict[str, Any]) -> None:
+    """A failing testcase per anomaly type the verdict stands on, its witnesses in words;
+    a passing one listing the stale read-only transactions."""
+    anomalies = result.get("anomalies") or {}
+    for name in result.get("anomaly_types") or []:
+        witnesses = anomalies.get(name) or []
+        case = _case(suite, classname, f"list-append {name}", len(witnesses))
+        el = ET.SubElement(case, "failure", type=_clean(name))
+        el.set("message", _clean(f"{name} ({len(witnesses)} found): {meaning(name)}"))
+        lines: list[str] = []
+        for w in witnesses[:MAX_CASES_PER_STATUS]:
+            lines += [*witness_lines(name, w), ""]
+        el.text = _clean("\n".join(lines))
+    stale = result.get("stale_reads") or []
+    if stale:
+        case = _case(suite, classname, f"read-only transactions stale ({len(stale)})")
+        out = ET.SubElement(case, "system-out")
+        out.text = _clean("\n".join(stale_line(s, result.get("lease_ms"))
+                                    for s in stale[:10 * MAX_CASES_PER_STATUS]))
 
 
 def _ops(kr: dict[str, Any]) -> int:

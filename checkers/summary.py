@@ -2,7 +2,9 @@
 
 Shows the verdict, how many keys ended in each status, how many have each anomaly type,
 the largest read shift needed against the lease window, and one line per violating (and
-undecided) key saying why and naming its anomaly types.
+undecided) key saying why and naming its anomaly types. A list-append history shows its
+anomaly types instead, the first witnesses of each in words, and its stale read-only
+transactions (checkers/list_append_report.py).
 """
 
 from __future__ import annotations
@@ -15,12 +17,24 @@ from rich.table import Table
 
 from leaseline.checkers.anomalies import describe
 from leaseline.checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION
+from leaseline.checkers.list_append_report import (
+    count_line,
+    headline,
+    meaning,
+    ordered_types,
+    result_of,
+    stale_line,
+    standing,
+    witness_lines,
+)
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
 _VERDICT = {True: ("VALID", "bold green"), False: ("INVALID", "bold red"),
             "unknown": ("UNKNOWN", "bold yellow")}
 _STYLE = {LINEARIZABLE: "green", LEASE_BOUNDED: "cyan", VIOLATION: "red", UNKNOWN: "yellow"}
 MAX_LISTED = 20  # keys listed per status; the rest are counted
+MAX_WITNESSES = 3  # list-append witnesses said in words per anomaly type; the rest counted
+MAX_STALE = 5  # stale read-only transactions listed, the stalest first
 
 
 def exit_code(valid: bool | str) -> int:
@@ -59,13 +73,17 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
     if lease_note:
         lease_line += f" — {escape(lease_note)}"
     console.print(f"  {lease_line}")
-    if file_report.get("reason"):
+    la = result_of(file_report)
+    if file_report.get("reason") and la is None:  # a list-append verdict is said below
         console.print(f"  [{style}]{escape(str(file_report['reason']))}[/]")
     for warning in file_report.get("warnings") or []:
         console.print(f"  [yellow]warning:[/] {escape(str(warning))}")
 
     if isinstance(file_report.get("snapshot_lease"), dict):
         print_snapshot_lease(file_report["snapshot_lease"], console)
+        return
+    if la is not None:
+        print_list_append(la, console)
         return
     summary = file_report.get("summary") or {}
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
@@ -119,3 +137,36 @@ def print_snapshot_lease(found: dict[str, Any], console: Console) -> None:
     if len(violations) > MAX_LISTED:
         console.print(f"  … and {len(violations) - MAX_LISTED} more violations "
                       "(see results.json)")
+
+
+def print_list_append(result: dict[str, Any], console: Console) -> None:
+    """A list-append history's verdict (checkers/list_append_report.py): its anomaly types,
+    the first witnesses of each in words, the stale read-only transactions."""
+    valid = result.get("valid")
+    style = "green" if valid is True else "red" if valid is False else "yellow"
+    console.print(f"  {escape(count_line(result))}")
+    console.print(f"  [{style}]{escape(headline(result))}[/]")
+    anomalies = result.get("anomalies") or {}
+    for name in ordered_types(result):
+        witnesses = anomalies.get(name) or []
+        why_not = standing(result, name)
+        console.print(f"  [{'yellow' if why_not else 'red'}]{escape(name)}[/] "
+                      f"{len(witnesses)} found{f' ({why_not})' if why_not else ''}: "
+                      f"{escape(meaning(name))}")
+        for w in witnesses[:MAX_WITNESSES]:
+            for n, line in enumerate(witness_lines(name, w)):
+                console.print(f"    {'-' if n == 0 else ' '} {escape(line)}")
+        if len(witnesses) > MAX_WITNESSES:
+            console.print(f"    … and {len(witnesses) - MAX_WITNESSES} more (see results.json)")
+    stale = result.get("stale_reads") or []
+    if stale:
+        console.print(f"  stale read-only transactions: {len(stale)}, the stalest "
+                      f"{_ms(result.get('max_staleness_ms'))} old (lease "
+                      f"{_ms(result.get('lease_ms'))})")
+        stalest = sorted(stale, key=lambda s: -float(s.get("staleness_ms") or 0))
+        for s in stalest[:MAX_STALE]:
+            console.print(f"    {escape(stale_line(s, result.get('lease_ms')))}")
+        if len(stale) > MAX_STALE:
+            console.print(f"    … and {len(stale) - MAX_STALE} more (see results.json)")
+    if result.get("not"):
+        console.print(f"  ruled out: {escape(', '.join(map(str, result['not'])))}")

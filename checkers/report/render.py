@@ -3,7 +3,10 @@
 Static parts (verdict, configuration, per-key table, anomaly explanations) are rendered
 here as HTML so the page says what matters even with JavaScript off; the timeline, plots
 and anomaly graphs are drawn by assets/report.js from a JSON blob whose operation columns
-are base64 typed arrays (about 35 bytes per operation).
+are base64 typed arrays (about 35 bytes per operation). A list-append run shows each
+anomaly type with its witnesses in words, each cycle drawn as a small graph whose edges
+carry their kind, key and value (checkers/report/cycles.py), and its stale read-only
+transactions in the staleness plot.
 """
 
 from __future__ import annotations
@@ -20,6 +23,18 @@ from typing import Any
 import numpy as np
 
 from leaseline.checkers.anomalies import TYPES as ANOMALY_TYPES
+from leaseline.checkers.list_append_report import (
+    all_witnesses,
+    count_line,
+    headline,
+    is_cycle,
+    meaning,
+    ordered_types,
+    result_of,
+    standing,
+    witness_lines,
+)
+from leaseline.checkers.report.cycles import rows_by_index, witness_graph
 from leaseline.checkers.report.rundata import (
     Anomaly,
     History,
@@ -33,6 +48,13 @@ from leaseline.harness.systems.registry import sut_label
 
 STATUS_ORDER = {"violation": 0, "unknown": 1, "lease-bounded": 2, "linearizable": 3}
 MAX_KEY_ROWS = 2000  # the key table is a scroll box; beyond this the page says how many more
+MAX_WITNESSES_DRAWN = 60  # list-append witnesses drawn; the rest are counted (results.json)
+STALENESS_NOTE = ("Each stale read's staleness: how far its invocation must move earlier for "
+                  "its key to be linearizable, every other read of the key moving by the key's "
+                  "minimal Δ; the dashed line is the lease window.")
+LA_STALENESS_NOTE = ("Each stale read-only transaction's staleness: how long before its "
+                     "invocation the state it read had been superseded by an acknowledged "
+                     "transaction; the dashed line is the lease window.")
 
 
 def _asset(name: str) -> str:
@@ -89,13 +111,18 @@ def _data_blob(
         for s in (kr.get("shifted_reads") or [])
     ]
     lease = res.get("lease_ms", test.get("lease_ms"))
+    la = result_of(res)
+    if la is not None:
+        shifts = [float(s.get("staleness_ms") or 0) for s in la.get("stale_reads") or []]
     blob: dict[str, Any] = {
         "leaseMs": lease,
         "shifts": shifts,
         "historyProblem": history_problem,
-        "anomalies": [{"key": a.key, "graph": a.graph, "ops": a.ops,
-                       "types": _involved(res, a.key)} for a in found],
-        "anomalyTypes": _type_entries(res),
+        "anomalies": [{"key": a.key, "title": a.reason if la is not None else None,
+                       "graph": a.graph, "ops": a.ops,
+                       "types": {} if la is not None else _involved(res, a.key)}
+                      for a in found],
+        "anomalyTypes": _la_entries(found) if la is not None else _type_entries(res),
         "ops": {"n": 0},
         "values": [],
         "errors": {},
@@ -187,15 +214,17 @@ def _summary_html(test: dict[str, Any], results: dict[str, Any] | None, h: Histo
     res = results or {}
     summary = res.get("summary") or {}
     stats = []
-    if results:
+    la = result_of(res)
+    if la is not None:
+        stats = _la_stats(la)
+    elif results:
         statuses = ("linearizable", "lease-bounded", "violation", "unknown")
         stats = [_stat(f"{int(summary.get(s, 0)):,}", f"{s} keys", s) for s in statuses]
     ops = res.get("ops", len(h.ops) if h else None)
-    stats += [
-        _stat(_fmt_ms(res.get("lease_ms", test.get("lease_ms"))), "lease window L"),
-        _stat(_fmt_ms(res.get("max_delta_ms")), "largest minimal Δ"),
-        _stat("—" if ops is None else f"{int(ops):,}", "operations"),
-    ]
+    stats += [_stat(_fmt_ms(res.get("lease_ms", test.get("lease_ms"))), "lease window L")]
+    if la is None:
+        stats += [_stat(_fmt_ms(res.get("max_delta_ms")), "largest minimal Δ"),
+                  _stat("—" if ops is None else f"{int(ops):,}", "operations")]
     if h is not None:
         stats.append(_stat(str(len(h.intervals)), "nemesis periods"))
     badge = f'<span class="verdict {cls}" id="verdict">{word}</span>'
@@ -460,7 +489,10 @@ def render_report(run_dir: Path) -> str:
     h, history_problem = _read_history(run, problems)
     if history_problem:
         problems.append(history_problem)
-    found = anomalies(results, run.path, problems)
+    la = result_of(results)
+    la_found = _la_found(la, h) if la is not None else []
+    found = [a for _, _, a in la_found] if la is not None else anomalies(results, run.path,
+                                                                           problems)
     blob = _data_blob(h, test, results, found, history_problem)
     name = test.get("name") or run.path.parent.name
     nemesis = "+".join(str(n) for n in test.get("nemesis") or []) or None
@@ -496,7 +528,9 @@ def render_report(run_dir: Path) -> str:
         summary=_summary_html(test, results, h),
         problems=problems_html,
         key_select=key_select,
-        anomalies=_types_html(results) + _anomalies_html(found, results),
+        anomalies=(_la_html(la, la_found) if la is not None
+                   else _types_html(results) + _anomalies_html(found, results)),
+        staleness_note=_e(LA_STALENESS_NOTE if la is not None else STALENESS_NOTE),
         keys=_keys_html(results) + _snapshot_lease_html(results),
         nemesis=_nemesis_html(h),
         config=_config_html(test),
@@ -505,6 +539,109 @@ def render_report(run_dir: Path) -> str:
         data=data.replace("<", "\\u003c"),  # no "</script>" or "<!--" can end or confuse the block
         js=_asset("report.js"),
     )
+
+
+def _la_found(result: dict[str, Any], h: History | None) -> list[tuple[str, dict[str, Any],
+                                                                        Anomaly]]:
+    """Each list-append witness (the first MAX_WITNESSES_DRAWN) with its graph, as the
+    page draws it (the Anomaly's key names the type, its reason says what that means)."""
+    ops = h.ops if h is not None else None
+    rows = rows_by_index(ops)
+    out = []
+    for name, w in all_witnesses(result):
+        if len(out) >= MAX_WITNESSES_DRAWN:
+            break
+        graph = witness_graph(name, w, ops, rows)
+        out.append((name, w, Anomaly(key=name, status="violation", reason=name,
+                                     min_delta_ms=None, text="\n".join(witness_lines(name, w)),
+                                     graph=graph, ops=list(graph["nodes"]), nemesis=[])))
+    return out
+
+
+def _la_entries(found: list[Anomaly]) -> list[dict[str, Any]]:
+    """What each witness's "Show in timeline" button outlines: its transactions'
+    invocations (the timeline names its rows by them)."""
+    return [{"type": a.key, "key": "", "ops": [n.get("invoke_index", n["id"])
+                                               for n in (a.graph or {}).get("nodes", [])]}
+            for a in found]
+
+
+LA_LEGEND = (
+    '<span class="legend"><span><i style="background:#2e9d5b"></i>ww</span>'
+    '<span><i style="background:#2d6cdf"></i>wr</span>'
+    '<span><i style="background:#d9534f"></i>rw</span>'
+    '<span><i style="background:#7a6fd6"></i>process</span>'
+    '<span><i style="background:#5b6b7d"></i>realtime</span></span>'
+    '<span class="hint">click a transaction for its record; drag to rearrange</span>'
+)
+
+
+def _la_html(result: dict[str, Any], found: list[tuple[str, dict[str, Any], Anomaly]]) -> str:
+    """The list-append verdict: each anomaly type, each witness in words with its
+    transactions and, for a cycle, its graph; then the stale read-only transactions."""
+    parts = [f"<p><b>{_e(headline(result))}</b> <span class='muted'>"
+             f"({_e(count_line(result))})</span></p>"]
+    if result.get("not"):
+        parts.append(f"<p class='muted'>Ruled out: {_e(', '.join(map(str, result['not'])))}"
+                     "</p>")
+    counts = {t: len(ws or []) for t, ws in (result.get("anomalies") or {}).items()}
+    for name in ordered_types(result):
+        mine = [(i, w, a) for i, (t, w, a) in enumerate(found) if t == name]
+        why_not = standing(result, name)
+        parts.append(f'<div class="anomaly-type" id="type-{_e(name)}"><h3>{_e(name)} '
+                     f"({counts.get(name, 0):,} found{f', {_e(why_not)}' if why_not else ''})"
+                     f'</h3><p class="muted">{_e(meaning(name))}</p>')
+        for i, w, a in mine:
+            lines = "".join(f"<li>{_e(x)}</li>" for x in witness_lines(name, w))
+            rows = ["<tr>" + _td(f"T{n.get('id')}", code=True) + _td(n.get("process"))
+                    + _td(n.get("type")) + _td(json.dumps(n.get("value")), code=True)
+                    + _td(n.get("node")) + _td(_fmt_ms(n.get("invoke_ms")), "num")
+                    + _td(_fmt_ms(n.get("complete_ms")), "num") + "</tr>"
+                    for n in (a.graph or {}).get("nodes", [])]
+            table = _table(["txn", "process", "type", "micro-ops", "node", "invoked#",
+                            "completed#"], rows) if rows else ""
+            cycle = is_cycle(w)
+            parts.append(
+                f'<div class="anomaly" id="anomaly-{i}"><ul class="why">{lines}</ul>{table}'
+                "<div class='controls' style='margin-top:8px'>"
+                f'<button class="show-type" id="show-type-{i}">Show in timeline</button>'
+                f"{LA_LEGEND if cycle else ''}</div>"
+                + (f'<div class="graph" id="graph-{i}"></div>' if cycle else "") + "</div>")
+        more = counts.get(name, 0) - len(mine)
+        if more > 0:
+            parts.append(f'<p class="muted">{more:,} more in results.json.</p>')
+        parts.append("</div>")
+    stale = sorted(result.get("stale_reads") or [],
+                   key=lambda s: -float(s.get("staleness_ms") or 0))
+    if stale:
+        lease = result.get("lease_ms")
+        rows = []
+        for s in stale[:MAX_KEY_ROWS]:
+            ms = float(s.get("staleness_ms") or 0)
+            within = lease is not None and ms <= float(lease)
+            by = s.get("superseded_by")
+            rows.append("<tr>" + _td(f"T{s.get('op')}", code=True) + _td(s.get("key"), code=True)
+                        + _td(_fmt_ms(ms), "num status "
+                              + ("lease-bounded" if within else "violation"))
+                        + _td("" if by is None else f"T{by}", code=True) + "</tr>")
+        parts.append(f"<h3>Stale read-only transactions ({len(stale):,})</h3>"
+                     '<div class="scroll">'
+                     + _table(["txn", "key", "staleness#", "superseded by"], rows) + "</div>")
+    model = result.get("consistency_model") or "strict-serializable"
+    return (f'<section class="card" id="list-append"><h2>List-append: {_e(model)}</h2>'
+            f'{"".join(parts)}</section>')
+
+
+def _la_stats(result: dict[str, Any]) -> list[str]:
+    stale = result.get("stale_reads") or []
+    types = result.get("anomaly_types") or []
+    return [
+        _stat(f"{int(result.get('txns') or 0):,}", "transactions"),
+        _stat(f"{int(result.get('keys') or 0):,}", "keys"),
+        _stat(f"{len(types):,}", "anomaly types", "violation" if types else ""),
+        _stat(f"{len(stale):,}", "stale read-only txns", "lease-bounded" if stale else ""),
+        _stat(_fmt_ms(result.get("max_staleness_ms")), "largest staleness"),
+    ]
 
 
 def write_report(run_dir: Path) -> Path:

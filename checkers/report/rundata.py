@@ -159,8 +159,9 @@ def read_history(path: Path) -> History:
         cols.node.append(_interned(nodes, c_node if c_node is not None else i_node))
         cols.invoke.append(i_time)
         cols.complete.append(c_time)
-        # A read's interesting value is what it returned; a write's what it wrote.
-        shown = value if (f == "read" and type_ == "ok") else i_value
+        # A read's interesting value is what it returned; a write's what it wrote; a
+        # transaction's its micro-ops with what its reads returned.
+        shown = value if (f in ("read", "txn") and type_ == "ok") else i_value
         cols.values.append(_dump(shown))
         if error:
             cols.errors[row] = str(error)

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from leaseline.checkers.list_append_report import result_of
 from leaseline.harness.store.run_dir import LATEST, RunDir
 from leaseline.harness.systems.client_models import client_model
 from leaseline.harness.systems.registry import sut_label
@@ -90,6 +91,9 @@ def read_run_info(run_dir: Path, test_name: str) -> RunInfo:
         info.ops = results.get("ops")
         info.lease_ms = results.get("lease_ms", info.lease_ms)
         info.max_delta_ms = results.get("max_delta_ms")
+        la = result_of(results)  # type: ignore[arg-type]
+        if la is not None:  # a list-append run: its stalest read-only transaction
+            info.max_delta_ms = la.get("max_staleness_ms")
         s = results.get("summary")
         info.summary = (
             {str(k): int(n) for k, n in s.items() if isinstance(n, int)}

@@ -31,6 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from leaseline.checkers.anomalies import TYPES as ANOMALY_TYPES
+from leaseline.checkers.list_append_report import result_of
 from leaseline.harness.errors import (
     EXIT_INVALID,
     EXIT_UNKNOWN,
@@ -185,22 +186,33 @@ def _check_and_summarise(
     return CampaignOutcome(code, name, camp_dir, summary)
 
 
-def _case_summary(case: Case, reports: dict[Path, dict[str, Any]]) -> dict[str, Any]:
-    runs = [reports[d] for d in case.run_dirs]
-    deltas = [k["min_delta_ms"] for r in runs for k in r["keys"].values()]
+def _run_facts(r: dict[str, Any]) -> tuple[list[float | None], bool, set[str], bool]:
+    """(its Δs, flagged in strict mode, its anomaly types, no Δ helps) of one run's file
+    report: a register run's from its keys, a list-append run's from its result (its
+    largest staleness; flagged by any stale read or anomaly)."""
+    la = result_of(r)
+    if la is not None:
+        stale = bool(la.get("stale_reads")) or r["valid"] is False
+        return [la.get("max_staleness_ms")], stale, set(la.get("anomaly_types") or []), False
+    keys = list(r["keys"].values())
     # Strict mode flags a run when any key needed Δ > 0 (or no Δ helps): a stale read at all.
-    strict_flagged = sum(any(k["min_delta_ms"] != 0 for k in r["keys"].values()) for r in runs)
-    invalid = sum(r["valid"] is False for r in runs)
-    unknown = sum(r["valid"] == "unknown" for r in runs)
-    no_delta_helps = any(
-        k["status"] == "violation" and k["min_delta_ms"] is None
-        for r in runs
-        for k in r["keys"].values()
-    )
+    return ([k["min_delta_ms"] for k in keys], any(k["min_delta_ms"] != 0 for k in keys),
+            {t for k in keys for t in k.get("anomaly_types") or []},
+            any(k["status"] == "violation" and k["min_delta_ms"] is None for k in keys))
+
+
+def _case_summary(case: Case, reports: dict[Path, dict[str, Any]]) -> dict[str, Any]:
+    runs = [_run_facts(reports[d]) for d in case.run_dirs]
+    valids = [reports[d]["valid"] for d in case.run_dirs]
+    deltas = [d for f in runs for d in f[0]]
+    strict_flagged = sum(f[1] for f in runs)
+    invalid = sum(v is False for v in valids)
+    unknown = sum(v == "unknown" for v in valids)
+    no_delta_helps = any(f[3] for f in runs)
     finite = [d for d in deltas if d is not None]
-    # runs in which some key has each anomaly type
-    types = {t: sum(any(t in (k.get("anomaly_types") or []) for k in r["keys"].values())
-                    for r in runs) for t in ANOMALY_TYPES}
+    # runs in which each anomaly type was found (the register types first)
+    names = [*ANOMALY_TYPES, *sorted({t for f in runs for t in f[2]} - set(ANOMALY_TYPES))]
+    types = {t: sum(t in f[2] for f in runs) for t in names}
     lease = case.settings.get("lease_ms")
     if lease is None and case.run_dirs:
         lease = RunDir(case.run_dirs[0]).read_test().get("lease_ms")

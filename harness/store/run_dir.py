@@ -91,6 +91,7 @@ class ResultsJson(TypedDict, total=False):
     reason: str  # why the whole history is undecided (e.g. nothing was checked)
     warnings: list[str]  # what went wrong around the run without deciding it
     snapshot_lease: dict[str, Any]  # a kv-snapshot-lease history's findings (no keys)
+    list_append: dict[str, Any]  # a list-append history's verdict (the checker's result)
 
 
 RESULT_FIELDS = ("valid", "lease_ms", "ops", "summary", "max_delta_ms", "keys", "nemesis")

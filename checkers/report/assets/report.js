@@ -247,7 +247,7 @@
       view.selected = i; showRecord("Operation " + OPS.index[i], record(i)); redrawAll();
     }, (ev) => {
       const i = hit(ev);
-      tip(ev, i < 0 ? "" : `${F_NAMES[OPS.f[i]]} ${D.keys[OPS.key[i]] ?? ""} → ${TYPE_NAMES[OPS.type[i]]} ` +
+      tip(ev, i < 0 ? "" : `${OPS.f[i] === 3 ? (D.fOther[i] ?? "other") : F_NAMES[OPS.f[i]]} ${D.keys[OPS.key[i]] ?? ""} → ${TYPE_NAMES[OPS.type[i]]} ` +
           `${D.values[i] || ""} (${(OPS.cmp[i] - OPS.inv[i]).toFixed(2)} ms)`);
     });
     view.listeners.push(draw);
@@ -396,6 +396,8 @@
 
   // ---------- anomaly graphs (SVG, laid out by time and process) ----------
   const EDGE_COLORS = { "real-time": "#5b6b7d", "reads-from": "#2d6cdf", "version-order": "#2e9d5b" };
+  // A list-append cycle's edges are all in the cycle: coloured by their kind instead.
+  const KIND_COLORS = { ww: "#2e9d5b", wr: "#2d6cdf", rw: "#d9534f", process: "#7a6fd6", realtime: "#5b6b7d" };
   const SVGNS = "http://www.w3.org/2000/svg";
   function el(name, attrs, parent) {
     const e = document.createElementNS(SVGNS, name);
@@ -416,7 +418,7 @@
     const W = PADX * 2 + order.length * (NW + GX) - GX + 40, H = PADY * 2 + procs.length * (NH + GY) - GY + 40;
     const svg = el("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}` }, container);
     const defs = el("defs", {}, svg);
-    for (const [name, color] of Object.entries(Object.assign({ cycle: "#d9534f" }, EDGE_COLORS))) {
+    for (const [name, color] of Object.entries(Object.assign({ cycle: "#d9534f" }, EDGE_COLORS, KIND_COLORS))) {
       const m = el("marker", { id: `arrow-${A.id}-${name}`, viewBox: "0 0 10 10", refX: 9, refY: 5,
                                markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
       el("path", { d: "M0,0 L10,5 L0,10 z", fill: color }, m);
@@ -428,11 +430,13 @@
     const byId = new Map(nodes.map((n) => [String(n.id), n]));
     const edgeLayer = el("g", {}, svg), nodeLayer = el("g", {}, svg);
     const edgeEls = links.map((l) => {
-      const color = l.cycle ? "#d9534f" : (EDGE_COLORS[l.type] || "#8895a3");
+      const kind = KIND_COLORS[l.type] ? l.type : null;
+      const color = kind ? KIND_COLORS[kind] : l.cycle ? "#d9534f" : (EDGE_COLORS[l.type] || "#8895a3");
+      const marker = kind || (l.cycle ? "cycle" : (EDGE_COLORS[l.type] ? l.type : "real-time"));
       const path = el("path", { class: "edge" + (l.cycle ? " cycle" : ""), stroke: color,
-                                "marker-end": `url(#arrow-${A.id}-${l.cycle ? "cycle" : (EDGE_COLORS[l.type] ? l.type : "real-time")})` }, edgeLayer);
+                                "marker-end": `url(#arrow-${A.id}-${marker})` }, edgeLayer);
       const label = el("text", { class: "elabel" + (l.cycle ? " cycle" : ""), "text-anchor": "middle" }, edgeLayer);
-      label.textContent = (l.type || "") + (l.cycle ? " ⟲" : "");
+      label.textContent = l.label || ((l.type || "") + (l.cycle ? " ⟲" : ""));
       return { l, path, label };
     });
     function layoutEdges() {
@@ -465,7 +469,7 @@
       el("rect", { width: NW, height: NH, rx: 7 }, grp);
       const t1 = el("text", { x: 9, y: 18 }, grp);
       const val = f === "cas" && Array.isArray(n.value) ? `${JSON.stringify(n.value[0])}→${JSON.stringify(n.value[1])}` : JSON.stringify(n.value ?? null);
-      t1.textContent = `${f} ${val}`.slice(0, 22) + (n.type && n.type !== "ok" ? ` (${n.type})` : "");
+      t1.textContent = (n.label ? `T${n.id} ${n.label}` : `${f} ${val}`).slice(0, 22) + (n.type && n.type !== "ok" ? ` (${n.type})` : "");
       const t2 = el("text", { x: 9, y: 35, class: "small" }, grp);
       const tt = nodeTime(n), ct = typeof n.complete_ms === "number" ? n.complete_ms : null;
       t2.textContent = `#${n.index ?? n.id} · ${n.node ?? ""} · ${fmtMs(tt)}` + (ct !== null ? `+${(ct - tt).toFixed(1)}` : " → ?");
@@ -488,7 +492,7 @@
         const touching = links.filter((l) => String(l.source) === String(n.id) || String(l.target) === String(n.id))
           .map((l) => `${l.source} -${l.type}${l.cycle ? " (cycle)" : ""}-> ${l.target}`);
         if (touching.length) rec.edges = touching;
-        showRecord(`Key ${A.key}: operation ${n.index ?? n.id}`, rec);
+        showRecord(A.title ? `${A.title}: T${n.id}` : `Key ${A.key}: operation ${n.index ?? n.id}`, rec);
       }
     }
     layoutEdges();

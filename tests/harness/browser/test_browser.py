@@ -254,3 +254,33 @@ def test_runs_browser_lists_filters_and_links(driver: object, tmp_path: Path) ->
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_list_append_report_draws_each_cycle(driver: object, tmp_path: Path) -> None:
+    """A list-append run: the cycle is drawn with one node per transaction and its edges
+    labelled with kind, key and value; its button outlines the transactions."""
+    from list_append_sample import WHY_RW, result, run_folder
+    from selenium.webdriver.common.by import By
+
+    run = run_folder(tmp_path, result())
+    driver.get(write_report(run.path).as_uri())  # type: ignore[attr-defined]
+    _wait_ready(driver)
+    assert _js_errors(driver) == []
+    assert driver.find_element(By.ID, "verdict").text == "INVALID"  # type: ignore[attr-defined]
+    section = driver.find_element(By.ID, "list-append")  # type: ignore[attr-defined]
+    assert WHY_RW in section.text
+    graph = driver.find_element(By.ID, "graph-0")  # type: ignore[attr-defined]
+    assert len(graph.find_elements(By.CSS_SELECTOR, "g.node")) == 2
+    labels = sorted(t.text for t in graph.find_elements(By.CSS_SELECTOR, "text.elabel.cycle"))
+    assert labels == ["realtime", "rw x 3"]
+    graph.find_elements(By.CSS_SELECTOR, "g.node")[0].click()
+    assert '"f": "txn"' in driver.find_element(By.ID, "record").text  # type: ignore[attr-defined]
+    driver.find_element(By.CSS_SELECTOR, "#record-panel .btn").click()  # type: ignore[attr-defined]
+    button = driver.find_element(By.ID, "show-type-0")  # type: ignore[attr-defined]
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)  # type: ignore[attr-defined]
+    button.click()
+    canvas = driver.find_element(By.ID, "timeline")  # type: ignore[attr-defined]
+    assert int(canvas.get_attribute("data-highlighted")) == 2
+    assert int(driver.find_element(By.ID, "staleness").get_attribute("data-reads")) == 1  # type: ignore[attr-defined]
+    assert _js_errors(driver) == []
+    _shot(driver, "report-list-append.png")
