@@ -34,7 +34,7 @@ from leaseline.checkers.list_append_report import (
     standing,
     witness_lines,
 )
-from leaseline.checkers.report.cycles import rows_by_index, witness_graph
+from leaseline.checkers.report.cycles import micro_text, rows_by_index, witness_graph
 from leaseline.checkers.report.rundata import (
     Anomaly,
     History,
@@ -594,7 +594,7 @@ def _la_html(result: dict[str, Any], found: list[tuple[str, dict[str, Any], Anom
         for i, w, a in mine:
             lines = "".join(f"<li>{_e(x)}</li>" for x in witness_lines(name, w))
             rows = ["<tr>" + _td(f"T{n.get('id')}", code=True) + _td(n.get("process"))
-                    + _td(n.get("type")) + _td(json.dumps(n.get("value")), code=True)
+                    + _td(n.get("type")) + _td(micro_text(n.get("value")), code=True)
                     + _td(n.get("node")) + _td(_fmt_ms(n.get("invoke_ms")), "num")
                     + _td(_fmt_ms(n.get("complete_ms")), "num") + "</tr>"
                     for n in (a.graph or {}).get("nodes", [])]
