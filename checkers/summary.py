@@ -19,7 +19,6 @@ from leaseline.checkers.anomalies import describe
 from leaseline.checkers.decide import LEASE_BOUNDED, LINEARIZABLE, UNKNOWN, VIOLATION
 from leaseline.checkers.list_append_report import (
     count_line,
-    headline,
     meaning,
     ordered_types,
     result_of,
@@ -74,7 +73,7 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
         lease_line += f" — {escape(lease_note)}"
     console.print(f"  {lease_line}")
     la = result_of(file_report)
-    if file_report.get("reason") and la is None:  # a list-append verdict is said below
+    if file_report.get("reason"):
         console.print(f"  [{style}]{escape(str(file_report['reason']))}[/]")
     for warning in file_report.get("warnings") or []:
         console.print(f"  [yellow]warning:[/] {escape(str(warning))}")
@@ -140,12 +139,9 @@ def print_snapshot_lease(found: dict[str, Any], console: Console) -> None:
 
 
 def print_list_append(result: dict[str, Any], console: Console) -> None:
-    """A list-append history's verdict (checkers/list_append_report.py): its anomaly types,
-    the first witnesses of each in words, the stale read-only transactions."""
-    valid = result.get("valid")
-    style = "green" if valid is True else "red" if valid is False else "yellow"
-    console.print(f"  {escape(count_line(result))}")
-    console.print(f"  [{style}]{escape(headline(result))}[/]")
+    """A list-append history's findings (checkers/list_append_report.py): its anomaly
+    types, the first witnesses of each in words, the stale read-only transactions."""
+    console.print(f"  {escape(count_line(result))}")  # the verdict's line is the reason's
     anomalies = result.get("anomalies") or {}
     for name in ordered_types(result):
         witnesses = anomalies.get(name) or []

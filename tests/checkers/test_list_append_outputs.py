@@ -70,7 +70,7 @@ def test_the_summary_names_types_witnesses_and_stale_reads() -> None:
 def test_the_summary_of_a_valid_history() -> None:
     text = _printed(file_report(result(valid=True) | {"stale_reads": [],
                                                       "max_staleness_ms": None}))
-    assert "VALID" in text and "strict-serializable: no anomaly" in text
+    assert "VALID" in text and "list-append, strict-serializable: valid" in text
     assert "found" not in text
 
 
