@@ -140,9 +140,11 @@ def key_stage(key_id: int, key: str, ops: KeyOps, info: TxnInfo) -> KeyResult:
 
     # version order
     distinct = sorted({v for _, v in reads if v}, key=len)
+    chained = True  # every distinct read a prefix of the next: all prefixes of the longest
     for a, b in zip(distinct, distinct[1:], strict=False):
         if not _prefix(a, b):
             add("incompatible-order", {"key": key, "values": [list(a), list(b)]})
+            chained = False
             break
     if distinct:
         order = list(dict.fromkeys(distinct[-1]))
@@ -152,11 +154,19 @@ def key_stage(key_id: int, key: str, ops: KeyOps, info: TxnInfo) -> KeyResult:
         order = []
     pos = {v: i for i, v in enumerate(order)}
 
-    # anomalies of single reads; elements no committed or possible txn appended
-    seen_elements: set[int] = set().union(*(v for _, v in reads)) if reads else set()
+    # anomalies of single reads; elements no committed or possible txn appended. When the
+    # reads chain, what the longest shows decides for all: a read has a duplicate exactly
+    # when it reaches the longest's first repeated element.
+    if chained:
+        seen_elements: set[int] = set(distinct[-1]) if distinct else set()
+        first_dup = len(order) if not distinct or len(order) == len(distinct[-1]) else next(
+            i for i, x in enumerate(distinct[-1]) if distinct[-1].index(x) != i)
+    else:
+        seen_elements = set().union(*distinct)
+        first_dup = -1
     bad = {x for x in seen_elements if x not in writer or types[writer[x]] == FAIL}
     for t, v in reads:
-        if len(set(v)) < len(v):
+        if (len(v) > first_dup if first_dup >= 0 else len(set(v)) < len(v)):
             seen: set[int] = set()
             dups = sorted({x for x in v if x in seen or seen.add(x)})  # type: ignore[func-returns-value]
             add("duplicate-elements", {"key": key, "op": int(index[t]), "element": dups[0],
