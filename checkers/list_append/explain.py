@@ -13,7 +13,6 @@ from leaseline.checkers.list_append.per_key import (
     KIND_NAMES,
     PROCESS,
     REALTIME,
-    RW,
     WR,
     WW,
 )
@@ -87,9 +86,8 @@ class Explainer:
             read = _read_of(self.txns, b, key, v)
             shown = elle_list(read) if read is not None else f"[... {v}]"
             return f"{B} read {key} = {shown}, which includes {A}'s append of {v}"
-        assert kind == RW
-        if prev is None:
-            return f"{A} read {key} = [] and {B} appended {v}, its first element, after it"
+        if prev is None:  # rw from the empty state
+            return f"{A} read {key} = [] and {B} appended {v} after it"
         read = _read_of(self.txns, a, key, prev)
         shown = elle_list(read) if read is not None else f"[... {prev}]"
         return f"{A} read {key} = {shown} and {B} appended {v} after it"
