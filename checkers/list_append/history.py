@@ -184,57 +184,66 @@ def txns_from_records(records: Sequence[dict[str, Any]], unique_appends: bool = 
     process, and a completion without an invocation (a history of completions only, as
     Elle's tests write them) is a txn whose invocation is unknown: as early as anything
     (invocation index -1, time EARLIEST), so nothing precedes it in real time."""
-    client = [(i, r) for i, r in enumerate(records)
-              if r.get("process") is not None and r.get("process") != NEMESIS
-              and (not jepsen or (isinstance(r.get("process"), int)
-                                  and not isinstance(r.get("process"), bool)))]
-    has_time = bool(client) and all(isinstance(r.get("time"), int)
-                                    and not isinstance(r.get("time"), bool) for _, r in client)
     pending: dict[Any, int] = {}
-    # [index, inv_index, type, process, t_inv, t_done, mops, position of its first record]
+    # [index, inv_index, type, process, t_inv, t_done, mops, position of its first record,
+    #  position of its completion]
     rows: list[list[Any]] = []
-    for pos, r in client:
+    has_time = True
+    for pos, r in enumerate(records):
+        proc = r.get("process")
+        if proc is None or proc == NEMESIS or (jepsen and (type(proc) is not int)):
+            continue
         typ = r.get("type")
         if r.get("f") != "txn":
             raise TxnHistoryError(pos, f"a client operation with f {r.get('f')!r} in a txn "
                                        f"history (list-append needs f txn)")
         idx = r.get("index", pos)
-        if isinstance(idx, bool) or not isinstance(idx, int):
+        if type(idx) is not int:
             raise TxnHistoryError(pos, f"bad index {idx!r}")
-        t = r["time"] if has_time else pos
-        proc = r["process"]
+        t = r.get("time")
+        if type(t) is not int:
+            has_time = False
         if typ == "invoke":
             if proc in pending:
                 raise TxnHistoryError(pos, f"process {proc} invoked a txn while its txn at "
                                            f"index {rows[pending[proc]][1]} was still open")
             pending[proc] = len(rows)
             # micro-ops parsed once: from the completion when there is one
-            rows.append([idx, idx, INFO, proc, t, NEVER, (r.get("value"), pos), pos])
-        elif typ in TYPES:
-            if proc not in pending and jepsen:
-                pending[proc] = len(rows)
-                rows.append([idx, -1, INFO, proc, EARLIEST, NEVER, (r.get("value"), pos), pos])
-            if proc not in pending:
+            rows.append([idx, idx, INFO, proc, t, NEVER, (r.get("value"), pos), pos, -1])
+            continue
+        kind = TYPES.get(typ)
+        if kind is None:
+            raise TxnHistoryError(pos, f"bad type {typ!r} (invoke, ok, fail or info)")
+        at = pending.pop(proc, None)
+        if at is None:
+            if not jepsen:
                 raise TxnHistoryError(pos, f"a {typ} completion of process {proc} without "
                                            f"an invocation")
-            row = rows[pending.pop(proc)]
-            row[0], row[2] = idx, TYPES[typ]
-            if typ == "ok":
-                row[5] = t
-            value = r.get("value")
-            invoked, _ = row[6]
-            if value is not None:
-                mops = _mops(value, pos, typ == "ok")
-                if not _same_shape(invoked, mops):
-                    raise TxnHistoryError(pos, "a completion's micro-ops differ from its "
-                                               "invocation's (other f, key or appended value)")
-                row[6] = mops
-            elif typ == "ok":
-                raise TxnHistoryError(pos, "an ok txn completion without its value")
-            else:
-                row[6] = _mops(invoked, pos, False)
+            at = len(rows)
+            rows.append([idx, -1, INFO, proc, EARLIEST, NEVER, (r.get("value"), pos), pos, -1])
+        row = rows[at]
+        row[0], row[2], row[8] = idx, kind, pos
+        if kind == OK:
+            row[5] = t
+        value = r.get("value")
+        invoked = row[6][0]
+        if value is not None:
+            mops = _mops(value, pos, kind == OK)
+            if not _same_shape(invoked, mops):
+                raise TxnHistoryError(pos, "a completion's micro-ops differ from its "
+                                           "invocation's (other f, key or appended value)")
+            row[6] = mops
+        elif kind == OK:
+            raise TxnHistoryError(pos, "an ok txn completion without its value")
         else:
-            raise TxnHistoryError(pos, f"bad type {typ!r} (invoke, ok, fail or info)")
+            row[6] = _mops(invoked, pos, False)
+    has_time = has_time and bool(rows)
+    if not has_time:  # positions stand in for times
+        for row in rows:
+            if row[1] >= 0:
+                row[4] = row[7]
+            if row[2] == OK:
+                row[5] = row[8]
     for row in rows:
         if isinstance(row[6], tuple):  # never completed
             row[6] = _mops(row[6][0], row[6][1], False)
