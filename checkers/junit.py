@@ -9,14 +9,20 @@ anomaly type its verdict stands on (failure: the witnesses in words) and one lis
 stale read-only transactions.
 
 The checker entry point calls write_junit(run_dir) after the verdict is written; it is safe
-on any run folder. write_campaign_junit gathers many runs into one <testsuites> file.
+on any run folder; its suite's time is the run's, from test.json's start to the history's
+last write. write_campaign_junit gathers many runs into one <testsuites> file: given the
+campaign's cases, a suite per case naming its expectation, a testcase per run timed by the
+campaign (a run that crashed is an error), and one testcase for the expectation itself.
 """
 
 from __future__ import annotations
 
 import re
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +49,10 @@ def _ms(v: Any) -> str:
     return "none" if v is None else f"{float(v):g} ms"
 
 
-def _case(suite: ET.Element, classname: str, name: str, ops: Any = None) -> ET.Element:
+def _case(suite: ET.Element, classname: str, name: str, ops: Any = None,
+          seconds: float = 0.0) -> ET.Element:
     case = ET.SubElement(suite, "testcase", classname=_clean(classname), name=_clean(name))
-    case.set("time", "0")
+    case.set("time", f"{seconds:.3f}")
     if ops is not None:
         case.set("assertions", str(ops))
     return case
@@ -84,6 +91,7 @@ def run_suite(run_dir: Path) -> ET.Element:
         if test.get(k) is not None:
             ET.SubElement(props, "property", name=k, value=_clean(test[k]))
     ET.SubElement(props, "property", name="run_dir", value=_clean(run_dir))
+    suite.set("time", f"{run_seconds(run_dir, test.get('started')):.3f}")
     if test.get("sut_opts"):
         ET.SubElement(props, "property", name="sut_opts", value=_clean(sut_label(test)))
 
@@ -216,7 +224,21 @@ def _finish(suite: ET.Element) -> None:
     suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
     suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
     suite.set("skipped", "0")
-    suite.set("time", "0")
+    suite.set("time", suite.get("time") or "0.000")
+
+
+def run_seconds(run_dir: Path, started: Any) -> float:
+    """How long the run took, from test.json's start (to the second) to the history's last
+    write (its final reads), else to now; 0 when the start is not known."""
+    try:
+        start = datetime.strptime(str(started), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+    except ValueError:
+        return 0.0
+    try:
+        end = RunDir(run_dir).history.stat().st_mtime
+    except OSError:
+        end = time.time()
+    return max(0.0, end - start)
 
 
 def _write(root: ET.Element, path: Path) -> Path:
@@ -236,11 +258,82 @@ def write_junit(run_dir: Path) -> Path:
     return _write(root, RunDir(Path(run_dir)).junit)
 
 
-def write_campaign_junit(run_dirs: Iterable[Path], path: Path) -> Path:
-    """One junit.xml for a campaign: a testsuite per run."""
+@dataclass
+class CampaignCase:
+    """One case of a campaign as junit.xml tells it: its runs (folder, seconds the run
+    took), the runs that crashed (the sentence, seconds until then), its expectation."""
+
+    label: str
+    expect: str | None
+    expectation_met: bool | None
+    runs: list[tuple[Path, float]] = field(default_factory=list)
+    crashed: list[tuple[str, float]] = field(default_factory=list)
+
+
+# Expectations met by a violation: there a run's violating keys are what the case wants.
+EXPECTS_VIOLATIONS = ("invalid", "strict-flagged")
+
+
+def _run_case(suite: ET.Element, case: CampaignCase, run_dir: Path, seconds: float) -> None:
+    """One testcase for one run: failed by a violation unless the case expects them,
+    an error when undecided; what its keys said is in its text."""
+    run = run_suite(run_dir)
+    test = RunDir(run_dir).read_test([])
+    name = f"{case.label}: run {run_dir.name} (seed {test.get('seed', '?')})"
+    tc = _case(suite, f"{test.get('workload') or 'workload'}.{case.label}", name,
+               sum(int(c.get("assertions", "0")) for c in run.iter("testcase")), seconds)
+    for prop in run.iter("property"):
+        if prop.get("name") == "run_dir":
+            ET.SubElement(tc, "properties").append(prop)
+    failures = [el for el in run.iter("failure")]
+    errors = [el for el in run.iter("error")]
+    details = "\n\n".join(_clean(el.text or el.get("message")) for el in failures + errors)
+    if errors:
+        el = ET.SubElement(tc, "error", type=errors[0].get("type") or "unknown")
+        el.set("message", errors[0].get("message") or "undecided")
+        el.text = details
+    elif failures and case.expect not in EXPECTS_VIOLATIONS:
+        el = ET.SubElement(tc, "failure", type=failures[0].get("type") or "violation")
+        el.set("message", failures[0].get("message") or "violation")
+        el.text = details
+    elif failures:
+        out = ET.SubElement(tc, "system-out")
+        out.text = f"a violation, as the case expects ({case.expect}):\n{details}"
+
+
+def _expectation_case(suite: ET.Element, case: CampaignCase) -> None:
+    seconds = sum(s for _, s in case.runs) + sum(s for _, s in case.crashed)
+    tc = _case(suite, f"expectation.{case.label}", f"{case.label}: expect {case.expect}",
+               None, seconds)
+    runs = len(case.runs) + len(case.crashed)
+    if case.expectation_met is False:
+        ET.SubElement(tc, "failure", type="expectation-not-met",
+                      message=_clean(f"expect {case.expect} did not hold over {runs} runs"))
+
+
+def write_campaign_junit(run_dirs: Iterable[Path], path: Path,
+                         cases: list[CampaignCase] | None = None) -> Path:
+    """One junit.xml for a campaign: with its cases, a testsuite per case (its expectation
+    a property and a testcase of its own, a testcase per run, crashed runs as errors);
+    without, a testsuite per run."""
     root = ET.Element("testsuites", name="leaseline campaign")
-    for d in run_dirs:
-        root.append(run_suite(Path(d)))
+    if cases is None:
+        for d in run_dirs:
+            root.append(run_suite(Path(d)))
+    for case in cases or []:
+        suite = ET.SubElement(root, "testsuite", name=_clean(case.label))
+        props = ET.SubElement(suite, "properties")
+        ET.SubElement(props, "property", name="expect", value=_clean(case.expect or "none"))
+        for d, seconds in case.runs:
+            _run_case(suite, case, Path(d), seconds)
+        for n, (sentence, seconds) in enumerate(case.crashed, 1):
+            tc = _case(suite, f"crashed.{case.label}", f"{case.label}: crashed run {n}",
+                       None, seconds)
+            ET.SubElement(tc, "error", type="crashed", message=_clean(sentence))
+        if case.expect:
+            _expectation_case(suite, case)
+        _finish(suite)
+        suite.set("time", f"{sum(s for _, s in case.runs) + sum(s for _, s in case.crashed):.3f}")
     _totals(root)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,3 +343,4 @@ def write_campaign_junit(run_dirs: Iterable[Path], path: Path) -> Path:
 def _totals(root: ET.Element) -> None:
     for attr in ("tests", "failures", "errors"):
         root.set(attr, str(sum(int(s.get(attr, "0")) for s in root.findall("testsuite"))))
+    root.set("time", f"{sum(float(s.get('time', '0')) for s in root.findall('testsuite')):.3f}")

@@ -27,6 +27,19 @@ def test_the_example_campaign_and_workflow_name_the_gate(tmp_path: Path) -> None
     workflow = (DOCS / "github-actions.yml").read_text()
     assert "leaseline-gate.sh leaseline/system.toml leaseline/campaign.json" in workflow
     assert "junit.xml" in workflow and "upload-artifact" in workflow
+    # A new repository's or a fork's token is read-only: the report needs checks: write.
+    assert re.search(r"^permissions:\n  contents: read\n  checks: write\n", workflow, re.M)
+    # Node-24 majors of the actions, and pipx on the runner's own Python.
+    uses = dict(re.findall(r"uses: ([\w./-]+)@(\S+)", workflow))
+    assert uses == {"actions/checkout": "v6", "actions/setup-java": "v6", "actions/cache": "v5",
+                    "mikepenz/action-junit-report": "v6", "actions/upload-artifact": "v7"}
+    assert "actions/setup-python" not in workflow and "pipx install" in workflow
+    # The base image is cached between jobs; the gate builds only what the campaign boots.
+    assert "docker save leaseline/base:bookworm" in workflow
+    assert "docker load -i ~/leaseline-base.tar" in workflow
+    gate = (DOCS / "leaseline-gate.sh").read_text()
+    builds = re.findall(r'"\$leaseline" images build[^\n]*', gate)
+    assert builds and all("--campaign" in b for b in builds), builds
     name, cases = load_campaign(DOCS / "campaign.json")
     assert name == "ci-gate" and all(c.expect == "valid" for c in cases)
     assert {c.settings["sut"] for c in cases} == {str(DOCS / "system.toml")}
@@ -86,8 +99,14 @@ def test_the_gate_from_a_wheel_in_a_fresh_venv(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr[-3000:]
     results = repo / "leaseline-results"
     suite = ET.parse(results / "ci" / "junit.xml").getroot()
-    cases = suite.findall(".//testcase")
-    assert len(cases) == 1 and not suite.findall(".//failure"), ET.tostring(suite)[:500]
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    assert not suite.findall(".//failure") and not suite.findall(".//error"), \
+        ET.tostring(suite)[:500]
+    # a test for the run, timed (6 s of operations, and the boot and teardown around them),
+    # and one for the case's expectation
+    (run_case,) = [c for n, c in cases.items() if ": run " in (n or "")]
+    assert float(run_case.get("time", "0")) > 6
+    assert "kill-leader: expect valid" in cases
     run = (results / "ci-gate-kill-leader" / "latest").resolve()
     assert run.parent.parent == results.resolve()
     assert json.loads((run / "results.json").read_text())["valid"] is True

@@ -13,11 +13,15 @@ campaign="${2:?$usage}"
 results="${3:-leaseline-results}"
 leaseline="$(command -v leaseline)" || { echo "leaseline-gate: leaseline is not installed" >&2; exit 255; }
 
-# The base image is made once with debootstrap, which needs root; the rest needs only Docker.
-sudo=()
-if [ "$(id -u)" != 0 ]; then sudo=(sudo --preserve-env=PATH,DOCKER_HOST); fi
-"${sudo[@]}" "$leaseline" images build
-"$leaseline" images build --sut "$system"
+# Only the images the campaign's runs boot: the base image, the fault helpers' and the
+# system's (not every image Leaseline ships). The base image is made once with debootstrap,
+# which needs root (a CI cache may hold it: then root is not needed); the rest needs Docker.
+if ! docker image inspect leaseline/base:bookworm >/dev/null 2>&1; then
+    sudo=()
+    if [ "$(id -u)" != 0 ]; then sudo=(sudo --preserve-env=PATH,DOCKER_HOST); fi
+    "${sudo[@]}" "$leaseline" images build --campaign "$campaign"
+fi
+"$leaseline" images build --campaign "$campaign" --sut "$system"
 
 status=0
 "$leaseline" campaign "$campaign" --results-dir "$results" || status=$?

@@ -42,6 +42,7 @@ from leaseline.harness.errors import (
 from leaseline.harness.run.config import RunConfig, validate
 from leaseline.harness.run.runner import print_path, run, stdout_to_stderr
 from leaseline.harness.store.run_dir import JUNIT, RunDir, point_latest
+from leaseline.harness.systems.profile import Profile
 
 EXPECTATIONS = ("valid", "strict-valid", "strict-flagged", "invalid")
 _RUN_FIELDS = {f.name for f in fields(RunConfig)} - {"check", "argv", "results_dir", "seed"}
@@ -56,6 +57,9 @@ class Case:
     run_dirs: list[Path] = field(default_factory=list)
     warnings: dict[Path, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    # seconds each run took, as the campaign timed it: run_dirs' runs, then the crashed ones
+    seconds: dict[Path, float] = field(default_factory=dict)
+    error_seconds: list[float] = field(default_factory=list)
 
 
 def load_campaign(path: Path) -> tuple[str, list[Case]]:
@@ -98,6 +102,20 @@ class CampaignOutcome:
     name: str
     campaign_dir: Path
     cases: list[dict[str, Any]]
+
+
+def campaign_systems(paths: list[Path]) -> list[type[Profile]]:
+    """The systems the campaigns' cases run, each once per set of its options: what their
+    runs boot, and so the images a CI job needs before them."""
+    from leaseline.harness.systems.registry import profile_class
+
+    systems: dict[str, type[Profile]] = {}
+    for path in paths:
+        for case in load_campaign(path)[1]:
+            sut = str(case.settings.get("sut", RunConfig().sut))
+            opts = {str(k): str(v) for k, v in (case.settings.get("sut_opts") or {}).items()}
+            systems.setdefault(f"{sut} {sorted(opts.items())}", profile_class(sut, opts))
+    return list(systems.values())
 
 
 def run_campaign(
@@ -145,12 +163,15 @@ def campaign_outcome(
             raise BadArguments(f"{path}: case {case.label}: {e}") from None
     for n, (case, cfg) in enumerate(configs, 1):
         console.rule(f"[bold]{name}[/] run {n}/{len(configs)}: {case.label} (seed {cfg.seed})")
+        began = time.monotonic()
         try:
             outcome = run(cfg, console)
             case.run_dirs.append(outcome.run_dir)
             case.warnings[outcome.run_dir] = outcome.warnings
+            case.seconds[outcome.run_dir] = time.monotonic() - began
         except LeaselineError as e:
             case.errors.append(str(e))
+            case.error_seconds.append(time.monotonic() - began)
             console.print(f"[red]run failed: {e}[/]")
     return _check_and_summarise(name, cases, results_dir, spark_master, console)
 
@@ -172,9 +193,13 @@ def _check_and_summarise(
     camp_dir.mkdir(parents=True, exist_ok=True)
     point_latest(camp_dir.parent, camp_dir)
     (camp_dir / "campaign.json").write_text(json.dumps({"name": name, "cases": summary}, indent=2))
-    from leaseline.checkers.junit import write_campaign_junit
+    from leaseline.checkers.junit import CampaignCase, write_campaign_junit
 
-    write_campaign_junit([d for c in cases for d in c.run_dirs], camp_dir / JUNIT)
+    write_campaign_junit([d for c in cases for d in c.run_dirs], camp_dir / JUNIT, [
+        CampaignCase(c.label, c.expect, s["expectation_met"],
+                     [(d, c.seconds.get(d, 0.0)) for d in c.run_dirs],
+                     list(zip(c.errors, c.error_seconds or [0.0] * len(c.errors), strict=True)))
+        for c, s in zip(cases, summary, strict=True)])
     _print_table(name, summary, console)
     print_path(console, "campaign folder", camp_dir)
     if any(s["expectation_met"] is False for s in summary):

@@ -86,3 +86,50 @@ def test_campaign_junit_has_a_suite_per_run(tmp_path: Path) -> None:
     assert len(suites) == 2
     assert root.get("errors") == "1" and int(root.get("failures", "0")) >= 1
     assert int(root.get("tests", "0")) == sum(int(s.get("tests", "0")) for s in suites)
+
+
+def test_a_run_suite_takes_the_runs_time(tmp_path: Path) -> None:
+    import os
+
+    run = make_sample_run(tmp_path / "t" / "20250101T000000", ops=100)
+    test = json.loads((run / "test.json").read_text())
+    test["started"] = "2025-01-01T00:00:00+0000"
+    (run / "test.json").write_text(json.dumps(test))
+    end = 1735689600 + 75.0  # the history's last write, 75 s after the start
+    os.utime(run / "history.jsonl", (end, end))
+    suite = ET.parse(write_junit(run)).getroot().find("testsuite")
+    assert suite is not None and suite.get("time") == "75.000"
+
+
+def test_campaign_junit_names_each_cases_expectation_and_crashed_runs(tmp_path: Path) -> None:
+    from leaseline.checkers.junit import CampaignCase
+
+    valid = make_sample_run(tmp_path / "a" / "20250101T000000", ops=200, violation=False)
+    bad = make_sample_run(tmp_path / "a" / "20250101T000001", ops=200, seed=2)
+    caught = make_sample_run(tmp_path / "b" / "20250101T000000", ops=200, seed=3)
+    cases = [
+        CampaignCase("correct", "valid", False, [(valid, 31.5), (bad, 32.25)],
+                     [("a node was never ready.", 12.0)]),
+        CampaignCase("bug", "invalid", True, [(caught, 40.0)]),
+    ]
+    root = ET.parse(write_campaign_junit([], tmp_path / "junit.xml", cases)).getroot()
+    correct, bug = root.findall("testsuite")
+    assert [p.get("value") for p in correct.iter("property") if p.get("name") == "expect"] \
+        == ["valid"]
+    runs = {c.get("name"): c for c in correct.iter("testcase")}
+    assert runs["correct: run 20250101T000000 (seed 1)"].find("failure") is None
+    failed = runs["correct: run 20250101T000001 (seed 2)"]
+    assert failed.find("failure") is not None and failed.get("time") == "32.250"
+    assert "returned" in (failed.findtext("failure") or "")  # the violation's explanation
+    crashed = runs["correct: crashed run 1"]
+    assert crashed.find("error").get("message") == "a node was never ready."
+    assert crashed.get("time") == "12.000"
+    expectation = runs["correct: expect valid"]
+    assert expectation.find("failure") is not None and expectation.get("time") == "75.750"
+    assert (correct.get("tests"), correct.get("failures"), correct.get("errors")) == \
+        ("4", "2", "1")
+    # A violation is what the bug case wants: its run and its expectation pass.
+    assert not list(bug.iter("failure")) and not list(bug.iter("error"))
+    (run_case,) = [c for c in bug.iter("testcase") if "run" in (c.get("name") or "")]
+    assert "as the case expects (invalid)" in (run_case.findtext("system-out") or "")
+    assert root.get("time") == "115.750" and root.get("failures") == "2"

@@ -26,6 +26,14 @@ def ensure_images(profile: type[Profile], log: Callable[[str], None]) -> None:
         images.build_context(name, log)
 
 
+def build_images(profile: type[Profile], log: Callable[[str], None]) -> None:
+    """Every image a run of `profile` boots, built if stale, and nothing else: what
+    `images build --campaign` makes before a CI job's runs."""
+    ensure_images(profile, log)
+    if issubclass(profile, DescribedProfile):
+        system_image(profile.description, log)
+
+
 def system_cluster(profile: type[Profile], sut_opts: dict[str, str], project: str,
                    compose_file: Path, log: Callable[[str], None]) -> Cluster:
     """The compose project `project` of `profile`, not started yet; a described system's
