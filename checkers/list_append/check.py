@@ -30,6 +30,7 @@ from leaseline.checkers.list_append.per_key import (
 DEFAULT_MODEL = "strict-serializable"
 UNKNOWN_TYPES = frozenset({"empty-transaction-graph", "cycle-search-timeout"})
 MAX_WITNESSES = 32  # cycles kept per type (the first found); counts are exact elsewhere
+_SCC_SHOWN = 50  # txns listed of a cycle-exists witness's component
 
 
 def check_history(ops: Sequence[dict[str, Any]], *,
@@ -109,14 +110,20 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
 
     cycles_at: dict[int, dict[str, list[list[tuple[int, int, int]]]]] = {}
     timeouts_at: dict[int, list[dict[str, Any]]] = {}
+    exists_at: dict[int, dict[str, list[dict[str, Any]]]] = {}
     for lk, g in graphs.items():
-        cycles_at[lk], timeouts_at[lk] = _cycles(g, search_budget)
+        exists_at[lk] = {}
+        cycles_at[lk], timeouts_at[lk] = _cycles(g, search_budget, exists_at[lk])
 
     def found_at(lk: int) -> dict[str, Any]:
         f: dict[str, Any] = dict(found_keyed)
         f.update(cycles_at[lk])
         if timeouts_at[lk]:
             f["cycle-search-timeout"] = timeouts_at[lk]
+        # a cycle-exists says nothing the anomalies found do not already say (Elle)
+        ruled = cm.impossible_models(f)
+        f.update({t: ws for t, ws in exists_at[lk].items()
+                  if cm.canonical(t[: -len("-cycle-exists")]) not in ruled})
         if len(graphs[lk].src) == 0:
             f["empty-transaction-graph"] = [{}]
         return f
@@ -173,8 +180,10 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
     }
 
 
-def _cycles(g: gr.Graph, budget: int
+def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | None = None
             ) -> tuple[dict[str, list[list[tuple[int, int, int]]]], list[dict[str, Any]]]:
+    """Cycles by type, and the searches that ran out of budget; for an SCC where one did,
+    `exists` gets Elle's fallback: which models a cycle in it rules out anyway."""
     found: dict[str, list[list[tuple[int, int, int]]]] = {}
     timeouts: list[dict[str, Any]] = []
     if not len(g.src):
@@ -187,6 +196,7 @@ def _cycles(g: gr.Graph, budget: int
     comps = gr.sccs(g.n, offsets, targets)
     for comp, edges in zip(comps, gr.inner_edges(g, comps), strict=True):
         subs: dict[int, tuple[gr.Sub, list[list[int]]]] = {}
+        timed_out = False
         for t in types:
             if len(found.get(t, ())) >= MAX_WITNESSES:
                 continue
@@ -204,6 +214,16 @@ def _cycles(g: gr.Graph, budget: int
                         break
             except gr.Budget:
                 timeouts.append({"type": t, "scc_size": len(comp)})
+                timed_out = True
+        if timed_out and exists is not None:
+            for model, mask in gr.CYCLE_EXISTS:
+                parts = gr.Sub.of(comp, *edges, mask).components()
+                # (a spec naming an order the graph lacks says nothing more than its data)
+                if parts and not mask & (PROCESS | REALTIME) & ~present:
+                    part = min(parts, key=len)
+                    exists.setdefault(f"{model}-cycle-exists", []).append(
+                        {"not": cm.friendly(model), "scc_size": len(part),
+                         "scc": sorted(part)[:_SCC_SHOWN]})
     return found, timeouts
 
 

@@ -50,6 +50,14 @@ _BASE: dict[str, tuple[int, bool, str]] = {
     "G2-item": (WW | WR, False, "adjacent"),
 }
 CYCLE_TYPES = tuple(f"{b}{s}" for b in _BASE for s in ("", "-process", "-realtime"))
+# Elle's fallback when a search runs out of budget: a cycle of these kinds exists (an SCC
+# of the subgraph) -> "<model>-cycle-exists", which that model prohibits (canonical names)
+CYCLE_EXISTS = (("PL-1", WW), ("PL-2", WW | WR), ("PL-2.99", WW | WR | RW),
+                ("PL-3", WW | WR | RW), ("strong-session-PL-1", WW | PROCESS),
+                ("strong-session-PL-2", WW | WR | PROCESS),
+                ("strong-session-serializable", WW | WR | RW | PROCESS),
+                ("strong-PL-1", WW | REALTIME), ("strong-PL-2", WW | WR | REALTIME),
+                ("PL-SS", WW | WR | RW | REALTIME))
 
 
 @dataclass

@@ -197,10 +197,18 @@ def test_empty_graph_and_budget_are_unknown() -> None:
     ops = history(T([("r", "x", []), ("append", "y", 1)], at=(0, 50)),
                   T([("r", "y", []), ("append", "x", 1)], at=(10, 60)))
     txns = parse(ops)
+    res = graph_stage(txns, key_results(txns), consistency_model=None,
+                      anomalies=["G2-item"], search_budget=0)
+    assert res["valid"] == "unknown" and res["status"] == "unknown"
+    assert res["anomaly_types"] == ["cycle-search-timeout"]
+    # Elle's fallback: a cycle of ww, wr and rw edges exists, which serializability forbids
     res = graph_stage(txns, key_results(txns), consistency_model="serializable",
                       search_budget=0)
-    assert res["valid"] == "unknown" and res["status"] == "unknown"
-    assert "cycle-search-timeout" in res["anomaly_types"]
+    assert res["valid"] is False
+    assert {"cycle-search-timeout", "PL-3-cycle-exists"} <= set(res["anomaly_types"])
+    (w,) = res["anomalies"]["PL-3-cycle-exists"]
+    assert (w["not"], w["scc_size"], w["scc"]) == ("serializable", 2, [0, 1])
+    assert "serializable" in res["not"] or "repeatable-read" in res["not"]
 
 
 STALE = (T([("append", "x", 1)], at=(0, 10)), T([("r", "x", [])], at=(30, 40)))
