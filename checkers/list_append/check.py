@@ -113,7 +113,7 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
     exists_at: dict[int, dict[str, list[dict[str, Any]]]] = {}
     for lk, g in graphs.items():
         exists_at[lk] = {}
-        cycles_at[lk], timeouts_at[lk] = _cycles(g, search_budget, exists_at[lk])
+        cycles_at[lk], timeouts_at[lk] = _cycles(g, search_budget, exists_at[lk], txns.index)
 
     def found_at(lk: int) -> dict[str, Any]:
         f: dict[str, Any] = dict(found_keyed)
@@ -180,7 +180,8 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
     }
 
 
-def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | None = None
+def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | None = None,
+            index: np.ndarray | None = None
             ) -> tuple[dict[str, list[list[tuple[int, int, int]]]], list[dict[str, Any]]]:
     """Cycles by type, and the searches that ran out of budget; for an SCC where one did,
     `exists` gets Elle's fallback: which models a cycle in it rules out anyway."""
@@ -223,7 +224,8 @@ def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | 
                     part = min(parts, key=len)
                     exists.setdefault(f"{model}-cycle-exists", []).append(
                         {"not": cm.friendly(model), "scc_size": len(part),
-                         "scc": sorted(part)[:_SCC_SHOWN]})
+                         "scc": sorted(part if index is None else
+                                       (int(index[v]) for v in part))[:_SCC_SHOWN]})
     return found, timeouts
 
 

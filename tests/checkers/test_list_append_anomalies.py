@@ -207,7 +207,7 @@ def test_empty_graph_and_budget_are_unknown() -> None:
     assert res["valid"] is False
     assert {"cycle-search-timeout", "PL-3-cycle-exists"} <= set(res["anomaly_types"])
     (w,) = res["anomalies"]["PL-3-cycle-exists"]
-    assert (w["not"], w["scc_size"], w["scc"]) == ("serializable", 2, [0, 1])
+    assert (w["not"], w["scc_size"], w["scc"]) == ("serializable", 2, [2, 3])
     assert "serializable" in res["not"] or "repeatable-read" in res["not"]
 
 
