@@ -33,6 +33,7 @@ from leaseline.checkers.job import (
     check_lease_histories,
     worst,
 )
+from leaseline.checkers.kv_scan import is_scan_history
 from leaseline.checkers.list_append.file_report import check_txn_file, txn_format
 from leaseline.checkers.snapshot_lease import DEFAULT_CLOCK_MARGIN_MS, is_lease_history
 from leaseline.checkers.summary import exit_code, print_summary
@@ -144,7 +145,7 @@ def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None
             lease, notes[f] = lease_for(Path(f), tf, lease_ms)
             txn_files[f] = (tf, lease)
             continue
-        if fmt == "jsonl" and is_lease_history(f):
+        if fmt == "jsonl" and (is_scan_history(f) or is_lease_history(f)):
             margins[f], notes[f] = clock_margin_for(Path(f))
             continue
         lease, notes[f] = lease_for(Path(f), fmt, lease_ms)
@@ -164,7 +165,8 @@ def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None
         own = fmt == "jsonl" and txn_files.get(f, ("jsonl",))[0] == "jsonl"
         if own and (not reports[f].get("ops") or not _completed_client_op(f)):
             _nothing_checked(reports[f])
-            reports[f].get("snapshot_lease", {}).update(valid="unknown")
+            for found in ("snapshot_lease", "kv_scan"):
+                reports[f].get(found, {}).update(valid="unknown")
     return {f: Checked(reports[f], notes[f]) for f in names}
 
 

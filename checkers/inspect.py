@@ -35,7 +35,7 @@ from leaseline.checkers.list_append_report import (
     witness_txns,
 )
 from leaseline.checkers.report.rundata import History, read_history
-from leaseline.checkers.summary import print_list_append, print_snapshot_lease
+from leaseline.checkers.summary import print_kv_scan, print_list_append, print_snapshot_lease
 from leaseline.harness.errors import BadArguments
 from leaseline.harness.store.history import read_records
 from leaseline.harness.store.run_dir import RunDir
@@ -94,6 +94,9 @@ def print_overview(run: RunDir, console: Console) -> dict[str, Any] | None:
     la = result_of(results)  # type: ignore[arg-type]
     if la is not None:
         print_list_append_overview(la, console)
+        return results
+    if isinstance(results.get("kv_scan"), dict):
+        print_kv_scan(results["kv_scan"], console)
         return results
     summary = results.get("summary") or {}
     t = Table(show_header=True, header_style="bold", box=None)

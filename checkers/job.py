@@ -434,12 +434,15 @@ def _ship(sc: Any, paths: list[str], folder: Path) -> dict[str, str]:
 
 
 def _lease_task(task: tuple[str, int], shipped: dict[str, str]) -> dict[str, Any]:
-    """One kv-snapshot-lease history, checked whole (its promise spans keys and leases)."""
-    from leaseline.checkers.snapshot_lease import file_report
+    """One kv-snapshot-lease or kv-scan history, checked whole (its promises span keys,
+    leases and scans)."""
+    from leaseline.checkers import kv_scan, snapshot_lease
 
     path, margin_ms = task
     try:
-        report = file_report(_local_path(path, shipped), margin_ms)
+        local = _local_path(path, shipped)
+        checker = kv_scan if kv_scan.is_scan_history(local) else snapshot_lease
+        report = checker.file_report(local, margin_ms)
         return {"file": path, "report": json.dumps(report)}
     except HistoryFormatError as e:
         return {"file": path, "problem": [e.line, e.what]}

@@ -165,6 +165,14 @@ def run_suite(run_dir: Path) -> ET.Element:
         el = ET.SubElement(case, "failure", type=_clean(f"snapshot-lease-{v.get('kind')}"))
         el.set("message", _clean(v.get("explanation")))
         el.text = _clean(v.get("explanation"))
+    scans = results.get("kv_scan")
+    for v in (scans.get("violations") or [] if isinstance(scans, dict) else []
+              )[:MAX_CASES_PER_STATUS]:
+        case = _case(suite, classname, f"scan {v.get('scan')} of bucket {v.get('bucket')}, "
+                     f"op {v.get('op')}")
+        el = ET.SubElement(case, "failure", type=_clean(f"kv-scan-{v.get('kind')}"))
+        el.set("message", _clean(v.get("explanation")))
+        el.text = _clean(v.get("explanation"))
 
     la = result_of(results)  # type: ignore[arg-type]
     if la is not None:

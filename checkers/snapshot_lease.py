@@ -67,13 +67,14 @@ class Op:
         return self.type == "ok"
 
 
-def pair(records: Iterable[dict[str, Any]]) -> list[Op]:
-    """The workload's operations from history records, in invocation order (a process has
-    one operation in flight; nemesis records and other f's are skipped)."""
+def pair(records: Iterable[dict[str, Any]], fs: frozenset[str] = WORKLOAD_FS) -> list[Op]:
+    """The workload's operations (those whose f is in `fs`) from history records, in
+    invocation order (a process has one operation in flight; nemesis records and other f's
+    are skipped)."""
     open_ops: dict[Any, Op] = {}
     ops: list[Op] = []
     for r in records:
-        if r.get("f") not in WORKLOAD_FS or r.get("process") == "nemesis":
+        if r.get("f") not in fs or r.get("process") == "nemesis":
             continue
         if r["type"] == "invoke":
             op = Op(r["index"], r["process"], r["f"], r.get("key"), r["time"], None, "info",
@@ -143,6 +144,12 @@ class _Leases:
         # (acknowledged at, deadline, index, chain) per lease, in acknowledgement order
         self.grants: dict[str, list[tuple[int, int, int, int]]] = defaultdict(list)
         self.chain_of: dict[int, int] = {}  # grant index -> its chain
+        # acknowledged renewals invoked after the latest expiration time the server can
+        # have given the lease (the last grant's completion + its duration, plus the margin)
+        # (op, that time): once Fluss's expiration check has dropped the lease, a renewal
+        # makes a new, empty one and is answered ok
+        self.late_renewals: list[tuple[Op, int]] = []
+        ends: dict[str, int] = {}  # lease -> the latest expiration time the server can have set
         chains: dict[str, tuple[int, int | None]] = {}  # lease -> (chain, its deadline)
         for op in ops:
             if op.f not in LEASE_FS or op.type == "fail":
@@ -151,6 +158,9 @@ class _Leases:
             if op.f in ("acquire", "renew") and op.ok:
                 duration_ns = int((op.value or {}).get("duration_ms", 0)) * 1_000_000
                 chain, until = chains.get(lease, (0, None))
+                if op.f == "renew" and lease in ends and op.invoke > ends[lease] + margin_ns:
+                    self.late_renewals.append((op, ends[lease]))
+                ends[lease] = (op.complete or op.invoke) + duration_ns
                 if until is not None and op.invoke > until - margin_ns:
                     chain, until = chain + 1, None  # the lease may have expired before it
                 end = op.invoke + duration_ns
@@ -340,10 +350,28 @@ def check(records: Iterable[dict[str, Any]],
         "undecided_reads": undecided,
         "rows_checked": rows_checked,
         "violations": [v.as_json() for v in violations],
+        "late_renewals": _late_renewals(leases, ops),
     }
     if valid == "unknown":
         out["reason"] = ("no snapshot read completed, within a lease or at all, so neither "
                          "the lease's promise nor a snapshot's rows were put to the test")
+    return out
+
+
+def _late_renewals(leases: _Leases, ops: list[Op]) -> list[dict[str, Any]]:
+    """Renewals acknowledged after their lease's expiration time had passed (invoked later
+    than the last grant's completion + duration + the margin), each with the first later
+    read by the same lease that found a snapshot gone. No violation: such a renewal holds
+    nothing (rule 1 starts a new chain), but its holder was told all is well
+    (docs/findings/fluss-renew-after-expiry.md)."""
+    out = []
+    for renew, ran_out in leases.late_renewals:
+        gone = next((op for op in ops if op.f == "read-snapshot" and op.key == renew.key and
+                     op.invoke > (renew.complete or renew.invoke) and op.type == "fail" and
+                     (op.result or {}).get("gone")), None)
+        out.append({"lease": renew.key, "renew": renew.index, "ran_out_ms": ran_out / 1e6,
+                    "invoke_ms": renew.invoke / 1e6, "late_ms": (renew.invoke - ran_out) / 1e6,
+                    "gone_read": None if gone is None else gone.index})
     return out
 
 

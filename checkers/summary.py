@@ -66,6 +66,8 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
     console.print(head)
     if isinstance(file_report.get("snapshot_lease"), dict):
         lease_line = "KV snapshot lease"  # a resource lease: no read lease window applies
+    elif isinstance(file_report.get("kv_scan"), dict):
+        lease_line = "KV scan sessions"
     else:
         lease_line = f"lease window L = {_ms(lease)}" + (" (strict linearizability)"
                                                         if not lease else "")
@@ -83,6 +85,9 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
         return
     if la is not None:
         print_list_append(la, console)
+        return
+    if isinstance(file_report.get("kv_scan"), dict):
+        print_kv_scan(file_report["kv_scan"], console)
         return
     summary = file_report.get("summary") or {}
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
@@ -166,3 +171,29 @@ def print_list_append(result: dict[str, Any], console: Console) -> None:
             console.print(f"    … and {len(stale) - MAX_STALE} more (see results.json)")
     if result.get("not"):
         console.print(f"  ruled out: {escape(', '.join(map(str, result['not'])))}")
+    late = found.get("late_renewals") or []
+    if late:
+        console.print(f"  {len(late)} renewal{'s' if len(late) != 1 else ''} acknowledged "
+                      "after the lease's expiration time (late_renewals in results.json)")
+
+
+def print_kv_scan(found: dict[str, Any], console: Console) -> None:
+    """The KV scan checker's counts and violations (checkers/kv_scan.py)."""
+    table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
+    columns = (("scans", "scans"), ("scans_read_whole", "read whole"),
+               ("rows_checked", "rows checked"), ("continued_within_ttl", "continued in ttl"),
+               ("idle_past_ttl", "idle past ttl"), ("expired_as_promised", "expired"),
+               ("retries", "retries"))
+    for _, name in columns:
+        table.add_column(name, justify="right")
+    table.add_column("violations", justify="right")
+    violations = found.get("violations") or []
+    table.add_row(*(str(found.get(k, 0)) for k, _ in columns),
+                  f"[red]{len(violations)}[/]" if violations else "0")
+    console.print(table)
+    for v in violations[:MAX_LISTED]:
+        console.print(f"  [red]{escape(str(v.get('kind')))} violation[/] "
+                      f"{escape(str(v.get('explanation')))}")
+    if len(violations) > MAX_LISTED:
+        console.print(f"  … and {len(violations) - MAX_LISTED} more violations "
+                      "(see results.json)")

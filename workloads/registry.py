@@ -6,6 +6,7 @@ from leaseline.harness.errors import BadArguments
 from leaseline.workloads.base import Client, Completion, Generator, Op, Workload, WorkloadOptions
 from leaseline.workloads.dynamo_cas import DynamoCas
 from leaseline.workloads.dynamo_register import DynamoRegister
+from leaseline.workloads.kv_scan import KvScan
 from leaseline.workloads.kv_snapshot_lease import KvSnapshotLease
 from leaseline.workloads.list_append import ListAppend
 from leaseline.workloads.lua_cas import LuaCas
@@ -18,6 +19,7 @@ WORKLOADS: dict[str, type[Workload]] = {
     DynamoCas.name: DynamoCas,
     KvSnapshotLease.name: KvSnapshotLease,
     ListAppend.name: ListAppend,
+    KvScan.name: KvScan,
 }
 
 

@@ -376,6 +376,32 @@ def _snapshot_lease_html(results: dict[str, Any] | None) -> str:
             f"{table}</section>")
 
 
+def _kv_scan_html(results: dict[str, Any] | None) -> str:
+    """A kv-scan run's counts and violations (checkers/kv_scan.py)."""
+    found = (results or {}).get("kv_scan")
+    if not isinstance(found, dict):
+        return ""
+    counts = "".join(_stat(f"{found.get(k, 0):,}", label) for k, label in (
+        ("upserts", "upserts"), ("scans", "scans"), ("scans_read_whole", "read whole"),
+        ("rows_checked", "rows checked"), ("continued_within_ttl", "continued within ttl"),
+        ("idle_past_ttl", "idle past ttl"), ("expired_as_promised", "expired as promised"),
+        ("retries", "continuations resent")))
+    rows = []
+    for v in (found.get("violations") or [])[:MAX_KEY_ROWS]:
+        if not isinstance(v, dict):
+            continue
+        cells = [_td(v.get("kind"), "status violation"), _td(v.get("scan"), code=True),
+                 _td(v.get("bucket"), "num"), _td(v.get("op"), "num"),
+                 _td(", ".join(v.get("faults") or [])), _td(v.get("explanation"))]
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    headers = ["kind", "scan", "bucket#", "op#", "faults in force", "why"]
+    table = (f'<div class="scroll">{_table(headers, rows)}</div>' if rows
+             else '<p class="muted">No violation: every scan kept its promises.</p>')
+    return (f'<section class="card" id="kv-scan"><h2>KV scan sessions (clock margin '
+            f'{_e(found.get("clock_margin_ms"))} ms)</h2><div class="stats">{counts}</div>'
+            f"{table}</section>")
+
+
 GRAPH_LEGEND = (
     '<span class="legend"><span><i style="background:#5b6b7d"></i>real-time</span>'
     '<span><i style="background:#2d6cdf"></i>reads-from</span>'
@@ -531,7 +557,7 @@ def render_report(run_dir: Path) -> str:
         anomalies=(_la_html(la, la_found) if la is not None
                    else _types_html(results) + _anomalies_html(found, results)),
         staleness_note=_e(LA_STALENESS_NOTE if la is not None else STALENESS_NOTE),
-        keys=_keys_html(results) + _snapshot_lease_html(results),
+        keys=_keys_html(results) + _snapshot_lease_html(results) + _kv_scan_html(results),
         nemesis=_nemesis_html(h),
         config=_config_html(test),
         generated=_e(time.strftime("%Y-%m-%d %H:%M:%S")),

@@ -92,6 +92,7 @@ class ResultsJson(TypedDict, total=False):
     warnings: list[str]  # what went wrong around the run without deciding it
     snapshot_lease: dict[str, Any]  # a kv-snapshot-lease history's findings (no keys)
     list_append: dict[str, Any]  # a list-append history's verdict (the checker's result)
+    kv_scan: dict[str, Any]  # a kv-scan history's findings (no keys)
 
 
 RESULT_FIELDS = ("valid", "lease_ms", "ops", "summary", "max_delta_ms", "keys", "nemesis")
@@ -266,6 +267,8 @@ class RunDir:
             results["snapshot_lease"] = file_report["snapshot_lease"]
         if "list_append" in file_report:  # a txn history's result (checkers/list_append)
             results["list_append"] = file_report["list_append"]
+        if "kv_scan" in file_report:
+            results["kv_scan"] = file_report["kv_scan"]
         results["warnings"] = list(warnings)
         if self.anomalies.is_dir():  # a re-check replaces the previous verdict's anomalies
             for old in self.anomalies.glob("*.json"):

@@ -10,6 +10,11 @@
 // a lease; every other failure is left undecided by the caller. `--lease off` is the
 // negative control: lease calls are answered ok without asking Fluss, so nothing keeps the
 // snapshots the workload reads.
+//
+// The kv-scan workload's calls (scan-open, scan-next, scan-close) live in KvScanCalls.java,
+// loaded by name when it was compiled: it needs ScanKv, which only a Fluss client newer than
+// 0.9.1 has, and this file must compile against the image's release too. Without it the
+// scan calls answer that this Fluss has no KV scan sessions ("scan-support" asks).
 
 import java.io.BufferedReader;
 import java.io.FileNotFoundException;
@@ -64,10 +69,18 @@ public class LeaseClient {
     static final ObjectMapper JSON = new ObjectMapper();
     static final long TIMEOUT_MS = 10_000;
 
+    /** Calls of a workload that are compiled only against a client that has them. */
+    public interface Calls {
+        boolean handles(String op);
+
+        ObjectNode handle(String op, JsonNode req, ObjectNode reply) throws Exception;
+    }
+
     final Configuration conf = new Configuration();
     final boolean leaseOff;
     final Map<String, Table> tables = new ConcurrentHashMap<>();
     final Map<String, UpsertWriter> writers = new ConcurrentHashMap<>();
+    final Calls scanCalls = load("KvScanCalls");
     Connection conn;
     Admin adminClient;
 
@@ -76,6 +89,16 @@ public class LeaseClient {
         conf.setString("client.request-timeout", "8s");
         conf.setString("client.scanner.io.tmpdir", System.getProperty("java.io.tmpdir"));
         this.leaseOff = leaseOff;
+    }
+
+    Calls load(String name) {
+        try {
+            return (Calls) Class.forName(name).getConstructor(LeaseClient.class).newInstance(this);
+        } catch (ClassNotFoundException e) {
+            return null;
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot load " + name, e);
+        }
     }
 
     // Made on the first request, not at start: the service starts with the cluster, and
@@ -263,7 +286,15 @@ public class LeaseClient {
                 return r;
             case "read":
                 return read(req, r);
+            case "scan-support":
+                r.put("scan", scanCalls != null);
+                return r;
             default:
+                if (scanCalls != null && scanCalls.handles(op)) return scanCalls.handle(op, req, r);
+                if (op.startsWith("scan-")) {
+                    throw new UnsupportedOperationException("this Fluss client has no KV scan "
+                            + "sessions (ScanKv)");
+                }
                 throw new IllegalArgumentException("unknown op " + op);
         }
     }

@@ -295,3 +295,19 @@ def test_a_renewal_after_the_deadline_does_not_revive_what_the_lease_held() -> N
     h.read("L1", 1500, 1510, bucket=0, snapshot=1, gone=True)
     out = check(h.records, clock_margin_ms=100)
     assert out["valid"] is False and len(out["violations"]) == 1
+
+
+def test_a_renewal_acknowledged_after_the_lease_ran_out_is_reported_with_what_followed() -> None:
+    h = History()
+    h.upsert("a", 1, at=0, log_end=1)
+    h.acquire("L1", at=10, snapshots=[(0, 0, 1)], duration_ms=1000)  # acknowledged at 15
+    h.read("L1", 100, 120, bucket=0, snapshot=0, rows={"a": 1}, log_offset=1)
+    h.op(1, "renew", "L1", 900, 905, "ok", {"duration_ms": 1000})  # in time
+    h.op(1, "renew", "L1", 3000, 3005, "ok", {"duration_ms": 1000})  # 2.1 s after 905+1000
+    h.read("L1", 3100, 3120, bucket=0, snapshot=0, gone=True)
+    found = check(h.records)
+    assert found["valid"] is True  # the late renewal holds nothing: no promise was broken
+    (late,) = found["late_renewals"]
+    assert late["lease"] == "L1" and late["ran_out_ms"] == 1905.0
+    assert late["late_ms"] == 1095.0 and late["gone_read"] is not None
+    assert h.records[late["renew"]]["time"] == 3000 * MS
