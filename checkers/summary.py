@@ -141,6 +141,10 @@ def print_snapshot_lease(found: dict[str, Any], console: Console) -> None:
     if len(violations) > MAX_LISTED:
         console.print(f"  … and {len(violations) - MAX_LISTED} more violations "
                       "(see results.json)")
+    late = found.get("late_renewals") or []
+    if late:
+        console.print(f"  {len(late)} renewal{'s' if len(late) != 1 else ''} acknowledged "
+                      "after the lease's expiration time (late_renewals in results.json)")
 
 
 def print_list_append(result: dict[str, Any], console: Console) -> None:
@@ -171,10 +175,6 @@ def print_list_append(result: dict[str, Any], console: Console) -> None:
             console.print(f"    … and {len(stale) - MAX_STALE} more (see results.json)")
     if result.get("not"):
         console.print(f"  ruled out: {escape(', '.join(map(str, result['not'])))}")
-    late = found.get("late_renewals") or []
-    if late:
-        console.print(f"  {len(late)} renewal{'s' if len(late) != 1 else ''} acknowledged "
-                      "after the lease's expiration time (late_renewals in results.json)")
 
 
 def print_kv_scan(found: dict[str, Any], console: Console) -> None:

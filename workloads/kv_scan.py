@@ -47,8 +47,8 @@ from leaseline.workloads.kv_snapshot_lease import SETUP_TIMEOUT_S, LeaseConnecti
 
 TABLE = "leaseline.kvscan"
 BUCKETS = 3
-ROWS_PER_BUCKET = 4  # per --keys: 4 keys give 16 rows a bucket
-BATCH_BYTES = 64  # two or three rows a batch: a scan of a bucket takes several batches
+ROWS_PER_BUCKET = 8  # per --keys: about 8 rows a bucket for each
+BATCH_BYTES = 1  # one row a batch (the server always sends one): a scan takes many batches
 DEFAULT_TTL_MS = 3000
 DEFAULT_EXPIRATION_MS = 1000
 LONG_EVERY = 3  # one scan in three pauses once past ttl + expiration interval

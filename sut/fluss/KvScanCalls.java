@@ -13,10 +13,11 @@
 //                                               the last one is the same request again
 //   {"op": "scan-close", "scan": ID}
 // Replies add rows [[key, value], ...] in the order of the batch, has_more, and for the
-// open: scanner (hex, absent for an empty bucket), log_offset and leader (the server id
+// open: scanner (the server's id, absent for an empty bucket), log_offset and leader (the server id
 // the session lives on). A server's error is {"ok": false, "code": "SCANNER_EXPIRED", ...}
 // with the leader the client's metadata names after it (leader_now).
 
+import java.nio.charset.StandardCharsets;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
@@ -134,7 +135,7 @@ public class KvScanCalls implements LeaseClient.Calls {
         byte[] id = resp.hasScannerId() ? resp.getScannerId() : null;
         Session s = new Session(path, bucket, leader, gateway, batchBytes, readContext, id);
         if (resp.hasLogOffset()) r.put("log_offset", resp.getLogOffset());
-        if (id != null) r.put("scanner", hex(id));
+        if (id != null) r.put("scanner", new String(id, StandardCharsets.UTF_8));
         batch(s, resp, r);
         if (r.get("has_more").asBoolean()) sessions.put(scan, s);
         return r;
@@ -187,9 +188,4 @@ public class KvScanCalls implements LeaseClient.Calls {
         return r;
     }
 
-    static String hex(byte[] bytes) {
-        StringBuilder b = new StringBuilder();
-        for (byte x : bytes) b.append(String.format("%02x", x));
-        return b.toString();
-    }
 }
