@@ -2,7 +2,9 @@
 
 Generates (once, cached under bench/out/) list-append histories with bench/gen_list_append.py
 (1-4 micro-ops per transaction, 1,000 keys, every planted anomaly type), checks each with
-the checker entry point (checkers/check_command.py, as `leaseline check` does), asserts that the
+the checker entry point (checkers/check_command.py, as `leaseline check` does): in this
+process, and from --spark-from transactions on also with the per-key stage on --master's
+executors (checkers/list_append/on_spark.py), side by side; asserts that the
 checker reports exactly the planted anomalies (each type on its plant's transactions,
 nothing on the bulk, each stale read with its exact staleness) and prints, per size,
 transactions, seconds, transactions/s, CPU seconds and the peak resident memory of the
@@ -10,6 +12,7 @@ process tree (driver, JVM and Python workers together).
 
     python -m bench.bench_list_append                       # 20k and 1 M transactions
     python -m bench.bench_list_append --txns 20000 1000000 10000000 --master local[2]
+    python -m bench.bench_list_append --txns 20000 --cli      # and `leaseline check` itself
 
 Targets (issue #34): 20k operations <= 1 s end to end; 1 M transactions <= 10 s on
 local[2]; 10 M <= 60 s in <= 8 GB. `--cli` also times `leaseline check` of the smallest
@@ -122,46 +125,43 @@ def main() -> int:
     ap.add_argument("--txns", type=int, nargs="+", default=[20_000, 1_000_000])
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--lease-ms", type=float, default=100.0)
-    ap.add_argument("--master", default="local[2]",
-                    help="Spark master for histories above the in-process size (auto: as "
-                    "`leaseline check` picks)")
+    ap.add_argument("--master", default="local[2]", help="Spark master of the Spark rows")
+    ap.add_argument("--spark-from", type=int, default=100_000,
+                    help="sizes from this many transactions are also checked on --master")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cli", action="store_true", help="also time `leaseline check` of the "
                     "smallest size in a fresh process")
     ap.add_argument("--regenerate", action="store_true")
     a = ap.parse_args()
 
-    from leaseline.checkers.job import IN_PROCESS_BYTES
-    from leaseline.checkers.spark_session import AUTO
+    from leaseline.checkers.spark_session import AUTO, spark_context
 
     failed = False
     for n in a.txns:
         path, plants = history(n, a.keys, a.lease_ms, a.seed, a.regenerate)
-        small = path.stat().st_size <= IN_PROCESS_BYTES
-        master = AUTO if small else a.master
-        if not small:  # the session's start is the JVM's, paid once per process
-            from leaseline.checkers.spark_session import spark_context
-
-            t = time.perf_counter()
-            spark_context(master)
-            print(f"  Spark session {master} started in {time.perf_counter() - t:.1f} s")
-        report, seconds, cpu, peak = check_once(path, a.lease_ms, master)
-        result = report.get("list_append") or {}
-        txns = int(result.get("txns") or report.get("ops") or 0)
-        where = "in process" if small else f"Spark {master}"
-        print(f"txns={txns:,} keys={result.get('keys')} seconds={seconds:.2f} "
-              f"cpu_seconds={cpu:.1f} txns/s={txns / seconds:,.0f} "
-              f"peak_rss={peak / 2**30:.2f} GiB ({where}, load average "
-              f"{os.getloadavg()[0]:.1f})")
-        print(f"  verdict={report['valid']} status={result.get('status')} "
-              f"types={result.get('anomaly_types')}")
-        problems = found_exactly(result, plants)
-        if problems:
-            failed = True
-            print("  NOT EXACT:\n    " + "\n    ".join(problems))
-        else:
-            print(f"  the {len(plants)} planted anomalies found exactly (types, transactions, "
-                  "stale reads' staleness), nothing else")
+        ways = [("in process", AUTO)] + ([(f"Spark {a.master}", a.master)]
+                                         if n >= a.spark_from else [])
+        for where, master in ways:
+            if master != AUTO:  # the session's start is the JVM's, paid once per process
+                t = time.perf_counter()
+                spark_context(master)
+                print(f"  Spark session {master} started in {time.perf_counter() - t:.1f} s")
+            report, seconds, cpu, peak = check_once(path, a.lease_ms, master)
+            result = report.get("list_append") or {}
+            txns = int(result.get("txns") or report.get("ops") or 0)
+            print(f"txns={txns:,} keys={result.get('keys')} seconds={seconds:.2f} "
+                  f"cpu_seconds={cpu:.1f} txns/s={txns / seconds:,.0f} "
+                  f"peak_rss={peak / 2**30:.2f} GiB ({where}, load average "
+                  f"{os.getloadavg()[0]:.1f})")
+            print(f"  verdict={report['valid']} status={result.get('status')} "
+                  f"types={len(result.get('anomaly_types') or [])}")
+            problems = found_exactly(result, plants)
+            if problems:
+                failed = True
+                print("  NOT EXACT:\n    " + "\n    ".join(problems))
+            else:
+                print(f"  the {len(plants)} planted anomalies found exactly (types, "
+                      "transactions, stale reads' staleness), nothing else")
         if a.cli and n == min(a.txns):
             print(f"  `leaseline check` in a fresh process: {cli_seconds(path, a.lease_ms):.2f} s")
     return 1 if failed else 0

@@ -123,7 +123,8 @@ TXN_FORMATS = ("edn",)  # txn-only formats (a jsonl history may be a txn history
 def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None = None,
                 spark_master: str = "local[*]", consistency_model: str | None = None
                 ) -> dict[str, Checked]:
-    """Check every history (one Spark job per lease window; txn histories in-process);
+    """Check every history (one Spark job per lease window; a txn history in this process,
+    its per-key stage on the executors of a master given explicitly);
     reports by the names given. `consistency_model` applies to txn histories."""
     if not files:
         raise BadArguments("give at least one history file to check.")
@@ -158,7 +159,8 @@ def check_files(files: Sequence[str], fmt: str = "jsonl", lease_ms: float | None
         reports.update(report["files"])
     reports.update(_checked(partial(check_lease_histories, margins, spark_master)))
     for f, (tf, lease) in txn_files.items():
-        reports[f] = _checked(partial(check_txn_file, f, tf, lease, consistency_model))
+        reports[f] = _checked(partial(check_txn_file, f, tf, lease, consistency_model,
+                                      spark_master))
     # Leaseline's own histories only: an imported corpus keeps its tool's verdict (Knossos
     # calls a history without operations valid, and its corpus says so).
     for f in names:

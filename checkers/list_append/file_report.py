@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from leaseline.checkers.importers.jsonl import nemesis_events
-from leaseline.checkers.list_append.check import DEFAULT_MODEL, check_txns
-from leaseline.checkers.list_append.history import read_history
+from leaseline.checkers.list_append.check import DEFAULT_MODEL, graph_stage
+from leaseline.checkers.list_append.history import no_gc, read_history
+from leaseline.checkers.list_append.on_spark import key_results
+from leaseline.checkers.spark_session import AUTO
 
 _SNIFF_BYTES = 1 << 16
 
@@ -49,11 +51,16 @@ def txn_format(path: str | Path, fmt: str) -> str | None:
 
 
 def check_txn_file(path: str | Path, fmt: str, lease_ms: float,
-                   consistency_model: str | None = None) -> dict[str, Any]:
-    """The file report of one txn history (problems: HistoryFormatError)."""
+                   consistency_model: str | None = None,
+                   spark_master: str = AUTO) -> dict[str, Any]:
+    """The file report of one txn history (problems: HistoryFormatError); the per-key
+    stage runs on the executors of a `spark_master` given explicitly, else here
+    (checkers/list_append/on_spark.py), the graph stage here."""
     records, txns = read_history(path, fmt)
-    res = check_txns(txns, consistency_model=consistency_model or DEFAULT_MODEL,
-                     lease_ms=lease_ms)
+    with no_gc():
+        res = graph_stage(txns, key_results(txns, spark_master),
+                          consistency_model=consistency_model or DEFAULT_MODEL,
+                          lease_ms=lease_ms)
     completed = int((txns.index != txns.invoke_index).sum())  # txns with a completion
     nemesis = [r for r in records if r.get("process") == "nemesis"] if fmt == "jsonl" else []
     return {
