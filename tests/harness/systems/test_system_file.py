@@ -211,6 +211,9 @@ def test_elastickv_refusals(opts: dict[str, str], words: str) -> None:
      "fault_kinds lists transfer-leader, but [transfer] command is missing"),
     (("lease_ms = 500", "lease_ms = 500\nfault_kinds = [\"meteor\"]"), "fault_kinds must be among"),
     (("lease_ms = 500", "lease_ms = 500\ncolour = 1"), "colour is not a field"),
+    (("lease_ms = 500", "lease_ms = 500\nfeatures = [\"graphs\"]"), "features must be among"),
+    (("lease_ms = 500", "lease_ms = 500\nfeatures = [\"dynamo-lists\"]"),
+     "features lists dynamo-lists, but the system has no dynamodb port"),
     (("[leader]\nkind = \"redis-info\"\nfield = \"leader_addr\"\nconfirm = \"role:master\"\n", ""),
      "system.toml: [leader] is missing."),
 ])
@@ -237,6 +240,15 @@ def test_validate_refuses_before_anything_starts(tmp_path: Path) -> None:
         validate(RunConfig(sut=str(good), nemesis=["transfer-leader"]))
     assert validate(RunConfig(sut=str(good), nemesis=["kill-leader"])).nodes == (
         "kv1", "kv2", "kv3")
+    # a system that does not say it speaks lists gets one sentence for list-append
+    with pytest.raises(BadArguments, match="needs RPUSH and LRANGE, which good does not"):
+        validate(RunConfig(sut=str(good), workload="list-append"))
+    lists = write(tmp_path, MINIMAL.replace("lease_ms = 500", "lease_ms = 500\nfeatures = "
+                                            "[\"lists\"]"), "lists.toml")
+    assert validate(RunConfig(sut=str(lists), workload="list-append",
+                              workload_opts={"client": "plain"})).features == {"lists"}
+    with pytest.raises(BadArguments, match="needs MULTI/EXEC"):
+        validate(RunConfig(sut=str(lists), workload="list-append"))
 
 
 def test_cli_exit_254_with_one_sentence(tmp_path: Path) -> None:
