@@ -6,7 +6,7 @@
   transaction goes bare, as in elastickv's own Jepsen suite). Nothing runs before EXEC, so
   a refusal, timeout or lost connection while queueing is a fail; EXEC's reply decides the
   rest: EXECABORT or nil -> fail, an array -> ok unless an element is an error (then
-  info: Redis applies the others).
+  info: Redis applies the others; fail when every element is a refusal).
 - `lua`: one EVALSHA of TXN_SCRIPT per transaction, KEYS the micro-ops' keys and ARGV their
   values ('' for a read); NOSCRIPT falls back to EVAL as lua-cas does (workloads/lua_cas.py).
 An error reply is a fail when it says the command was refused (REFUSALS: a redirect,
@@ -92,6 +92,11 @@ def completed(op: Op, replies: list[Any]) -> Completion:
     if not isinstance(replies, list) or len(replies) != len(op.value):
         return Completion(INFO if writes else FAIL, op.value,
                           f"unexpected reply {replies!r} to {len(op.value)} micro-ops")
+    errors = [r for r in replies if isinstance(r, Exception)]
+    if errors and len(errors) == len(replies) and all(
+            isinstance(e, redis.ResponseError) and refused(e) for e in errors):
+        # every micro-op refused (a server that says so per command): nothing was applied
+        return Completion(FAIL, op.value, f"every micro-op refused: {errors[0]}")
     done = []
     for (f, key, value), reply in zip(op.value, replies, strict=True):
         if isinstance(reply, Exception):

@@ -165,6 +165,8 @@ def test_multi_exec_ok_carries_the_lists_read() -> None:
     # an error inside EXEC's reply: Redis applied the others
     ([b"OK", b"QUEUED", b"QUEUED", b"QUEUED",
       [redis.ResponseError("WRONGTYPE x"), [], []]], MIXED, INFO, "inside"),
+    ([b"OK", b"QUEUED", b"QUEUED", b"QUEUED",
+      [redis.exceptions.TryAgainError("not applied")] * 3], MIXED, FAIL, "every micro-op"),
     # an error reply that does not say it was refused (a commit that timed out)
     ([b"OK", b"QUEUED", b"QUEUED", b"QUEUED", redis.ResponseError("context deadline")],
      MIXED, INFO, "unknown outcome"),
