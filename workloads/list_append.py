@@ -125,6 +125,8 @@ class ListAppend(Workload):
         self.protocol = "dynamodb" if self.kind == "dynamo" else "redis"  # type: ignore[misc]
         self.min_len = int(opts.extra.get("min-txn-length", "1"))
         self.max_len = int(opts.extra.get("max-txn-length", "4"))
+        if self.kind == "plain" or opts.extra.get("dynamo-txn") == "single":
+            self.min_len = self.max_len = 1  # no transactions: one micro-op each
         self._impl = (list_append_dynamo.DynamoSide() if self.kind == "dynamo"
                       else list_append_redis.RedisSide(self.kind, opts.redis_protocol))
 
