@@ -30,6 +30,7 @@ Fluss, so nothing keeps the snapshots the holders read.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import socket
 import subprocess
@@ -276,11 +277,14 @@ def checkout_state(source: str) -> tuple[Path, str, bool, str]:
     """A Fluss checkout's root, commit, whether it has uncommitted changes, and the name of
     its build's folder: the commit's first 12 digits, plus a hash of the changes (the diff
     and the untracked files) when there are any."""
-    root = Path(source).expanduser().resolve()
+    # $VARIABLES are expanded, so a campaign file can name a checkout each machine has
+    # somewhere else (campaigns/fluss-kv-scan.json: $LEASELINE_FLUSS_SOURCE).
+    root = Path(os.path.expandvars(source)).expanduser().resolve()
     if not (root / "pom.xml").is_file() or not (root / "fluss-server").is_dir() or \
             not (root / "fluss-client").is_dir():
+        unset = " (is the variable set?)" if "$" in os.path.expandvars(source) else ""
         raise BadArguments(f"--sut-opt source={source} is not a Fluss checkout (no pom.xml "
-                           "with fluss-server and fluss-client beside it).")
+                           f"with fluss-server and fluss-client beside it){unset}.")
     head = _git(root, "rev-parse", "HEAD")
     if head.returncode != 0:
         raise BadArguments(f"--sut-opt source={source} is not a git checkout: its commit "

@@ -166,3 +166,13 @@ def test_bad_source_options_are_one_sentence(opts: dict[str, str], says: str,
     opts = {k: str(checkout) if v == "SRC" else v for k, v in opts.items()}
     with pytest.raises(BadArguments, match=says):
         Fluss.check_options(opts)
+
+
+def test_a_source_named_by_a_variable_is_expanded(checkout: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LEASELINE_FLUSS_SOURCE", str(checkout))
+    [staged] = Fluss.staged_folders({"source": "$LEASELINE_FLUSS_SOURCE"})
+    assert staged.command[-2] == str(checkout)
+    monkeypatch.delenv("LEASELINE_FLUSS_SOURCE")
+    with pytest.raises(BadArguments, match=r"is not a Fluss checkout .*\(is the variable set\?\)"):
+        Fluss.check_options({"source": "$LEASELINE_FLUSS_SOURCE"})
