@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -205,9 +206,19 @@ def test_a_real_campaign_runs_checks_once_and_gates(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "campaigns").glob("*.json")), ids=lambda p: p.stem)
-def test_the_shipped_campaigns_are_valid_at_the_client_models_they_name(path: Path) -> None:
+def test_the_shipped_campaigns_are_valid_at_the_client_models_they_name(
+        path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every case of every shipped campaign passes the run's own validation (elastickv's
-    needs a build, named by a path the user edits: only its cases' shape is checked)."""
+    needs a build, named by a path the user edits: only its cases' shape is checked; the
+    Fluss checkout fluss-kv-scan names by $LEASELINE_FLUSS_SOURCE is a stand-in here)."""
+    checkout = tmp_path / "fluss"
+    for module in ("fluss-server", "fluss-client"):
+        (checkout / module).mkdir(parents=True)
+    (checkout / "pom.xml").write_text("<project/>\n")
+    subprocess.run(["git", "init", "-q", str(checkout)], check=True)
+    subprocess.run(["git", "-C", str(checkout), "-c", "user.email=t@t", "-c", "user.name=t",
+                    "commit", "-q", "--allow-empty", "-m", "fluss"], check=True)
+    monkeypatch.setenv("LEASELINE_FLUSS_SOURCE", str(checkout))
     _, cases = load_campaign(path)
     for case in cases:
         if case.settings.get("sut") == "elastickv":
