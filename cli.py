@@ -142,12 +142,20 @@ def images() -> None:
 def images_build(system_files: tuple[str, ...], quiet: bool,
                  campaign_files: tuple[str, ...]) -> int:
     """Build the base image and every system-under-test image that changed."""
+    from leaseline.harness.clusters.docker.build_view import BuildView
+
+    log = BuildView()
+    try:
+        return _build_images(system_files, quiet, campaign_files, log)
+    finally:
+        log.close()
+
+
+def _build_images(system_files: tuple[str, ...], quiet: bool, campaign_files: tuple[str, ...],
+                  log: Callable[[str], None]) -> int:
     from pathlib import Path
 
     from leaseline.harness.clusters.docker.images import build_all
-
-    def log(message: str) -> None:
-        click.echo(message, err=True)
 
     if campaign_files:
         from leaseline.harness.clusters.docker.system_cluster import build_images
@@ -156,20 +164,20 @@ def images_build(system_files: tuple[str, ...], quiet: bool,
         systems = campaign_systems([Path(c) for c in campaign_files])
         for profile in systems:
             build_images(profile, log)
-        click.echo(f"images of {len(systems)} system(s) up to date", err=True)
+        log(f"images of {len(systems)} system(s) up to date")
     else:
         built = build_all(log=log)
         for tag in built:
-            click.echo(f"built {tag}", err=True)
+            log(f"built {tag}")
         if built or not quiet:
-            click.echo(f"images up to date ({len(built)} rebuilt)", err=True)
+            log(f"images up to date ({len(built)} rebuilt)")
     if system_files:
         from leaseline.harness.clusters.docker.system_images import system_image
         from leaseline.harness.systems.system_file import load_system
 
         for path in system_files:
             tag, _ = system_image(load_system(Path(path)), log)
-            click.echo(f"{path}: {tag}", err=True)
+            log(f"{path}: {tag}")
     return 0
 
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from docker.errors import APIError, BuildError, ImageNotFound
+from docker.errors import APIError, ImageNotFound
 
 from leaseline.harness.clusters.docker.client import client
 from leaseline.harness.errors import EnvironmentProblem
@@ -155,8 +155,23 @@ def build_context(name: str, log: Callable[[str], None] = print) -> str:
     return tag
 
 
+class BuildStep(str):
+    """A log line saying which step of a build runs now ("leaseline/redis:…: step 3/9 RUN …"):
+    a plain line to a plain log; a live view may show it in place and drop it when the next
+    comes (`leaseline images build` on a terminal)."""
+
+    number: int
+    total: int
+
+
+STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)")
+STEP_TEXT = 90  # characters of a step's instruction shown
+
+
 def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> bool:
-    """Builds tag from context unless an image with the same context hash exists. True if built."""
+    """Builds tag from context unless an image with the same context hash exists. True if built.
+    Each step is logged as it starts (a BuildStep), streamed from the engine's build log, so
+    a build of minutes is never silent."""
     digest = context_hash(context)
     try:
         if client().images.get(tag).labels.get(HASH_LABEL) == digest:
@@ -165,12 +180,21 @@ def build_image(tag: str, context: Path, log: Callable[[str], None] = print) -> 
         pass
     log(f"building {tag}")
     labels = {HASH_LABEL: digest, CHECKOUT_LABEL: str(CONTEXTS_DIR.resolve())}
-    try:
-        client().images.build(path=str(context), tag=tag, labels=labels, rm=True, forcerm=True)
-    except BuildError as e:
-        lines = [str(chunk.get("stream", chunk.get("error", ""))).strip() for chunk in e.build_log]
-        tail = " | ".join(line for line in lines if line)[-600:]
-        raise EnvironmentProblem(f"building {tag} failed: {tail}") from None
+    recent: list[str] = []
+    for chunk in client().api.build(path=str(context), tag=tag, labels=labels, rm=True,
+                                    forcerm=True, decode=True):
+        if "error" in chunk:
+            tail = " | ".join([*recent[-5:], str(chunk["error"]).strip()])[-600:]
+            raise EnvironmentProblem(f"building {tag} failed: {tail}")
+        for line in str(chunk.get("stream", "")).splitlines():
+            if not line.strip():
+                continue
+            recent = [*recent[-9:], line.strip()]
+            if m := STEP.match(line):
+                text = m[3] if len(m[3]) <= STEP_TEXT else m[3][: STEP_TEXT - 1] + "…"
+                step = BuildStep(f"{tag}: step {m[1]}/{m[2]} {text}")
+                step.number, step.total = int(m[1]), int(m[2])
+                log(step)
     return True
 
 
