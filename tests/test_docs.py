@@ -69,3 +69,17 @@ def test_the_readme_is_short_and_names_the_test_command() -> None:
     assert len(text.splitlines()) <= 250
     assert "    ./run-tests\n" in text
     assert "./run-tests" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_tables_name_every_workload_fault_and_system() -> None:
+    """The README's short tables stay whole: a workload, fault or built-in system added to
+    its registry gets its row there too."""
+    from leaseline.harness.systems.registry import PROFILES, SYSTEM_FILES
+    from leaseline.nemesis.registry import NEMESES
+    from leaseline.workloads.registry import WORKLOADS
+
+    text = README.read_text()
+    for kind, names in (("workload", WORKLOADS), ("fault", NEMESES),
+                        ("system", [*PROFILES, *SYSTEM_FILES])):
+        missing = [n for n in names if f"`{n}`" not in text]
+        assert not missing, f"README.md's {kind} table lacks {missing}"
