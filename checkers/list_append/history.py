@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,7 +171,7 @@ def _same_shape(invoked: Any, b: list[Mop]) -> bool:
     return True
 
 
-def txns_from_records(records: Sequence[dict[str, Any]], unique_appends: bool = True,
+def txns_from_records(records: Iterable[dict[str, Any]], unique_appends: bool = True,
                       jepsen: bool = False) -> Txns:
     """Pair invocations with completions (per process) into a Txns table.
 
@@ -383,9 +383,13 @@ def read_edn(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
 
 def read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
     """Records and their line numbers from a Leaseline history.jsonl."""
-    p = str(path)
-    records: list[dict[str, Any]] = []
     lines: list[int] = []
+    return list(_jsonl_records(path, lines)), lines
+
+
+def _jsonl_records(path: str | Path, lines: list[int]) -> Iterator[dict[str, Any]]:
+    """A history.jsonl's records one at a time, their line numbers appended to `lines`."""
+    p = str(path)
     try:
         with open(path, encoding="utf-8") as fh:
             for n, line in enumerate(fh, 1):
@@ -397,24 +401,40 @@ def read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
                     raise HistoryFormatError(p, n, f"not JSON: {e}") from None
                 if not isinstance(rec, dict):
                     raise HistoryFormatError(p, n, "expected a JSON object")
-                records.append(rec)
                 lines.append(n)
+                yield rec
     except (OSError, UnicodeDecodeError) as e:
         raise HistoryFormatError(p, 0, f"cannot read the file: {e}") from None
-    return records, lines
 
 
-def read_history(path: str | Path, fmt: str | None = None) -> tuple[list[dict[str, Any]], Txns]:
-    """(records, Txns) of a txn history file; fmt "edn" or "jsonl" (default: by suffix).
-    Problems are HistoryFormatError naming the file line."""
+def read_history(path: str | Path, fmt: str | None = None
+                 ) -> tuple[list[dict[str, Any]], Txns]:
+    """(the records that are no client operation: the faults, Txns) of a txn history file;
+    fmt "edn" or "jsonl" (default: by suffix). A jsonl file is read one record at a time,
+    so a history's read lists are held once, in the Txns. Problems are HistoryFormatError
+    naming the file line."""
     fmt = fmt or ("edn" if str(path).endswith(".edn") else "jsonl")
+    others: list[dict[str, Any]] = []
+
+    def keep_others(records: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+        for r in records:
+            if r.get("process") in (None, NEMESIS) or r.get("f") != "txn":
+                others.append(r)
+            yield r
+
     with no_gc():
-        records, lines = read_edn(path) if fmt == "edn" else read_jsonl(path)
+        lines: list[int] = []
+        if fmt == "edn":
+            records, lines = read_edn(path)
+            source: Iterable[dict[str, Any]] = records
+        else:
+            source = _jsonl_records(path, lines)
         try:
-            return records, txns_from_records(records, jepsen=fmt == "edn")
+            txns = txns_from_records(keep_others(source), jepsen=fmt == "edn")
         except TxnHistoryError as e:
             raise HistoryFormatError(str(path), lines[e.record] if e.record < len(lines)
                                      else 0, e.what) from None
+    return others, txns
 
 
 @contextlib.contextmanager
