@@ -84,6 +84,16 @@ def _workload_names() -> list[str]:
     return sorted(WORKLOADS)
 
 
+def _complete_sut(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """--sut completes to the built-in systems and to files (a system file)."""
+    from click.shell_completion import CompletionItem
+
+    from leaseline.harness.systems.registry import PROFILES, SYSTEM_FILES
+
+    names = sorted(n for n in [*PROFILES, *SYSTEM_FILES] if n.startswith(incomplete))
+    return [*map(CompletionItem, names), CompletionItem(incomplete, type="file")]
+
+
 class _Group(click.Group):
     """Bad arguments exit 254 (Jepsen's convention) instead of click's 2, which means
     'unknown', and say so in one sentence, as every other refusal does."""
@@ -196,7 +206,8 @@ def images_prune() -> int:
 
 
 @main.command("run", epilog=EXIT_CODES)
-@click.option("--sut", default=_RUN.sut, show_default=True, help="System under test.")
+@click.option("--sut", default=_RUN.sut, show_default=True, shell_complete=_complete_sut,
+              help="System under test: a built-in system's name or a system file NAME.toml.")
 @click.option("--workload", default=_RUN.workload, show_default=True,
               type=_Choice(_workload_names, "workload"))
 @click.option("--nemesis", default="", help=(

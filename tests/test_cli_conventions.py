@@ -57,6 +57,14 @@ def test_the_shell_completes_the_other_closed_sets() -> None:
     assert "campaign" in complete("leaseline ca")
 
 
+def test_the_shell_completes_a_system_by_name_or_file() -> None:
+    script = Path(sys.executable).parent / "leaseline"
+    r = subprocess.run([str(script)], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "_LEASELINE_COMPLETE": "bash_complete",
+                            "COMP_WORDS": "leaseline run --sut redis", "COMP_CWORD": "3"})
+    assert r.stdout.splitlines() == ["plain,redis-sentinel", "file,redis"]
+
+
 def test_completion_is_documented() -> None:
     assert "_LEASELINE_COMPLETE=bash_source leaseline" in leaseline("--help").stdout
     assert "_LEASELINE_COMPLETE=bash_source leaseline" in (ROOT / "docs" / "commands.md"

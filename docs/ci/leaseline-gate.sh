@@ -25,7 +25,7 @@ fi
 
 status=0
 "$leaseline" campaign "$campaign" --results-dir "$results" || status=$?
-# One place for the CI's report step: the campaign's junit.xml (a test case per run). The
+# One place for the CI's report step: the campaign's junit.xml (a suite per case with its expectation, a test per run). The
 # run folders beside it hold each run's report.html, history and node logs.
 mkdir -p "$results/ci"
 cp "$results"/campaigns/*/latest/junit.xml "$results/ci/junit.xml" 2>/dev/null || true
