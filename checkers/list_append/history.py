@@ -50,6 +50,7 @@ NEMESIS = "nemesis"
 
 Mop = tuple[bool, str, Any]
 _INT_TYPE = {int}
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1  # the edge columns' range (min: "no element")
 _decode = msgspec.json.Decoder().decode
 
 
@@ -100,6 +101,8 @@ def _key(k: Any, at: int) -> str:
 def _element(v: Any, at: int) -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise TxnHistoryError(at, f"appended values must be integers, not {v!r}")
+    if not _I64_MIN < v <= _I64_MAX:
+        raise TxnHistoryError(at, f"appended value {v} is beyond 64-bit integers")
     return v
 
 
@@ -122,7 +125,7 @@ def _mops(value: Any, at: int, completed_ok: bool) -> list[Mop]:
         for m in value:
             if type(m) is list and len(m) == 3 and type(m[1]) is str:
                 f, k, v = m
-                if f == "append" and type(v) is int:
+                if f == "append" and type(v) is int and _I64_MIN < v <= _I64_MAX:
                     out.append((True, k, v))
                     continue
                 if f == "r" and (v is None or type(v) is list):

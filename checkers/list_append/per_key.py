@@ -192,44 +192,59 @@ def key_stage(key_id: int, key: str, ops: KeyOps, info: TxnInfo) -> KeyResult:
     _lost_update_cases(key, groups, types, index, add)
     _dirty_update_cases(key, order, writer, types, index, add)
 
-    # edges
-    readers: dict[int | None, list[int]] = {}
-    for t, v in reads:
-        readers.setdefault(v[-1] if v else INIT, []).append(t)
-    src: list[int] = []
-    dst: list[int] = []
-    kind: list[int] = []
-    value: list[int] = []
-    prev_col: list[int] = []
+    # edges. States are numbered (0: the empty state, else 1 + the position of the
+    # state's last element among the distinct last elements) so the rw edges, one per
+    # reader of each append's previous state, are made by a sort and a join, not a loop.
+    state_id: dict[int, int] = {}
+    r_txn = [t for t, _ in reads]
+    r_state = [state_id.setdefault(v[-1], len(state_id) + 1) if v else 0 for _, v in reads]
     last = order[-1] if order else INIT
+    a_txn: list[int] = []
+    a_val: list[int] = []
+    a_prev: list[int] = []   # the element before it (_NO_PREV: the empty state)
+    a_state: list[int] = []  # the state its append ended (-1: one nobody read)
+    ww_src: list[int] = []
+    ww_at: list[int] = []
     for t, v in appends:
         i = pos.get(v)
         prev = last if i is None else (order[i - 1] if i > 0 else INIT)
-        p = _NO_PREV if prev is None else prev
-        if prev is not None:
+        if prev is None:
+            a_prev.append(_NO_PREV)
+            a_state.append(0)
+        else:
+            a_prev.append(prev)
+            a_state.append(state_id.get(prev, -1))
             w = writer.get(prev)
             if w is not None and w != t and types[w] != FAIL:
-                src.append(w)
-                dst.append(t)
-                kind.append(WW)
-                value.append(v)
-                prev_col.append(p)
-        for r in readers.get(prev, ()):
-            if r != t:
-                src.append(r)
-                dst.append(t)
-                kind.append(RW)
-                value.append(v)
-                prev_col.append(p)
+                ww_src.append(w)
+                ww_at.append(len(a_txn))
+        a_txn.append(t)
+        a_val.append(v)
+    wr_src: list[int] = []
+    wr_dst: list[int] = []
+    wr_val: list[int] = []
     for t, v in reads:
         if v:
             w = writer.get(v[-1])
             if w is not None and w != t and types[w] != FAIL:
-                src.append(w)
-                dst.append(t)
-                kind.append(WR)
-                value.append(v[-1])
-                prev_col.append(_NO_PREV)
+                wr_src.append(w)
+                wr_dst.append(t)
+                wr_val.append(v[-1])
+    at = np.asarray(a_txn, np.int64)
+    av = np.asarray(a_val, np.int64)
+    ap = np.asarray(a_prev, np.int64)
+    wi = np.asarray(ww_at, np.int64)
+    rw_src, rw_at = _readers_join(np.asarray(r_txn, np.int64), np.asarray(r_state, np.int64),
+                                  np.asarray(a_state, np.int64))
+    keep = rw_src != at[rw_at]
+    rw_src, rw_at = rw_src[keep], rw_at[keep]
+    src = np.concatenate([np.asarray(ww_src, np.int64), rw_src,
+                          np.asarray(wr_src, np.int64)])
+    dst = np.concatenate([at[wi], at[rw_at], np.asarray(wr_dst, np.int64)])
+    kind = np.concatenate([np.full(len(wi), WW, np.uint8), np.full(len(rw_at), RW, np.uint8),
+                           np.full(len(wr_src), WR, np.uint8)])
+    value = np.concatenate([av[wi], av[rw_at], np.asarray(wr_val, np.int64)])
+    prev_col = np.concatenate([ap[wi], ap[rw_at], np.full(len(wr_src), _NO_PREV, np.int64)])
 
     # supersession times of states, for the staleness of read-only txns
     unobserved_ok = [(t, v) for t, v in appends if v not in pos and types[t] == OK]
@@ -268,14 +283,26 @@ def key_stage(key_id: int, key: str, ops: KeyOps, info: TxnInfo) -> KeyResult:
                                    "later_elements": later[:_LOST_WRITE_EXAMPLES]})
 
     return KeyResult(
-        key_id, key, order, anomalies,
-        np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(kind, np.uint8),
-        np.asarray(value, np.int64), np.asarray(prev_col, np.int64),
+        key_id, key, order, anomalies, src, dst, kind, value, prev_col,
         np.asarray(st_txn, np.int64), np.asarray(st_time, np.int64),
         np.asarray(st_by, np.int64))
 
 
 Groups = list[tuple[int, list[tuple[bool, Any]]]]
+
+
+def _readers_join(r_txn: np.ndarray, r_state: np.ndarray, a_state: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(reader txn, append position) for every read of the state each append ended."""
+    order = np.argsort(r_state, kind="stable")
+    rs, rt = r_state[order], r_txn[order]
+    lo = np.searchsorted(rs, a_state, "left")
+    count = np.searchsorted(rs, a_state, "right") - lo
+    total = int(count.sum())
+    if not total:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    starts = np.repeat(lo - (np.cumsum(count) - count), count)
+    return rt[starts + np.arange(total)], np.repeat(np.arange(len(a_state)), count)
 
 
 def _groups(ops: KeyOps) -> Groups:

@@ -294,3 +294,10 @@ def test_at_lease_zero_the_history_order_decides_not_the_times() -> None:
     assert res["status"] == "valid"
     assert res["max_staleness_ms"] == 40.0
     assert check_history(ops, lease_ms=30)["status"] == "violation"
+
+
+def test_an_append_beyond_64_bits_is_refused() -> None:
+    ops = [{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "txn",
+            "value": [["append", "x", 1 << 64]]}]
+    with pytest.raises(TxnHistoryError, match="beyond 64-bit integers"):
+        parse(ops)
