@@ -215,6 +215,9 @@ def neighbourhood_json(run: RunDir, index: int, results: dict[str, Any] | None
     found = _find(run, index)
     if isinstance(found, dict):
         return {"nemesis_event": found}
+    if found.ops.f_other.get(found.row) == "txn":
+        return _TxnNeighbourhood(found.ops, found.row,
+                                 result_of(results)).as_json()  # type: ignore[arg-type]
     me = found.me
     kr = ((results or {}).get("keys") or {}).get(me["key"]) if me["key"] is not None else None
     kr = kr if isinstance(kr, dict) else {}
@@ -313,36 +316,52 @@ def print_list_append_overview(result: dict[str, Any], console: Console) -> None
         console.print(f"… {total - shown} more witnesses in results.json")
 
 
+class _TxnNeighbourhood:
+    """What --op shows of a transaction, for the terminal and for --json: the witnesses
+    and stale reads that name it, the transactions on its keys overlapping it in time."""
+
+    def __init__(self, ops: Any, row: int, result: dict[str, Any] | None) -> None:
+        self.ops, self.row, self.me = ops, row, ops.record(row)
+        mine = {int(ops.index[row])}
+        if ops.complete_index[row] >= 0:
+            mine.add(int(ops.complete_index[row]))
+        self.part_of = [(name, w) for name, w in all_witnesses(result or {})
+                        if mine & set(witness_txns(w))]
+        self.stale = [s for s in (result or {}).get("stale_reads") or []
+                      if s.get("op") in mine or s.get("invoke_index") in mine]
+        self.lease_ms = (result or {}).get("lease_ms")
+        self.keys = _txn_keys(self.me.get("value"))
+        lo, hi = ops.invoke[row], ops.complete[row]
+        overlapping = np.nonzero((ops.invoke <= hi) & (ops.complete >= lo))[0]
+        self.near = [int(i) for i in overlapping
+                     if int(i) == row or self.keys & _txn_keys(ops.record(int(i)).get("value"))]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"operation": self.me,
+                "part_of": [{"anomaly": name, "witness": w} for name, w in self.part_of],
+                "stale_by_ms": self.stale[0].get("staleness_ms") if self.stale else None,
+                "overlapping": [self.ops.record(i) for i in self.near]}
+
+
 def print_txn_neighbourhood(ops: Any, row: int, result: dict[str, Any] | None,
                             console: Console) -> None:
     """A transaction: its record, the witnesses and stale reads that name it, and the
     transactions overlapping it in time on any of its keys."""
-    me = ops.record(row)
-    console.print(_record_panel(me, f"transaction {me['index']}", "cyan"))
-    mine = {int(ops.index[row])}
-    if ops.complete_index[row] >= 0:
-        mine.add(int(ops.complete_index[row]))
-    for name, w in all_witnesses(result or {}):
-        if mine & set(witness_txns(w)):
-            console.print(f"[bold red]this transaction is part of {name}:[/]")
-            for line in witness_lines(name, w):
-                console.print(f"  {line}", markup=False)
-    for s in (result or {}).get("stale_reads") or []:
-        if s.get("op") in mine or s.get("invoke_index") in mine:
-            console.print(f"[yellow]this read-only transaction is stale by "
-                          f"{_ms(s.get('staleness_ms'))}[/] (lease "
-                          f"{_ms((result or {}).get('lease_ms'))}):")
-            console.print(f"  {stale_line(s, (result or {}).get('lease_ms'))}", markup=False)
-    keys = _txn_keys(me.get("value"))
-    lo, hi = ops.invoke[row], ops.complete[row]
-    overlapping = np.nonzero((ops.invoke <= hi) & (ops.complete >= lo))[0]
-    near = [int(i) for i in overlapping
-            if int(i) == row or keys & _txn_keys(ops.record(int(i)).get("value"))]
-    title = (f"transactions on {', '.join(sorted(keys)) or 'no key'} overlapping it in time "
-             f"({len(near)})")
-    _ops_table(ops, np.array(near[:NEIGHBOURS_SHOWN], dtype=np.int64), row, title, console)
-    if len(near) > NEIGHBOURS_SHOWN:
-        console.print(f"… {len(near) - NEIGHBOURS_SHOWN} more overlapping transactions.")
+    n = _TxnNeighbourhood(ops, row, result)
+    console.print(_record_panel(n.me, f"transaction {n.me['index']}", "cyan"))
+    for name, w in n.part_of:
+        console.print(f"[bold red]this transaction is part of {name}:[/]")
+        for line in witness_lines(name, w):
+            console.print(f"  {line}", markup=False)
+    for s in n.stale:
+        console.print(f"[yellow]this read-only transaction is stale by "
+                      f"{_ms(s.get('staleness_ms'))}[/] (lease {_ms(n.lease_ms)}):")
+        console.print(f"  {stale_line(s, n.lease_ms)}", markup=False)
+    title = (f"transactions on {', '.join(sorted(n.keys)) or 'no key'} overlapping it in "
+             f"time ({len(n.near)})")
+    _ops_table(ops, np.array(n.near[:NEIGHBOURS_SHOWN], dtype=np.int64), row, title, console)
+    if len(n.near) > NEIGHBOURS_SHOWN:
+        console.print(f"… {len(n.near) - NEIGHBOURS_SHOWN} more overlapping transactions.")
 
 
 def _txn_keys(value: Any) -> set[str]:

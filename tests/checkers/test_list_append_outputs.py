@@ -84,6 +84,18 @@ def test_inspect_shows_each_witness_and_an_operations_part(tmp_path: Path) -> No
     assert "stale by 497.000 ms" in text
 
 
+def test_inspect_json_names_what_a_transaction_is_part_of(tmp_path: Path) -> None:
+    from leaseline.checkers.inspect import neighbourhood_json
+
+    run = run_folder(tmp_path, result())
+    found = neighbourhood_json(run, 12, run.read_results())  # type: ignore[arg-type]
+    assert found["operation"]["f"] == "txn"
+    assert [p["anomaly"] for p in found["part_of"]] == ["G-single-item-realtime",
+                                                         "duplicate-elements"]
+    assert found["stale_by_ms"] == 497.0
+    assert [o["index"] for o in found["overlapping"]] == [41]
+
+
 def test_junit_fails_one_case_per_prohibited_type(tmp_path: Path) -> None:
     run = run_folder(tmp_path, result())
     suite = run_suite(run.path)
