@@ -290,7 +290,7 @@ def inspect_cmd(run_dir: str, op: int | None, open_: bool, as_json: bool) -> int
         if open_:
             raise BadArguments("--open and --json do not go together: --json prints, --open "
                                "starts a browser.")
-        click.echo(json.dumps(inspect_json(Path(run_dir), op=op), allow_nan=False, default=str))
+        click.echo(json.dumps(inspect_json(Path(run_dir), op=op), default=str))
         return 0
     return inspect_run(Path(run_dir), op=op, open_=open_)
 
