@@ -23,8 +23,9 @@ Cycle types (Adya; Elle's names and classification):
 and each with -process or -realtime: that kind allowed too, and at least one used.
 A search is a breadth-first search over (txn, state) where the state counts what the
 path used so far; it starts from each candidate first edge (an rw edge for the types that
-need one, a wr for G1c, any edge otherwise) in turn and returns the first cycle it
-closes, which is the shortest cycle through that edge. Each search has a budget of
+need one, a wr for G1c, any edge otherwise) in turn; each search finds the shortest cycle
+through its first edge, and in a small component a few more first edges are tried after
+the first found, for a shorter one. Each search has a budget of
 expanded states; running out is reported as `cycle-search-timeout` (verdict unknown
 unless something prohibited is found anyway).
 """
@@ -40,6 +41,8 @@ import numpy as np
 from leaseline.checkers.list_append.per_key import PROCESS, REALTIME, RW, WR, WW
 
 SEARCH_BUDGET = 500_000  # expanded (txn, state) pairs per (SCC, type): about a second
+SHORTER_TRIES = 16  # first edges tried after a cycle is found, for a shorter one,
+SHORTER_SCC = 200   # in components of at most this many txns
 
 # base type -> (allowed kinds, wr required, rw rule)
 _BASE: dict[str, tuple[int, bool, str]] = {
@@ -341,12 +344,25 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
         else:
             starts.sort(key=lambda e: comp.get(e[0], -1) != comp.get(e[1], -2))
     trans = [[_step(s, bit, rw_rule) for bit in range(REALTIME + 1)] for s in range(32)]
+    best: list[tuple[int, int, int]] | None = None
+    tried = 0
     for a, b in starts:
-        found = _search_from(sub, member, a, b, first_kind, allowed, need_wr, rw_rule,
-                             extra, trans, budget)
-        if found is not None:
-            return found
-    return None
+        if best is not None:
+            # a few more first edges for a shorter witness, within what is left of the
+            # budget; 2 edges is as short as a cycle gets
+            tried += 1
+            if tried > SHORTER_TRIES or len(best) <= 2 or len(nodes) > SHORTER_SCC:
+                break
+        try:
+            found = _search_from(sub, member, a, b, first_kind, allowed, need_wr, rw_rule,
+                                 extra, trans, budget)
+        except Budget:
+            if best is None:
+                raise
+            break
+        if found is not None and (best is None or len(found) < len(best)):
+            best = found
+    return best
 
 
 def _single_starts(rest: Sub, nodes: Sequence[int], comp: dict[int, int],
