@@ -204,9 +204,10 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     remains = None if best is None else _still_stale(h, ops, model, best, budget, None)
     for name, r in alone.items():
         still = remains if r is best else _still_stale(h, ops, model, r, budget, stale)
-        for s in result.shifted_reads:
-            if s.index not in still:
-                s.explained_by.append((name, _bearing(h, name, r.changed, s.index)))
+        explained = [s for s in result.shifted_reads if s.index not in still]
+        at = _rows(h, [*r.changed, *(s.index for s in explained)]) if explained else {}
+        for s in explained:
+            s.explained_by.append((name, _bearing(h, at, name, r.changed, s.index)))
     for a in found:
         if a.name == STALE_READ:
             a.ops = sorted(stale if remains is None else remains)
@@ -228,7 +229,12 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
     the budget runs out a read keeps its upper bound, so it is never counted explained
     without proof."""
     if r.clusters is not None:  # decided by the zone method
-        rows = zone.staleness_of(h, r.clusters, r.found.min_delta_ns or 0)
+        delta = r.found.min_delta_ns or 0
+        if only is None:
+            rows = zone.staleness_of(h, r.clusters, delta)
+        else:  # those reads' own staleness alone, no linearization of the rest
+            rows = zone.staleness_of_reads(h, r.clusters, delta,
+                                           np.flatnonzero(np.isin(h.index, list(only))))
         return {int(h.index[row]) for row, _ in rows}
     changed, order = applied(r, ops)
     reads, _ = _stale_reads(h, changed, [o.index for o in changed], model, order,
@@ -236,11 +242,17 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
     return {s.index for s in reads}
 
 
-def _bearing(h: KeyHistory, name: str, changed: list[int], read: int) -> list[int]:
+def _rows(h: KeyHistory, indices: Sequence[int]) -> dict[int, int]:
+    """{history index: row of h} of the given indices (one pass over the column)."""
+    rows = np.flatnonzero(np.isin(h.index, np.asarray(list(indices), dtype=np.int64)))
+    return dict(zip(h.index[rows].tolist(), rows.tolist(), strict=True))
+
+
+def _bearing(h: KeyHistory, at: dict[int, int], name: str, changed: list[int], read: int
+             ) -> list[int]:
     """The writes of a relaxation's witness that bear on one stale read: of a duplicated
     write, those of the value it returned; of a lost write, those that completed before
-    it was invoked (else every write the witness changed)."""
-    at = {int(i): k for k, i in enumerate(h.index.tolist())}
+    it was invoked (else every write the witness changed). at: rows of these indices."""
     r = at[read]
     writes = [i for i in changed if h.f[at[i]] != READ]
     if name == DUPLICATED_WRITE:
@@ -252,7 +264,7 @@ def _bearing(h: KeyHistory, name: str, changed: list[int], read: int) -> list[in
 
 def _by_outcome(h: KeyHistory, ops: list[int]) -> dict[str, list[int]]:
     """The writes among ops by their recorded outcome: acknowledged or info."""
-    at = {int(i): k for k, i in enumerate(h.index.tolist())}
+    at = _rows(h, ops)
     writes = [i for i in ops if h.f[at[i]] != READ]
     return {"acknowledged": [i for i in writes if h.complete[at[i]] != UNKNOWN_END],
             "info": [i for i in writes if h.complete[at[i]] == UNKNOWN_END]}

@@ -341,6 +341,13 @@ def staleness_of(h: KeyHistory, c: Clusters, delta: int) -> list[tuple[int, int]
     return _stale(h, c, delta)[1] if delta else []
 
 
+def staleness_of_reads(h: KeyHistory, c: Clusters, delta: int, rows: np.ndarray
+                       ) -> list[tuple[int, int]]:
+    """(row, s) of those of the given read rows that are stale at Δ = delta (the
+    clusters' minimal Δ): each one's own staleness, whatever a linearization moved."""
+    return _staleness(h, c, delta, rows)[0] if delta else []
+
+
 def _stale(h: KeyHistory, c: Clusters, delta: int
            ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], Witness | None]:
     """At Δ = delta > 0: each read's shift in one linearization (those above 0), each

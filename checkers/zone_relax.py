@@ -37,26 +37,20 @@ reads sorted by invoke (reads invoked at one time on one side): a prefix and a s
 the acknowledged write's completion with either (or alone: every read from the second
 application), or no cut (applied once).
 
-Lower bound: each read with a copy of the write of its own (a value of its own, info)
-and the acknowledged write alone is a unique-value history again of which any history
-with the write applied twice is a restriction (each read's copy goes right before it),
-so its zone Δ, `low`, is at most the relaxed one. Where it is not below the key's Δ the
-relaxation does not lower it: no search.
-
-Exact without trying every combination: call the clusters whose pair (all clusters
-whole) has a bound above Δ in conflict at Δ. A cluster in no conflict at Δ never needs a cut in a
-split that reaches Δ: whole, its pairs with every other cluster, whole or cut (a piece
-has a larger f and a smaller S), stay within Δ, and its own two pieces' pair is gone.
-The relaxed Δ is at least `low`, and fewer clusters are in conflict at a larger Δ, so
-only the splittable clusters in conflict at `low` (O) are ever cut. Two clusters of O
-whose pair is within `low` have pieces within it too: O falls into components (linked
-by conflicting pairs), each component's cuts only change the pairs of its own clusters
-with each other and with the clusters outside O (all whole). So the relaxed Δ is the
-greatest of `low` and, per component, the least over its combinations of cuts of the
-zone Δ of its pieces with every cluster outside O, found by a constraint search per
-component (_Component), never over the product of all of them. Where that search runs
-past its limit at some Δ, the result keeps both bounds: the least Δ shown to fit (an
-upper bound, found.exact False) and the least not shown too low (lower_ns).
+Exact without trying every combination: call a pair of clusters in conflict when its
+bound (all clusters whole) is above 0. A cluster in no conflict never needs a cut: whole,
+its pairs with every other cluster, whole or cut (a piece has a larger f and a smaller
+S), stay within 0, and its own two pieces' pair is gone. So only the splittable clusters
+in conflict (O, the values some read observes out of order) are ever cut, and the pairs
+no cut changes (both clusters outside O) give a floor. Two clusters of O not in conflict
+have pieces within 0 too: O falls into components linked by conflicts, and each
+component's cuts only change its own clusters' pairs with each other and with their
+partners outside O. So the relaxed Δ is the greatest of the floor and, per component,
+the least over its choices of cuts of the largest such pair bound, found by a
+constraint search per component (_Component), never over the product of all of them.
+Where that search runs past its limit at some Δ, the result keeps both bounds: the least
+Δ shown to fit (an upper bound, found.exact False) and the least not shown too low
+(lower_ns).
 """
 
 from __future__ import annotations
@@ -71,9 +65,6 @@ from leaseline.checkers.anomalies import LOST_WRITE
 from leaseline.checkers.min_delta import DeltaSearch
 from leaseline.checkers.ops import UNKNOWN_END, KeyHistory
 from leaseline.checkers.relax import Relaxed, below
-
-# conflicts are listed this many clusters with reads at a time (a block of pairs)
-CONFLICT_BLOCK = 256
 
 
 def zone_relaxed(h: KeyHistory, z: zone.ZoneResult, name: str, delta_ns: int | None
@@ -156,13 +147,41 @@ class _Split:
         return out
 
 
+    def all_pieces(self, c: zone.Clusters, inv: np.ndarray, cmp_: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """pieces() of every option at once: (W, f, S) rows and the option of each."""
+        v, wc = self.v, self.wc
+        f_r, s_r = cmp_[self.rows], inv[self.rows]
+        pre_f, pre_s = np.minimum.accumulate(f_r), np.maximum.accumulate(s_r)
+        suf_f = np.minimum.accumulate(f_r[::-1])[::-1]
+        suf_s = np.maximum.accumulate(s_r[::-1])[::-1]
+        cut = np.array([o[0] for o in self.options[1:]], dtype=np.int64)
+        bounded = np.array([o[1] for o in self.options[1:]], dtype=np.int64)
+        first = cut > 0  # the reads before the cut (none: the write alone)
+        fa = np.where(first, pre_f[np.maximum(cut - 1, 0)], zone.BIG)
+        fa = np.where(bounded == 0, np.minimum(fa, wc), fa)
+        sa = np.where(first, pre_s[np.maximum(cut - 1, 0)], zone.NEG)
+        fb = np.where(bounded == 1, np.minimum(suf_f[cut], wc), suf_f[cut])
+        keep_a = first | (bounded == 0)
+        k = np.arange(1, len(self.options))
+        W = np.full(1 + int(keep_a.sum()) + len(cut), c.W[v], dtype=np.int64)
+        f = np.concatenate(([c.f[v]], fa[keep_a], fb))
+        S = np.concatenate(([c.S[v]], sa[keep_a], suf_s[cut]))
+        owner = np.concatenate(([0], k[keep_a], k)).astype(np.intp)
+        by = np.argsort(owner, kind="stable")  # an option's pieces in a row, first first
+        return np.stack((W, f, S), axis=1)[by], owner[by]
+
+
 def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray
             ) -> list[_Split]:
+    """The given clusters' reads by invoke and options (the reads grouped in one pass)."""
+    reads = np.flatnonzero(np.isin(c.read_cluster, which))
+    reads = reads[np.lexsort((h.invoke[c.read_rows[reads]], c.read_cluster[reads]))]
+    bounds = np.searchsorted(c.read_cluster[reads], which, side="left").tolist()
     out = []
-    for v in which.tolist():
-        reads = np.flatnonzero(c.read_cluster == v)
-        reads = reads[np.argsort(h.invoke[c.read_rows[reads]], kind="stable")]
-        rows = c.read_rows[reads]
+    for v, a, b in zip(which.tolist(), bounds, [*bounds[1:], len(reads)], strict=True):
+        mine = reads[a:b]
+        rows = c.read_rows[mine]
         inv = h.invoke[rows]
         cuts = (np.flatnonzero(inv[1:] > inv[:-1]) + 1).tolist()
         wc = int(cmp_[c.write_row[v]])
@@ -171,25 +190,48 @@ def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray
             options += [(0, 0), *((k, b) for k in cuts for b in (0, 1))]
         else:
             options += [(k, 0) for k in cuts]
-        out.append(_Split(v, rows, reads, wc, options))
+        out.append(_Split(v, rows, mine, wc, options))
     return out
 
 
 def conflicts(W: np.ndarray, f: np.ndarray, S: np.ndarray, delta: int
               ) -> tuple[np.ndarray, np.ndarray]:
     """The ordered pairs (u, v), u != v, whose pair bound exceeds delta (zone.py's
-    conflict condition: f_u < S_u - Δ, f_v < S_u - Δ and f_u < max(W_v, S_v - Δ)),
-    as two arrays of cluster indices; listed a block of u at a time."""
+    conflict condition: f_u < S_u - Δ, f_v < S_u - Δ and f_u < s_v(Δ) = max(W_v,
+    S_v - Δ)), as two arrays of cluster indices. Few clusters have any: a cluster u
+    has one iff, among the clusters with f_v < S_u - Δ (a prefix by f), the largest
+    s_v other than its own exceeds f_u (the two largest s of every prefix tell), and
+    only those are listed, each against its prefix."""
     s = np.maximum(W, np.where(S > zone.NEG, S - delta, zone.NEG))
+    order = np.argsort(f, kind="stable")
+    fs, ss = f[order], s[order]
+    n = len(order)
+    top = np.maximum.accumulate(ss) if n else ss
+    # the last position holding each prefix's largest s
+    at = np.maximum.accumulate(np.where(ss >= top, np.arange(n), 0)) if n else order
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
     us = np.flatnonzero((S > zone.NEG) & (f < S - delta))
+    k = np.searchsorted(fs, S[us] - delta, side="left")  # v with f_v < S_u - Δ
+    us, k = us[k > 0], k[k > 0]
+    last = k - 1
+    # where u holds its prefix's largest s, the largest besides it: before u's position
+    # and after it (a range maximum each, by reduceat over a NEG-padded copy)
+    mine = at[last] == rank[us]
+    a = at[last][mine]
+    padded = np.append(ss, zone.NEG)
+    edges = np.stack((a + 1, last[mine] + 1), axis=1).ravel()
+    after = np.maximum.reduceat(padded, edges)[::2] if len(edges) else edges
+    after = np.where(a + 1 <= last[mine], after, zone.NEG)
+    other = top[last].copy()
+    other[mine] = np.maximum(np.where(a > 0, top[np.maximum(a - 1, 0)], zone.NEG), after)
+    us = us[other > f[us]]
     out_u, out_v = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-    for a in range(0, len(us), CONFLICT_BLOCK):
-        u = us[a:a + CONFLICT_BLOCK]
-        hit = (f[None, :] < (S[u] - delta)[:, None]) & (s[None, :] > f[u][:, None])
-        hit[np.arange(len(u)), u] = False
-        i, j = np.nonzero(hit)
-        out_u.append(u[i])
-        out_v.append(j)
+    for u in us.tolist():
+        prefix = order[: int(np.searchsorted(fs, S[u] - delta, side="left"))]
+        v = prefix[(s[prefix] > f[u]) & (prefix != u)]
+        out_u.append(np.full(len(v), u, dtype=np.int64))
+        out_v.append(v)
     return np.concatenate(out_u), np.concatenate(out_v)
 
 
@@ -221,43 +263,31 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
     if not split[list(z.pair)].any():
         return True, delta_ns, None
     cmp_ = np.where(h.complete == UNKNOWN_END, zone.BIG, h.complete)
-    inv = h.invoke
-    keep = c.live & ~split
-    # the lower bound: a copy of the write per read, the acknowledged write alone
-    per_read = split[c.read_cluster]
-    rows = c.read_rows[per_read]
-    acked = np.flatnonzero(split & (c.write_row >= 0))
-    acked = acked[cmp_[c.write_row[acked]] < zone.BIG]
-    low = zone.min_delta_of(
-        np.concatenate((c.W[keep], c.W[c.read_cluster[per_read]], c.W[acked])),
-        np.concatenate((c.f[keep], cmp_[rows], cmp_[c.write_row[acked]])),
-        np.concatenate((c.S[keep], inv[rows], np.full(len(acked), zone.NEG))))
-    if not below(low, delta_ns):
-        return True, low, None
     live = np.flatnonzero(c.live)
-    pu, pv = conflicts(c.W[live], c.f[live], c.S[live], low)
+    pu, pv = conflicts(c.W[live], c.f[live], c.S[live], 0)
     pu, pv = live[pu], live[pv]
     in_conflict = np.zeros(len(c.W), dtype=bool)
     in_conflict[pu] = in_conflict[pv] = True
     cut_any = split & in_conflict  # O: only these are ever cut
-    base = c.live & ~cut_any
-    outside = c.W[base], c.f[base], c.S[base]
-    floor = max(low, zone.min_delta_of(*outside))
-    linked = [(int(u), int(v)) for u, v in zip(pu.tolist(), pv.tolist(), strict=True)
-              if cut_any[u] and cut_any[v]]
-    parts = [_Component(_splits(h, c, np.array(sorted(m)), cmp_), c, inv, cmp_, outside,
-                        linked) for m in _components((pu, pv), cut_any)]
+    # every pair bound above 0 is a listed pair's: the pairs no cut changes give floor
+    bound = pair_bound(c.W[pu], c.f[pu], c.S[pu], c.W[pv], c.f[pv], c.S[pv])
+    fixed = ~cut_any[pu] & ~cut_any[pv]
+    floor = max(0, int(bound[fixed].max(initial=0)))
+    parts = [_Component(_splits(h, c, np.array(sorted(m)), cmp_), c, h.invoke, cmp_,
+                        (pu, pv), cut_any) for m in _components((pu, pv), cut_any)]
     for p in parts:
         p.search(floor)
     found = max([floor, *(p.upper for p in parts)])
     lower = max([floor, *(p.lower for p in parts)])
+    if not below(lower, delta_ns):
+        return True, lower, None
     cuts: dict[int, tuple[_Split, tuple[int, int]]] = {}
     for p in parts:
         cuts.update(p.undo(found))
     clusters, changed = _apply(h, c, cuts)
     exact = lower >= found
-    return True, low, Relaxed([], DeltaSearch(found, exact, [], None), changed,
-                              clusters=clusters, lower_ns=None if exact else lower)
+    return True, lower, Relaxed([], DeltaSearch(found, exact, [], None), changed,
+                                clusters=clusters, lower_ns=None if exact else lower)
 
 
 def pair_bound(Wu: np.ndarray, fu: np.ndarray, Su: np.ndarray, Wv: np.ndarray,
@@ -293,35 +323,54 @@ class _Component:
     clusters' options), tried at the distinct bounds by bisection."""
 
     def __init__(self, splits: list[_Split], c: zone.Clusters, inv: np.ndarray,
-                 cmp_: np.ndarray, outside: tuple[np.ndarray, np.ndarray, np.ndarray],
-                 linked: list[tuple[int, int]]) -> None:
+                 cmp_: np.ndarray, pairs: tuple[np.ndarray, np.ndarray],
+                 cut_any: np.ndarray) -> None:
         self.splits = splits
         at = {s.v: k for k, s in enumerate(splits)}
-        rest = np.stack(outside, axis=1) if len(outside[0]) else np.zeros((0, 3), np.int64)
+        pu, pv = pairs
+        mine = np.zeros(len(c.W), dtype=bool)
+        mine[list(at)] = True
+        # a piece's bound with a cluster is at most its whole cluster's, so only the
+        # clusters a member conflicts with at 0 count: those outside O, and its links
+        partner: dict[int, list[int]] = {v: [] for v in at}
+        linked = []
+        for u, v in zip(pu.tolist(), pv.tolist(), strict=True):
+            if mine[u] and mine[v]:
+                linked.append((u, v))
+            elif mine[u] and not cut_any[v]:
+                partner[u].append(v)
+            elif mine[v] and not cut_any[u]:
+                partner[v].append(u)
         self.pieces: list[np.ndarray] = []  # per cluster: (pieces, 3) W, f, S
         self.owner: list[np.ndarray] = []  # per cluster: the option of each piece
-        self.unary: list[np.ndarray] = []  # per cluster: each option's own bound
         for s in splits:
-            rows, owner = [], []
-            for k, o in enumerate(s.options):
-                got = s.pieces(c, inv, cmp_, o)
-                rows += got
-                owner += [k] * len(got)
-            P, own = np.array(rows, dtype=np.int64), np.array(owner, dtype=np.intp)
-            own_bound = np.full(len(s.options), zone.NEG, dtype=np.int64)
-            if len(rest):
-                np.maximum.at(own_bound, own, _both(P, rest).max(axis=1))
-            inner = _both(P, P)
-            inner[own[:, None] != own[None, :]] = zone.NEG  # only an option's own pieces
-            np.fill_diagonal(inner, zone.NEG)
-            np.maximum.at(own_bound, own, inner.max(axis=1))
+            P, own = s.all_pieces(c, inv, cmp_)
             self.pieces.append(P)
             self.owner.append(own)
-            self.unary.append(own_bound)
+        # each option's own bound, all clusters at once: its pieces with the member's
+        # partners outside O, and with each other
+        start = np.cumsum([0, *(len(s.options) for s in splits)])
+        gid = np.concatenate([start[k] + own for k, own in enumerate(self.owner)])
+        allp = np.concatenate(self.pieces)
+        first = np.cumsum([0, *(len(P) for P in self.pieces)])
+        unary = np.full(int(start[-1]), zone.NEG, dtype=np.int64)
+        m_of = [at[v] for v, xs in partner.items() for _ in xs]
+        xs = np.array([x for xs in partner.values() for x in xs], dtype=np.int64)
+        if len(xs):
+            counts = np.array([len(self.pieces[m]) for m in m_of])
+            piece = np.concatenate([np.arange(first[m], first[m + 1]) for m in m_of])
+            x = np.repeat(xs, counts)
+            P, Q = allp[piece], np.stack((c.W[x], c.f[x], c.S[x]), axis=1)
+            b = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
+            np.maximum.at(unary, gid[piece], b)
+        twin = np.flatnonzero(gid[1:] == gid[:-1])  # an option's two pieces, in a row
+        if len(twin):
+            P, Q = allp[twin], allp[twin + 1]
+            b = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
+            np.maximum.at(unary, gid[twin], b)
+        self.unary = [unary[start[k]:start[k + 1]] for k in range(len(splits))]
         self.tables: dict[tuple[int, int], np.ndarray] = {}  # (a, b), a < b: options a x b
         for u, v in linked:
-            if u not in at or v not in at:  # another component's
-                continue
             a, b = sorted((at[u], at[v]))
             if a == b or (a, b) in self.tables:
                 continue
