@@ -60,7 +60,9 @@ _REFUSED_CLASSES: tuple[type[Exception], ...] = (
     redis.exceptions.ClusterDownError, redis.exceptions.ClusterCrossSlotError,
     redis.exceptions.MasterDownError, redis.exceptions.OutOfMemoryError,
 )
-REFUSALS = ("MOVED", "NOTLEADER", "NOT LEADER", "TRYAGAIN", "READONLY", "EXECABORT",
+# BUSY: Redis runs a script, elastickv sheds load ("BUSY server overloaded", answered
+# before the command is run).
+REFUSALS = ("MOVED", "NOTLEADER", "NOT LEADER", "TRYAGAIN", "READONLY", "EXECABORT", "BUSY",
             "NOREPLICAS", "MASTERDOWN", "CLUSTERDOWN", "LOADING", "WRONGTYPE", "NOSCRIPT",
             "UNKNOWN COMMAND", "UNSUPPORTED COMMAND", "WRONG NUMBER OF ARGUMENTS",
             "SYNTAX ERROR")

@@ -157,6 +157,8 @@ def test_multi_exec_ok_carries_the_lists_read() -> None:
     ([b"OK", b"QUEUED", b"QUEUED", b"QUEUED",
       redis.exceptions.ExecAbortError("Transaction discarded")], MIXED, FAIL, "discarded"),
     ([b"OK", b"QUEUED", b"QUEUED", b"QUEUED", None], MIXED, FAIL, "nil"),
+    ([b"OK", b"QUEUED", b"QUEUED", b"QUEUED", redis.ResponseError("BUSY server overloaded")],
+     MIXED, FAIL, "overloaded"),
     # EXEC sent, no answer: it may have run
     ([b"OK", b"QUEUED", b"QUEUED", b"QUEUED", redis.exceptions.TimeoutError("t")], MIXED,
      INFO, "timeout"),
