@@ -202,6 +202,9 @@ def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: in
     """The witness with each dropped write put back where it changes nothing seen."""
     out = list(order)
     placed = set(out)
+    dropped = [i for i in range(n) if ops[i].droppable and i not in placed]
+    if not dropped:  # nothing to put back (a duplicated-write witness)
+        return out
     starts = np.array([ops[i].invoke - (delta if ops[i].f == READ else 0) for i in out],
                       dtype=np.int64)
     states = [model.init(initial)]  # states[q]: the state before out[q]
@@ -213,7 +216,7 @@ def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: in
     blind = np.array([ops[i].f == WRITE for i in out] + [True])
     comps = np.array([ops[i].complete for i in out] + [UNKNOWN_END], dtype=np.int64)
     earliest_after = np.minimum.accumulate(comps[::-1])[::-1]
-    for d in [i for i in range(n) if ops[i].droppable and i not in placed]:
+    for d in dropped:
         w = ops[d]
         latest_start = np.concatenate(([-(1 << 62)], np.maximum.accumulate(starts)))
         fits = np.flatnonzero(blind & (earliest_after >= w.invoke)

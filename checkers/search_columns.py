@@ -93,8 +93,8 @@ def _repeat(o: Operation) -> Operation:
     unknown outcome (it may take effect any time after o's invoke, or never)."""
     if o.complete == UNKNOWN_END:
         return o
-    return dataclasses.replace(o, complete=UNKNOWN_END, complete_index=None,
-                               droppable=False)
+    return Operation(o.index, o.process, o.f, o.value, o.invoke, UNKNOWN_END, o.expected,
+                     o.node)
 
 
 def _repeats_unknown(complete: np.ndarray, ops: RelaxedOperations) -> np.ndarray:
