@@ -9,7 +9,8 @@ batches one continuation at a time and pauses before each: mostly a fraction of 
 and in one scan of LONG_EVERY once past ttl + the expiration interval, after which the
 session must be gone. In one scan of RETRY_EVERY it sends a continuation it already had the
 answer to again, as a client whose reply was lost would (and keeps the second answer); one
-whose reply did not come is always resent. In one scan of CLOSE_EVERY it closes the
+whose reply did not come is always resent, once (the scan is given up when that one gets
+no answer either). In one scan of CLOSE_EVERY it closes the
 session after two batches; every other scan is read to its end (or its error) and then
 closed. How the system spells the pause lengths: the profile's `scanner_ttl_ms` and
 `scanner_expiration_ms`.
@@ -26,7 +27,8 @@ sut/fluss/LeaseClient.java and KvScanCalls.java), one connection per worker. Rec
 - scan-next, key the scan id: {seq, pause_ms} (continuation seq, after pausing pause_ms);
   ok value adds rows and has_more. scan-retry is the same request again, {seq, pause_ms}:
   its answer replaces the earlier one's. A fail adds code (the server's error, e.g.
-  SCANNER_EXPIRED) and leader_now; an info (no reply) may have moved the cursor.
+  SCANNER_EXPIRED) and leader_now; an info (no reply, or the service gave up on Fluss
+  without a server's error) may have moved the cursor.
 - scan-close, key the scan id.
 """
 
@@ -187,11 +189,16 @@ class ScanClient(Client):
         if reply.get("ok") is None:  # no answer: it may have happened
             return Completion(INFO, op.value, str(reply.get("error")))
         if not reply.get("ok"):
+            error = str(reply.get("error") or "failed")
             if op.f == "upsert":
-                return Completion(INFO, op.value, str(reply.get("error") or "failed"))
+                return Completion(INFO, op.value, error)
+            if "code" not in reply and op.f in ("scan-next", "scan-retry"):
+                # the service gave up on Fluss (a timeout, a lost connection): the server
+                # may have handed the batch out and moved the cursor
+                return Completion(INFO, op.value, error)
             value = base | {k: reply[k] for k in ("code", "leader_now") if k in reply}
-            # the server answered with an error: no batch was handed out
-            return Completion(FAIL, value, str(reply.get("error") or "failed"))
+            # the server answered with an error (or nothing was opened): no batch handed out
+            return Completion(FAIL, value, error)
         if op.f == "upsert":
             return Completion(OK, {"value": op.value, "bucket": reply["bucket"],
                                    "log_end": reply["log_end"]})
@@ -209,8 +216,11 @@ class ScanClient(Client):
             st.batches = 1 if done.type == OK else 0
             return
         st.seq = op.value["seq"]
-        if done.type == INFO:
-            st.resend = True  # a real client's retry: the same continuation again
+        if done.type == INFO and op.f == "scan-next":
+            st.resend = True  # a real client's retry: the same continuation, once
+            return
+        if done.type == INFO:  # the resend went unanswered too: the scan is given up
+            st.open = st.more = st.resend = False
             return
         st.resend = False
         if done.type == FAIL:

@@ -135,3 +135,30 @@ def test_a_service_without_scan_sessions_is_refused_at_setup() -> None:
             KvScan(WorkloadOptions()).setup(FakeHost(svc), "co")  # type: ignore[arg-type]
     finally:
         svc.stop()
+
+
+def test_a_continuation_without_an_answer_is_unknown_and_resent_once() -> None:
+    class Silent(FakeScanService):
+        def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+            if req["op"] == "scan-next":  # the service gave up on Fluss: no server's code
+                return {"ok": False, "error": "timeout", "gone": False}
+            return super().handle(req)
+
+    svc = Silent(TTL_MS)
+    try:
+        wl = KvScan(WorkloadOptions())
+        wl.setup(FakeHost(svc), "co")  # type: ignore[arg-type]
+        gen, client, rng = wl.new_generator(), wl.new_client(), random.Random(0)
+        client.open("co", FakeHost(svc).endpoint("co", wl.protocol))
+        for i in range(30):  # every bucket holds several rows
+            svc.handle({"op": "upsert", "key": f"k{i}", "value": 1})
+        fs = []
+        for _ in range(4):
+            op, _ = gen.scanner_op(wl.state(), rng)
+            done = client.invoke(op)
+            fs.append((op.f, done.type))
+        client.close()
+    finally:
+        svc.stop()
+    assert fs[1:3] == [("scan-next", "info"), ("scan-retry", "info")], fs
+    assert fs[3][0] == "scan-open"  # given up after one unanswered resend
