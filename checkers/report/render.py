@@ -302,12 +302,15 @@ def _types_html(results: dict[str, Any] | None) -> str:
 
 
 TYPE_MEANING = {
-    "duplicated-write": "A write whose outcome was unknown took effect twice (a retried "
-                        "request): the writes applied twice and the reads of their second effect.",
+    "duplicated-write": "A write, acknowledged or with its outcome unknown, took effect twice "
+                        "(a retry): the writes applied twice and the reads of their second "
+                        "effect.",
     "lost-write": "An acknowledged write never took effect (e.g. a failover discarded it): "
                   "the writes dropped.",
-    "stale-read": "Reads served older values than the lease allows, once any duplicated or "
-                  "lost write is accounted for: the stale reads.",
+    "stale-read": "Reads served older values than the lease allows that no duplicated or "
+                  "lost write explains: the reads still stale. Each stale read in the key's "
+                  "list also names the changes that would explain it, alternatives rather "
+                  "than proof that it was fresh.",
     "violation": "No change explains the key (a value never written, …): the "
                  "counterexample's operations.",
 }
