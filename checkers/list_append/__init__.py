@@ -58,7 +58,6 @@ from leaseline.checkers.list_append.check import (
 from leaseline.checkers.list_append.history import (
     TxnHistoryError,
     Txns,
-    is_txn_history,
     read_history,
     txns_from_records,
 )
@@ -71,5 +70,5 @@ from leaseline.checkers.list_append.per_key import (
 )
 
 __all__ = ["DEFAULT_MODEL", "KeyOps", "KeyResult", "TxnHistoryError", "TxnInfo", "Txns",
-           "check_history", "check_txns", "graph_stage", "is_txn_history", "key_results",
+           "check_history", "check_txns", "graph_stage", "key_results",
            "key_stage", "read_history", "split_by_key", "txns_from_records"]

@@ -43,7 +43,6 @@ from leaseline.checkers.importers.edn import (
 
 OK, INFO, FAIL = 0, 1, 2
 TYPES = {"ok": OK, "info": INFO, "fail": FAIL}
-TYPE_NAMES = ("ok", "info", "fail")
 NEVER = np.iinfo(np.int64).max  # an info txn's completion time
 EARLIEST = -(1 << 62)  # an unknown invocation's time (room left to shift it by a lease)
 NEMESIS = "nemesis"
@@ -81,14 +80,6 @@ class Txns:
 
     def keys(self) -> list[str]:
         return sorted({k for ms in self.mops for _, k, _ in ms})
-
-
-def is_txn_history(records: Iterable[dict[str, Any]]) -> bool:
-    """Whether the first client record of a history is a txn."""
-    for r in records:
-        if r.get("process") != NEMESIS and "f" in r:
-            return str(r["f"]) == "txn"
-    return False
 
 
 def _key(k: Any, at: int) -> str:
@@ -382,12 +373,6 @@ def read_edn(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
     for i, r in enumerate(records):
         r.setdefault("index", i)
     return records, lines
-
-
-def read_jsonl(path: str | Path) -> tuple[list[dict[str, Any]], list[int]]:
-    """Records and their line numbers from a Leaseline history.jsonl."""
-    lines: list[int] = []
-    return list(_jsonl_records(path, lines)), lines
 
 
 def _jsonl_records(path: str | Path, lines: list[int]) -> Iterator[dict[str, Any]]:
