@@ -231,6 +231,11 @@ def txns_from_records(records: Iterable[dict[str, Any]], unique_appends: bool = 
             raise TxnHistoryError(pos, "an ok txn completion without its value")
         else:
             row[6] = _mops(invoked, pos, False)
+    return _txns_of_rows(rows, has_time, unique_appends)
+
+
+def _txns_of_rows(rows: list[list[Any]], has_time: bool, unique_appends: bool) -> Txns:
+    """The Txns table of paired rows (see txns_from_records)."""
     has_time = has_time and bool(rows)
     if not has_time:  # positions stand in for times
         for row in rows:
@@ -395,6 +400,88 @@ def _jsonl_records(path: str | Path, lines: list[int]) -> Iterator[dict[str, Any
         raise HistoryFormatError(p, 0, f"cannot read the file: {e}") from None
 
 
+class _Rec(msgspec.Struct, forbid_unknown_fields=False):
+    """A history.jsonl record of the usual shape, decoded and type-checked in C."""
+
+    process: int | str | None = None
+    type: str = ""
+    f: str = ""
+    index: int | None = None
+    time: int | None = None
+    value: list[tuple[str, str, int | list[int] | None]] | dict[str, Any] | None = None
+
+
+class _Irregular(Exception):
+    """Anything the fast reader does not take: the general reader decides (and names)."""
+
+
+_typed_decode = msgspec.json.Decoder(_Rec).decode
+
+
+def _typed_txns(path: str | Path, others: list[dict[str, Any]]) -> Txns:
+    """txns_from_records for a well-formed history.jsonl, on typed records: about 2.5x
+    faster. Raises _Irregular at the first thing it does not expect."""
+    pending: dict[Any, int] = {}
+    rows: list[list[Any]] = []
+    ok_type = OK
+    try:
+        fh = open(path, "rb")  # noqa: SIM115 - closed below, before the fallback reopens it
+    except OSError as e:
+        raise _Irregular from e
+    with fh:
+        for pos, line in enumerate(fh):
+            try:
+                r = _typed_decode(line)
+            except (msgspec.DecodeError, msgspec.ValidationError) as e:
+                raise _Irregular from e
+            proc = r.process
+            if proc is None or proc == NEMESIS:
+                others.append(msgspec.structs.asdict(r))
+                continue
+            typ = r.type
+            value = r.value
+            if r.f != "txn" or r.index is None or r.time is None or (
+                    type(value) is not list and (value is not None or typ in ("invoke", "ok"))):
+                raise _Irregular
+            if typ == "invoke":
+                if proc in pending:
+                    raise _Irregular
+                pending[proc] = len(rows)
+                rows.append([r.index, r.index, INFO, proc, r.time, NEVER, value, pos, -1])
+                continue
+            kind = TYPES.get(typ)
+            at = pending.pop(proc, None)
+            if kind is None or at is None:
+                raise _Irregular
+            row = rows[at]
+            row[0], row[2], row[8] = r.index, kind, pos
+            if kind == ok_type:
+                row[5] = r.time
+            row[6] = _typed_mops(row[6], row[6] if value is None else value, kind == ok_type)
+    for at in pending.values():  # never completed
+        rows[at][6] = _typed_mops(rows[at][6], rows[at][6], False)
+    return _txns_of_rows(rows, True, True)
+
+
+def _typed_mops(invoked: list[tuple[str, str, Any]], done: list[tuple[str, str, Any]],
+                completed_ok: bool) -> list[Mop]:
+    if len(invoked) != len(done):
+        raise _Irregular
+    out: list[Mop] = []
+    for (fi, ki, vi), (f, k, v) in zip(invoked, done, strict=True):
+        if fi != f or ki != k:
+            raise _Irregular
+        if f == "append":
+            if type(v) is not int or vi != v or not _I64_MIN < v <= _I64_MAX:
+                raise _Irregular
+            out.append((True, k, v))
+        elif f == "r" and type(v) is not int:
+            out.append((False, k, tuple(v) if v is not None else (() if completed_ok else None)))
+        else:
+            raise _Irregular
+    return out
+
+
 def read_history(path: str | Path, fmt: str | None = None
                  ) -> tuple[list[dict[str, Any]], Txns]:
     """(the records that are no client operation: the faults, Txns) of a txn history file;
@@ -411,6 +498,11 @@ def read_history(path: str | Path, fmt: str | None = None
             yield r
 
     with no_gc():
+        if fmt == "jsonl":
+            try:
+                return others, _typed_txns(path, others)
+            except (_Irregular, TxnHistoryError):
+                others.clear()  # the general reader reads it again, and names any problem
         lines: list[int] = []
         if fmt == "edn":
             records, lines = read_edn(path)

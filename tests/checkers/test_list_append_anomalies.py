@@ -301,3 +301,33 @@ def test_an_append_beyond_64_bits_is_refused() -> None:
             "value": [["append", "x", 1 << 64]]}]
     with pytest.raises(TxnHistoryError, match="beyond 64-bit integers"):
         parse(ops)
+
+
+def test_the_fast_jsonl_reader_agrees_with_the_general_one(tmp_path: Any) -> None:
+    """history.jsonl is read by a typed fast path when every record has the usual shape,
+    else by the general reader: both give the same txns."""
+    import json
+
+    import numpy as np
+
+    from leaseline.checkers.list_append import read_history
+    from leaseline.checkers.list_append.history import _Irregular, _typed_txns
+
+    ops = history(T([("append", "x", 1), ("r", "y", [])]), T([("append", "y", 2)], "info"),
+                  T([("append", "x", 3)], "fail"), T([("r", "x", [1]), ("r", "y", [2])]))
+    ops.insert(2, {"index": 99, "time": 5, "process": "nemesis", "type": "info",
+                   "f": "start-kill", "value": {"fault": 1}})
+    ops.append({"index": 100, "time": 10**9, "process": 9, "type": "invoke", "f": "txn",
+                "value": [["append", "z", 7]]})  # never completed
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ops))
+    typed, general = _typed_txns(path, []), parse(ops)
+    for name in ("index", "invoke_index", "type", "t_invoke", "t_complete", "read_only"):
+        assert np.array_equal(getattr(typed, name), getattr(general, name)), name
+    assert typed.mops == general.mops and typed.process == general.process
+    faults, txns = read_history(path)
+    assert [f["f"] for f in faults] == ["start-kill"] and len(txns) == 5
+    path.write_text(path.read_text() + "\n")  # a blank line: the general reader's
+    with pytest.raises(_Irregular):
+        _typed_txns(path, [])
+    assert len(read_history(path)[1]) == 5
