@@ -151,6 +151,9 @@ class _Split:
                    ) -> tuple[np.ndarray, np.ndarray]:
         """pieces() of every option at once: (W, f, S) rows and the option of each."""
         v, wc = self.v, self.wc
+        if len(self.options) == 1:  # whole only
+            return (np.array([[c.W[v], c.f[v], c.S[v]]], dtype=np.int64),
+                    np.zeros(1, dtype=np.intp))
         f_r, s_r = cmp_[self.rows], inv[self.rows]
         pre_f, pre_s = np.minimum.accumulate(f_r), np.maximum.accumulate(s_r)
         suf_f = np.minimum.accumulate(f_r[::-1])[::-1]
@@ -172,9 +175,10 @@ class _Split:
         return np.stack((W, f, S), axis=1)[by], owner[by]
 
 
-def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray
-            ) -> list[_Split]:
-    """The given clusters' reads by invoke and options (the reads grouped in one pass)."""
+def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray,
+            only: set[int] | None = None) -> list[_Split]:
+    """The given clusters' reads by invoke and options (the reads grouped in one pass);
+    with `only`, the other clusters stay whole (their one option)."""
     reads = np.flatnonzero(np.isin(c.read_cluster, which))
     reads = reads[np.lexsort((h.invoke[c.read_rows[reads]], c.read_cluster[reads]))]
     bounds = np.searchsorted(c.read_cluster[reads], which, side="left").tolist()
@@ -186,7 +190,9 @@ def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray
         cuts = (np.flatnonzero(inv[1:] > inv[:-1]) + 1).tolist()
         wc = int(cmp_[c.write_row[v]])
         options: list[tuple[int, int] | None] = [None]
-        if wc < zone.BIG:  # acknowledged: its own application bounds one group
+        if only is not None and v not in only:
+            pass
+        elif wc < zone.BIG:  # acknowledged: its own application bounds one group
             options += [(0, 0), *((k, b) for k in cuts for b in (0, 1))]
         else:
             options += [(k, 0) for k in cuts]
@@ -273,10 +279,24 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
     bound = pair_bound(c.W[pu], c.f[pu], c.S[pu], c.W[pv], c.f[pv], c.S[pv])
     fixed = ~cut_any[pu] & ~cut_any[pv]
     floor = max(0, int(bound[fixed].max(initial=0)))
-    parts = [_Component(_splits(h, c, np.array(sorted(m)), cmp_), c, h.invoke, cmp_,
-                        (pu, pv), cut_any) for m in _components((pu, pv), cut_any)]
-    for p in parts:
+    degree = np.bincount(np.concatenate((pu, pv)), minlength=len(c.W))
+    parts = []
+    for m in _components((pu, pv), cut_any):
+        members = np.array(sorted(m))
+        # most components are settled by cutting the cluster in the most conflicts alone
+        # (a value read again after the values written meanwhile): a choice reaching the
+        # floor is the least there is; else every member's cuts are tried
+        hub = {int(members[np.argmax(degree[members])])}
+        p = _Component(_splits(h, c, members, cmp_, hub), c, h.invoke, cmp_, (pu, pv),
+                       cut_any)
         p.search(floor)
+        if len(members) > 1 and p.upper > floor:
+            p = _Component(_splits(h, c, members, cmp_), c, h.invoke, cmp_, (pu, pv),
+                           cut_any)
+            p.search(floor)
+        elif p.upper <= floor:
+            p.lower = p.upper  # the floor bounds every choice
+        parts.append(p)
     found = max([floor, *(p.upper for p in parts)])
     lower = max([floor, *(p.lower for p in parts)])
     if not below(lower, delta_ns):
@@ -369,16 +389,28 @@ class _Component:
             b = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
             np.maximum.at(unary, gid[twin], b)
         self.unary = [unary[start[k]:start[k + 1]] for k in range(len(splits))]
-        self.tables: dict[tuple[int, int], np.ndarray] = {}  # (a, b), a < b: options a x b
-        for u, v in linked:
-            a, b = sorted((at[u], at[v]))
-            if a == b or (a, b) in self.tables:
-                continue
-            t = np.full((len(splits[a].options), len(splits[b].options)), zone.NEG,
-                        dtype=np.int64)
-            both = _both(self.pieces[a], self.pieces[b])
-            np.maximum.at(t, (self.owner[a][:, None], self.owner[b][None, :]), both)
-            self.tables[(a, b)] = t
+        # a table per link, (a, b), a < b: options a x b, all links' pairs of pieces at once
+        links = sorted({tuple(sorted((at[u], at[v]))) for u, v in linked} - {(k, k) for k in
+                                                                             range(len(splits))})
+        nopt = [len(s.options) for s in splits]
+        sizes = [nopt[a] * nopt[b] for a, b in links]
+        offset = np.cumsum([0, *sizes])
+        flat = np.full(int(offset[-1]), zone.NEG, dtype=np.int64)
+        if links:
+            ia = np.concatenate([np.repeat(np.arange(first[a], first[a + 1]),
+                                           first[b + 1] - first[b]) for a, b in links])
+            ib = np.concatenate([np.tile(np.arange(first[b], first[b + 1]),
+                                         first[a + 1] - first[a]) for a, b in links])
+            cell = np.concatenate([np.full((first[a + 1] - first[a]) * (first[b + 1] - first[b]),
+                                           offset[k]) for k, (a, b) in enumerate(links)])
+            la = np.concatenate([np.repeat(np.full(first[a + 1] - first[a], nopt[b]),
+                                           first[b + 1] - first[b]) for a, b in links])
+            local = gid - np.repeat(start[:-1], [len(P) for P in self.pieces])
+            P, Q = allp[ia], allp[ib]
+            b_ = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
+            np.maximum.at(flat, cell + local[ia] * la + local[ib], b_)
+        self.tables = {(a, b): flat[offset[k]:offset[k + 1]].reshape(nopt[a], nopt[b])
+                       for k, (a, b) in enumerate(links)}
         self.choice = [0] * len(splits)  # every cluster whole
         self.upper = self.lower = 0
 
@@ -439,10 +471,9 @@ class _Component:
     def search(self, floor: int) -> None:
         """upper: the least Δ over the choices (with its choice), no lower than floor;
         lower: the most the search proved (upper where every Δ tried was decided)."""
-        values = {int(x) for u in self.unary for x in u.tolist()}
-        for t in self.tables.values():
-            values.update(int(x) for x in np.unique(t).tolist())
-        cands = sorted(v for v in values if v > floor)
+        values = np.unique(np.concatenate(
+            [*self.unary, *(t.ravel() for t in self.tables.values())]))
+        cands = values[values > floor].tolist()
         best = self._fits(floor)
         undecided = best is False
         if isinstance(best, list):
