@@ -34,6 +34,7 @@ from leaseline.checkers.list_append_report import (
     witness_lines,
     witness_txns,
 )
+from leaseline.checkers.report.cycles import micro_text
 from leaseline.checkers.report.rundata import History, read_history
 from leaseline.checkers.summary import print_kv_scan, print_list_append, print_snapshot_lease
 from leaseline.harness.errors import BadArguments
@@ -295,7 +296,7 @@ def print_neighbourhood(
 
 def print_list_append_overview(result: dict[str, Any], console: Console) -> None:
     """A list-append history's verdict, then each witness as a panel in words."""
-    print_list_append(result, console)
+    print_list_append(result, console, witnesses=False)  # each is a panel below
     shown = 0
     for name, w in all_witnesses(result):
         if shown >= MAX_PANELS:
@@ -387,7 +388,7 @@ def _ops_table(ops: Any, rows: np.ndarray, me: int, title: str, console: Console
             str(o["index"]),
             str(o["process"]),
             o["f"],
-            json.dumps(o["value"]),
+            micro_text(o["value"]) if o["f"] == "txn" else json.dumps(o["value"]),
             o["type"],
             str(o["node"]),
         ]

@@ -147,22 +147,25 @@ def print_snapshot_lease(found: dict[str, Any], console: Console) -> None:
                       "after the lease's expiration time (late_renewals in results.json)")
 
 
-def print_list_append(result: dict[str, Any], console: Console) -> None:
+def print_list_append(result: dict[str, Any], console: Console,
+                      witnesses: bool = True) -> None:
     """A list-append history's findings (checkers/list_append_report.py): its anomaly
-    types, the first witnesses of each in words, the stale read-only transactions."""
+    types, the first witnesses of each in words (unless the caller shows them its own
+    way), the stale read-only transactions."""
     console.print(f"  {escape(count_line(result))}")  # the verdict's line is the reason's
     anomalies = result.get("anomalies") or {}
     for name in ordered_types(result):
-        witnesses = anomalies.get(name) or []
+        found = anomalies.get(name) or []
         why_not = standing(result, name)
         console.print(f"  [{'yellow' if why_not else 'red'}]{escape(name)}[/] "
-                      f"{len(witnesses)} found{f' ({why_not})' if why_not else ''}: "
+                      f"{len(found)} found{f' ({why_not})' if why_not else ''}: "
                       f"{escape(meaning(name))}")
-        for w in witnesses[:MAX_WITNESSES]:
+        shown = found[:MAX_WITNESSES] if witnesses else []
+        for w in shown:
             for n, line in enumerate(witness_lines(name, w)):
                 console.print(f"    {'-' if n == 0 else ' '} {escape(line)}")
-        if len(witnesses) > MAX_WITNESSES:
-            console.print(f"    … and {len(witnesses) - MAX_WITNESSES} more (see results.json)")
+        if shown and len(found) > len(shown):
+            console.print(f"    … and {len(found) - len(shown)} more (see results.json)")
     stale = result.get("stale_reads") or []
     if stale:
         console.print(f"  stale read-only transactions: {len(stale)}, the stalest "
