@@ -152,9 +152,11 @@ def csr(n: int, src: np.ndarray, dst: np.ndarray, kind: np.ndarray
     return offsets.tolist(), dst[order].tolist(), kind[order].tolist()
 
 
-def sccs(n: int, offsets: list[int], targets: list[int], nodes: Sequence[int] | None = None
-         ) -> list[list[int]]:
-    """Strongly connected components of more than one txn (Tarjan, iterative)."""
+def sccs(n: int, offsets: list[int], targets: list[int], nodes: Sequence[int] | None = None,
+         singletons: bool = False) -> list[list[int]]:
+    """Strongly connected components of more than one txn (Tarjan, iterative); with
+    `singletons`, every component, in Tarjan's order (a component after every component
+    it reaches), isolated nodes included."""
     index = [-1] * n
     low = [0] * n
     on_stack = [False] * n
@@ -162,7 +164,9 @@ def sccs(n: int, offsets: list[int], targets: list[int], nodes: Sequence[int] | 
     out: list[list[int]] = []
     counter = 0
     for root in (range(n) if nodes is None else nodes):
-        if index[root] >= 0 or offsets[root] == offsets[root + 1]:
+        if index[root] >= 0:
+            continue
+        if offsets[root] == offsets[root + 1] and not singletons:
             continue
         work = [(root, offsets[root])]
         index[root] = low[root] = counter
@@ -202,7 +206,7 @@ def sccs(n: int, offsets: list[int], targets: list[int], nodes: Sequence[int] | 
                     comp.append(w)
                     if w == v:
                         break
-                if len(comp) > 1:
+                if len(comp) > 1 or singletons:
                     out.append(comp)
     return out
 
@@ -338,10 +342,10 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
     starts = [(a, b) for a in nodes for b, k in sub.out[a] if k == first_kind and b in member]
     if first_kind == RW:
         rest = sub.restricted(nodes, allowed & ~RW)
-        comp = {v: i for i, c in enumerate(rest.components()) for v in c}
         if rw_rule == "single":
-            starts = _single_starts(rest, nodes, comp, starts, extra)
+            starts = _single_starts(rest, nodes, starts, extra)
         else:
+            comp = {v: i for i, c in enumerate(rest.components()) for v in c}
             starts.sort(key=lambda e: comp.get(e[0], -1) != comp.get(e[1], -2))
     trans = [[_step(s, bit, rw_rule) for bit in range(REALTIME + 1)] for s in range(32)]
     best: list[tuple[int, int, int]] | None = None
@@ -365,45 +369,45 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
     return best
 
 
-def _single_starts(rest: Sub, nodes: Sequence[int], comp: dict[int, int],
-                   starts: list[tuple[int, int]], extra: int) -> list[tuple[int, int]]:
+def _single_starts(rest: Sub, nodes: Sequence[int], starts: list[tuple[int, int]],
+                   extra: int) -> list[tuple[int, int]]:
     """The rw edges a -> b that close a cycle with one rw: b reaches a without rw (using an
-    edge of the variant's kind, if any). Decided on the rw-free subgraph's condensation,
-    where a component with an internal edge of that kind lets any path through it take
-    it: so the node-level search then runs once, and succeeds."""
-    for v in nodes:  # txns in no cycle of the rest are components of their own
-        if v not in comp:
-            comp[v] = len(comp) + 1_000_000_000
-    internal: set[int] = set()
-    dag: dict[int, dict[int, bool]] = {}
+    edge of the variant's kind, if any). Decided on the rw-free subgraph's condensation at
+    once for all edges: in Tarjan's order each component's reach is its successors' as a
+    bitset, and a component with an internal edge of that kind lets any path through it
+    take it. So the node-level search runs once per cycle, and succeeds."""
+    local = {v: i for i, v in enumerate(nodes)}
+    offsets = [0]
+    targets: list[int] = []
     for v in nodes:
-        cv = comp[v]
+        targets.extend(local[w] for w, _ in rest.out[v])
+        offsets.append(len(targets))
+    comps = sccs(len(nodes), offsets, targets, singletons=True)
+    comp = [0] * len(nodes)
+    for c, members in enumerate(comps):
+        for i in members:
+            comp[i] = c
+    internal = [False] * len(comps)
+    succ: list[dict[int, bool]] = [{} for _ in comps]
+    for v in nodes:
+        cv = comp[local[v]]
         for w, k in rest.out[v]:
-            cw = comp[w]
+            cw = comp[local[w]]
             if cv == cw:
-                if k & extra:
-                    internal.add(cv)
+                internal[cv] = internal[cv] or bool(k & extra)
             else:
-                d = dag.setdefault(cv, {})
-                d[cw] = d.get(cw, False) or bool(k & extra)
-    reach: dict[int, set[tuple[int, bool]]] = {}
-
-    def reached(c0: int) -> set[tuple[int, bool]]:
-        if c0 not in reach:
-            s0 = (c0, not extra or c0 in internal)
-            seen = {s0}
-            todo = [s0]
-            while todo:
-                c, x = todo.pop()
-                for d, kx in dag.get(c, {}).items():
-                    st = (d, x or kx or d in internal)
-                    if st not in seen:
-                        seen.add(st)
-                        todo.append(st)
-            reach[c0] = seen
-        return reach[c0]
-
-    return [(a, b) for a, b in starts if (comp[a], True) in reached(comp[b])]
+                succ[cv][cw] = succ[cv].get(cw, False) or bool(k & extra)
+    reach = [0] * len(comps)    # components reachable, as bits
+    reach_x = [0] * len(comps)  # ... by a path that can take an edge of the extra kind
+    for c in range(len(comps)):  # Tarjan's order: successors first
+        r, rx = 1 << c, 0
+        for d, kx in succ[c].items():
+            r |= reach[d]
+            rx |= reach[d] if kx or internal[d] else reach_x[d]
+        reach[c] = r
+        reach_x[c] = (r if internal[c] else rx) if extra else r
+    return [(a, b) for a, b in starts
+            if reach_x[comp[local[b]]] >> comp[local[a]] & 1]
 
 
 def _search_from(sub: Sub, member: set[int], a: int, b: int, first: int, allowed: int,
