@@ -115,11 +115,19 @@ def test_results_and_summary_of_a_violation(tmp_path: Path, spark: Any) -> None:
     assert written["valid"] is False and written["keys"]["k"]["status"] == "violation"
     assert set(written) == {"valid", "lease_ms", "ops", "summary", "anomaly_types",
                             "max_delta_ms", "keys", "nemesis", "warnings"}
-    # nobody reads write 2 afterwards: it being lost explains the read with no shift
+    # nobody reads write 2 afterwards: it being lost explains the read with no shift, and
+    # so does write 1 applied again after it (a retry): two alternatives, the read stays
+    # listed by its own shift and names both
     kr = written["keys"]["k"]
-    assert kr["anomaly_types"] == ["lost-write"]
-    assert kr["anomalies"] == {"lost-write": {"ops": [2], "remaining_delta_ms": 0.0}}
-    assert written["anomaly_types"] == dict.fromkeys(ANOMALY_TYPES, 0) | {"lost-write": 1}
+    assert kr["anomaly_types"] == ["duplicated-write", "lost-write"]
+    assert kr["anomalies"] == {
+        "duplicated-write": {"ops": [0, 4], "remaining_delta_ms": 0.0,
+                             "writes": {"acknowledged": [0], "info": []}},
+        "lost-write": {"ops": [2], "remaining_delta_ms": 0.0}}
+    assert kr["shifted_reads"] == [{"index": 4, "shift_ms": 20.0, "explained_by": [
+        {"anomaly": "duplicated-write", "ops": [0]}, {"anomaly": "lost-write", "ops": [2]}]}]
+    assert written["anomaly_types"] == dict.fromkeys(ANOMALY_TYPES, 0) | {
+        "duplicated-write": 1, "lost-write": 1}
     assert written["warnings"] == ["a warning"]
     graph = json.loads((run / "anomalies" / "k.json").read_text())
     assert graph["nodes"] and graph["graph"]["key"] == "k"
@@ -127,8 +135,10 @@ def test_results_and_summary_of_a_violation(tmp_path: Path, spark: Any) -> None:
     print_summary(r, console, title="stale.jsonl")
     text = console.export_text()
     assert "INVALID" in text and "violation key k:" in text and "beyond the 5 ms lease" in text
-    assert "anomaly types: lost-write 1 key" in text
+    assert "anomaly types: duplicated-write 1 key, lost-write 1 key" in text
     assert "lost-write (minimal Δ 0.000 ms once it is allowed; ops 2)" in text
+    assert "stale reads by their own shifts: 4 by 20.000 ms (or duplicated-write of 0 or " \
+        "lost-write of 2)" in " ".join(text.split())  # as wrapped on the console
     assert [exit_code(v) for v in (True, False, "unknown")] == [0, 1, 2]
 
 
@@ -152,7 +162,8 @@ def test_cli_json_and_lease_from_test_json(tmp_path: Path, spark: Any) -> None:
     assert res.exit_code == 1 and "INVALID" in res.stdout and "from --lease-ms" in res.stdout
     doc = json.loads(cli(str(path), "--lease-ms", "5", "--json").stdout)
     assert doc["anomaly_types"]["lost-write"] == 1
-    assert doc["files"][str(path)]["keys"]["k"]["anomaly_types"] == ["lost-write"]
+    assert doc["files"][str(path)]["keys"]["k"]["anomaly_types"] == ["duplicated-write",
+                                                                    "lost-write"]
 
 
 def test_cli_malformed_and_missing_exit_254(tmp_path: Path, spark: Any) -> None:
