@@ -105,6 +105,21 @@ class Generator(ABC):
 
 
 
+class ReadShare(Generator):
+    """A generator whose mix is one share of reads (the rest writes), which phases may set:
+    `read_ratio` now, `own_read_ratio` the workload's own."""
+
+    read_ratio: float
+    own_read_ratio: float
+
+    def reads(self) -> float:
+        return self.read_ratio
+
+    def set_reads(self, reads: float | None) -> None:
+        with self.lock:
+            self.read_ratio = self.own_read_ratio if reads is None else reads
+
+
 class IndependentKeysGenerator(Generator):
     """Jepsen's independent keys: a few keys in use, each proposing values 1, 2, 3, ... so a
     read names the operation it observed; with --writes-per-key N a key retires after N

@@ -27,8 +27,8 @@ from leaseline.harness.systems.profile import Profile
 from leaseline.workloads import list_append_dynamo, list_append_redis
 from leaseline.workloads.base import (
     Client,
-    Generator,
     Op,
+    ReadShare,
     Workload,
     WorkloadOption,
     WorkloadOptions,
@@ -51,7 +51,7 @@ def txn(mops: list[list[Any]]) -> Op:
     return Op("txn", None, mops)
 
 
-class ListAppendGenerator(Generator):
+class ListAppendGenerator(ReadShare):
     """Transactions of min_len..max_len micro-ops; each picks one of the active keys at
     random (a key may come twice in one transaction) and reads it or appends the key's next
     value. Thread-safe (self.lock)."""
@@ -71,13 +71,6 @@ class ListAppendGenerator(Generator):
         name = f"k{self._next_key}"
         self._next_key += 1
         return name
-
-    def reads(self) -> float:
-        return self.read_ratio
-
-    def set_reads(self, reads: float | None) -> None:
-        with self.lock:
-            self.read_ratio = self.own_read_ratio if reads is None else reads
 
     def next_op(self, rng: random.Random) -> Op:
         with self.lock:

@@ -14,6 +14,7 @@ from leaseline.workloads.base import (
     Completion,
     IndependentKeysGenerator,
     Op,
+    ReadShare,
     Workload,
     WorkloadOptions,
 )
@@ -30,17 +31,10 @@ class RegisterClient(RedisClient):
         return Completion(FAIL, op.value, f"register has no operation {op.f!r}")
 
 
-class RegisterGenerator(IndependentKeysGenerator):
+class RegisterGenerator(ReadShare, IndependentKeysGenerator):
     def __init__(self, opts: WorkloadOptions, read_ratio: float = 0.5) -> None:
         super().__init__(opts, key_prefix="r")
         self.own_read_ratio = self.read_ratio = read_ratio
-
-    def reads(self) -> float:
-        return self.read_ratio
-
-    def set_reads(self, reads: float | None) -> None:
-        with self.lock:
-            self.read_ratio = self.own_read_ratio if reads is None else reads
 
     def next_op(self, rng: random.Random) -> Op:
         with self.lock:
