@@ -267,6 +267,11 @@ def print_neighbourhood(
                     "invocation must move that far earlier, every other read's by the "
                     "key's minimal Δ."
                 )
+                for e in s.get("explained_by") or []:
+                    ops_ = ", ".join(str(i) for i in e.get("ops") or [])
+                    console.print(
+                        f"it is also explained by a {e.get('anomaly')} (ops "
+                        f"{ops_}): an alternative explanation, not proof it was fresh.")
         for name, a in (kr.get("anomalies") or {}).items():
             if isinstance(a, dict) and me["index"] in (a.get("ops") or []):
                 console.print(f"[bold red]this operation is part of the key's {name}.[/]")

@@ -432,3 +432,23 @@ def test_group_splitting_with_a_fake_search(monkeypatch) -> None:  # noqa: ANN00
                                     SearchLimits(float("inf"), 1000))
     assert exact and {ops[p].index: s for p, s in out if s > 0} == stale
     assert max(tested) >= 4 and len(tested) < n
+
+
+def test_inspect_names_what_else_explains_a_violations_stale_read(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from leaseline.checkers.job import file_report
+    from leaseline.cli import main
+    from leaseline.harness.store.run_dir import RunDir
+
+    run = tmp_path / "t" / "20250101T000000"
+    run.mkdir(parents=True)
+    (h,), nemesis = read_jsonl(str(CORPUS / "per-read-staleness.jsonl"))
+    (run / "history.jsonl").write_text((CORPUS / "per-read-staleness.jsonl").read_text())
+    res = check_key(h, 0)
+    RunDir(run).write_results(file_report({h.key: res.to_json()}, nemesis, 0.0))
+    out = CliRunner().invoke(main, ["inspect", str(run), "--op", "104"],
+                             env={"COLUMNS": "200"}).output
+    assert "this read is stale by 470" in out
+    assert "it is also explained by a lost-write (ops 102)" in out
+    assert "it is also explained by a duplicated-write (ops 100)" in out
