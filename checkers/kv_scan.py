@@ -38,8 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from leaseline.checkers.faults import fault_periods
-from leaseline.checkers.importers.jsonl import nemesis_events
-from leaseline.checkers.snapshot_lease import Op, _ms, _records, _Writes, pair
+from leaseline.checkers.snapshot_lease import Op, _ms, _records, _Writes, keyless_report, pair
 
 DEFAULT_CLOCK_MARGIN_MS = 500
 SCAN_FS = frozenset({"scan-open", "scan-next", "scan-retry", "scan-close"})
@@ -381,27 +380,7 @@ def file_report(path: str | Path, clock_margin_ms: int = DEFAULT_CLOCK_MARGIN_MS
                 ) -> dict[str, Any]:
     """One kv-scan history's verdict in results.json's shape: no keys, the findings under
     `kv_scan`, each violation with the faults in force during its operations."""
-    from leaseline.checkers.snapshot_lease import _faults_text
-
     records = _records(path)
-    nemesis = [r for r in records if r["process"] == "nemesis"]
-    periods = fault_periods(nemesis)
+    periods = fault_periods([r for r in records if r["process"] == "nemesis"])
     out = check([r for r in records if r["process"] != "nemesis"], clock_margin_ms, periods)
-    for v in out["violations"]:
-        hi = v["complete_ms"] if v["complete_ms"] is not None else v["invoke_ms"]
-        v["faults"] = _faults_text(periods, v["invoke_ms"], hi)
-        if v["faults"]:
-            v["explanation"] += f"; faults in force: {', '.join(v['faults'])}"
-    report: dict[str, Any] = {
-        "valid": out["valid"],
-        "lease_ms": 0.0,
-        "ops": sum(1 for r in records if r["process"] != "nemesis" and r["type"] != "invoke"),
-        "summary": {},
-        "max_delta_ms": None,
-        "keys": {},
-        "nemesis": [e.as_json() for e in nemesis_events(nemesis)],
-        "kv_scan": out,
-    }
-    if out.get("reason"):
-        report["reason"] = out["reason"]
-    return report
+    return keyless_report(records, out, "kv_scan")

@@ -423,8 +423,16 @@ def file_report(path: str | Path, clock_margin_ms: int = DEFAULT_CLOCK_MARGIN_MS
     folder"): no keys, the lease checker's findings under `snapshot_lease`, each violation
     with the faults in force during its read."""
     records = _records(path)
-    nemesis = [r for r in records if r["process"] == "nemesis"]
     out = check([r for r in records if r["process"] != "nemesis"], clock_margin_ms)
+    return keyless_report(records, out, "snapshot_lease")
+
+
+def keyless_report(records: list[dict[str, Any]], out: dict[str, Any], section: str
+                   ) -> dict[str, Any]:
+    """results.json's shape for a checker of promises other than registers' (the snapshot
+    lease, kv-scan sessions): no keys, its findings `out` under `section`, each violation
+    told the faults in force between its invocation and its completion."""
+    nemesis = [r for r in records if r["process"] == "nemesis"]
     periods = fault_periods(nemesis)
     for v in out["violations"]:
         hi = v["complete_ms"] if v["complete_ms"] is not None else v["invoke_ms"]
@@ -439,7 +447,7 @@ def file_report(path: str | Path, clock_margin_ms: int = DEFAULT_CLOCK_MARGIN_MS
         "max_delta_ms": None,
         "keys": {},
         "nemesis": [e.as_json() for e in nemesis_events(nemesis)],
-        "snapshot_lease": out,
+        section: out,
     }
     if out.get("reason"):
         report["reason"] = out["reason"]
