@@ -13,8 +13,9 @@ from __future__ import annotations
 import random
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from leaseline.harness.errors import BadArguments
 from leaseline.harness.systems.profile import Endpoint, Profile
@@ -158,6 +159,27 @@ class IndependentKeysGenerator(Generator):
     def all_keys(self) -> list[str]:
         with self.lock:
             return list(self._all)
+
+S = TypeVar("S")
+
+
+class PerThread(Generic[S]):
+    """What a worker thread's client and generator share (a holder's leases, a scanner's
+    session): one S per thread, made by `make` on first use and anew by `reset`."""
+
+    def __init__(self, make: Callable[[], S]) -> None:
+        self._make = make
+        self._local = threading.local()
+
+    def get(self) -> S:
+        st = getattr(self._local, "state", None)
+        if st is None:
+            st = self._local.state = self._make()
+        return st
+
+    def reset(self) -> None:
+        self._local.state = self._make()
+
 
 class Workload(ABC):
     name: ClassVar[str]

@@ -36,16 +36,27 @@ from __future__ import annotations
 
 import itertools
 import random
-import threading
 import time
-import weakref
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from leaseline.harness.errors import EnvironmentProblem
 from leaseline.harness.systems.profile import Profile
-from leaseline.workloads.base import FAIL, INFO, OK, Client, Completion, Generator, Op, Workload
-from leaseline.workloads.kv_snapshot_lease import SETUP_TIMEOUT_S, LeaseConnection
+from leaseline.workloads.base import (
+    FAIL,
+    INFO,
+    OK,
+    Client,
+    Completion,
+    Op,
+    PerThread,
+    Workload,
+)
+from leaseline.workloads.kv_snapshot_lease import (
+    SETUP_TIMEOUT_S,
+    LeaseConnection,
+    WritersAndOthers,
+)
 
 TABLE = "leaseline.kvscan"
 BUCKETS = 3
@@ -84,31 +95,13 @@ class ScanState:
     closing: bool = False
 
 
-class ScanGenerator(Generator):
+class ScanGenerator(WritersAndOthers):
     def __init__(self, workload: KvScan) -> None:
-        super().__init__(workload.opts)
+        super().__init__(workload.opts, ROWS_PER_BUCKET * BUCKETS * max(1, workload.opts.keys))
         self.w = workload
-        self.keys = [f"k{i}" for i in range(ROWS_PER_BUCKET * BUCKETS * max(1, self.opts.keys))]
-        self._values: dict[str, int] = {}
-        self._roles: weakref.WeakKeyDictionary[threading.Thread, str] = \
-            weakref.WeakKeyDictionary()
-        self._threads = 0
         self._scans = itertools.count(1)
 
-    def _role(self) -> str:
-        with self.lock:
-            me = threading.current_thread()
-            if me not in self._roles:
-                self._roles[me] = "writer" if self._threads % 2 == 0 else "scanner"
-                self._threads += 1
-            return self._roles[me]
-
-    def next_op(self, rng: random.Random) -> Op:
-        if self._role() == "writer":
-            with self.lock:
-                key = rng.choice(self.keys)
-                value = self._values[key] = self._values.get(key, 0) + 1
-            return Op("upsert", key, value)
+    def other_op(self, rng: random.Random) -> Op:
         op, pause_s = self.scanner_op(self.w.state(), rng)
         if pause_s > 0:
             time.sleep(pause_s)  # before the invocation: the history shows the idle time
@@ -245,16 +238,13 @@ class KvScan(Workload):
         super().__init__(opts)
         self.ttl_ms = DEFAULT_TTL_MS  # the system's, from setup() on
         self.expiration_ms = DEFAULT_EXPIRATION_MS
-        self._local = threading.local()
+        self._per_thread = PerThread(ScanState)
 
     def state(self) -> ScanState:
-        st = getattr(self._local, "state", None)
-        if st is None:
-            st = self._local.state = ScanState()
-        return st
+        return self._per_thread.get()
 
     def reset_state(self) -> None:
-        self._local.state = ScanState()
+        self._per_thread.reset()
 
     def new_client(self) -> ScanClient:
         return ScanClient(self)

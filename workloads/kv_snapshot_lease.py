@@ -36,12 +36,23 @@ import socket
 import threading
 import time
 import weakref
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from leaseline.harness.errors import EnvironmentProblem
 from leaseline.harness.systems.profile import Endpoint, Profile
-from leaseline.workloads.base import FAIL, INFO, OK, Client, Completion, Generator, Op, Workload
+from leaseline.workloads.base import (
+    FAIL,
+    INFO,
+    OK,
+    Client,
+    Completion,
+    Generator,
+    Op,
+    PerThread,
+    Workload,
+)
 
 TABLE = "leaseline.kv"
 BUCKETS = 3
@@ -122,34 +133,48 @@ class HolderState:
     ending: list[str] = field(default_factory=list)  # "release", "drop" still to do
 
 
-class LeaseGenerator(Generator):
-    def __init__(self, workload: KvSnapshotLease) -> None:
-        super().__init__(workload.opts)
-        self.w = workload
-        # --keys N: 4 rows per bucket per N, so every bucket has rows and snapshots
-        self.keys = [f"k{i}" for i in range(ROWS_PER_BUCKET * BUCKETS * max(1, self.opts.keys))]
+class WritersAndOthers(Generator):
+    """Worker threads by their first call: writer, other, writer, … (keyed by the Thread
+    itself: an ident is reused once its thread has ended). Writers upsert values unique per
+    row into `keys`; the others do what the workload is about (`other_op`)."""
+
+    def __init__(self, opts: Any, keys: int) -> None:
+        super().__init__(opts)
+        self.keys = [f"k{i}" for i in range(keys)]
         self._values: dict[str, int] = {}
-        self._roles: weakref.WeakKeyDictionary[threading.Thread, str] = \
+        self._roles: weakref.WeakKeyDictionary[threading.Thread, bool] = \
             weakref.WeakKeyDictionary()
         self._threads = 0
-        self._leases = itertools.count(1)
 
-    def _role(self) -> str:
-        """Threads by their first call: writer, holder, writer, ... (keyed by the Thread
-        itself: an ident is reused once its thread has ended)."""
+    def _is_writer(self) -> bool:
         with self.lock:
             me = threading.current_thread()
             if me not in self._roles:
-                self._roles[me] = "writer" if self._threads % 2 == 0 else "holder"
+                self._roles[me] = self._threads % 2 == 0
                 self._threads += 1
             return self._roles[me]
 
     def next_op(self, rng: random.Random) -> Op:
-        if self._role() == "writer":
+        if self._is_writer():
             with self.lock:
                 key = rng.choice(self.keys)
                 value = self._values[key] = self._values.get(key, 0) + 1
             return Op("upsert", key, value)
+        return self.other_op(rng)
+
+    @abstractmethod
+    def other_op(self, rng: random.Random) -> Op:
+        """The next operation of a thread that does not write."""
+
+
+class LeaseGenerator(WritersAndOthers):
+    def __init__(self, workload: KvSnapshotLease) -> None:
+        # --keys N: 4 rows per bucket per N, so every bucket has rows and snapshots
+        super().__init__(workload.opts, ROWS_PER_BUCKET * BUCKETS * max(1, workload.opts.keys))
+        self.w = workload
+        self._leases = itertools.count(1)
+
+    def other_op(self, rng: random.Random) -> Op:
         return self.holder_op(self.w.state(), rng, time.monotonic())
 
     def holder_op(self, st: HolderState, rng: random.Random, now: float) -> Op:
@@ -269,16 +294,13 @@ class KvSnapshotLease(Workload):
     def __init__(self, opts: Any) -> None:
         super().__init__(opts)
         self.duration_ms = DEFAULT_DURATION_MS  # the system's, from setup() on
-        self._local = threading.local()
+        self._per_thread = PerThread(HolderState)
 
     def state(self) -> HolderState:
-        st = getattr(self._local, "state", None)
-        if st is None:
-            st = self._local.state = HolderState()
-        return st
+        return self._per_thread.get()
 
     def reset_state(self) -> None:
-        self._local.state = HolderState()
+        self._per_thread.reset()
 
     def new_client(self) -> LeaseClient:
         return LeaseClient(self)
