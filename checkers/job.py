@@ -77,6 +77,18 @@ class CheckerCrashed(Exception):
         self.details = details
 
 
+def started_spark(master: str) -> Any:
+    """The SparkContext for `master`, or CheckerCrashed with the one sentence that says why
+    there is none (the master unusable, no Java, a bad URL: the log's path)."""
+    try:
+        return spark_context(master)
+    except SparkUnavailable as e:
+        raise CheckerCrashed(str(e).rstrip("."), "") from None
+    except Exception as e:  # noqa: BLE001 - no Java, a bad master URL, ...
+        raise CheckerCrashed(f"Spark did not start ({e.__class__.__name__}: {e}); its log is "
+                             f"{spark_log_path()}", traceback.format_exc()) from None
+
+
 def uses_spark(master: str, total_bytes: int) -> bool:
     """A master given explicitly always means Spark; AUTO only above IN_PROCESS_BYTES."""
     return master != AUTO or total_bytes > IN_PROCESS_BYTES
@@ -385,13 +397,7 @@ def _spark_rows(
     files: list[str], fmt: str, lease_ns: int, spark_master: str, budget: Budget | None,
     progress: bool, checker: Checker | None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[NemesisEvent]]]:
-    try:
-        sc = spark_context(spark_master)
-    except SparkUnavailable as e:
-        raise CheckerCrashed(str(e).rstrip("."), "") from None
-    except Exception as e:  # noqa: BLE001 - no Java, a bad master URL, ...
-        raise CheckerCrashed(f"Spark did not start ({e.__class__.__name__}: {e}); its log is "
-                             f"{spark_log_path()}", traceback.format_exc()) from None
+    sc = started_spark(spark_master)
     rows_of = _jsonl_rows if fmt == "jsonl" else functools.partial(_importer_rows, fmt=fmt)
     with _progress(sc, f"checking {len(files)} histories" if progress else None):
         try:

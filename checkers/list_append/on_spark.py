@@ -21,7 +21,7 @@ import traceback
 from collections.abc import Iterator
 from typing import Any
 
-from leaseline.checkers.job import CheckerCrashed
+from leaseline.checkers.job import CheckerCrashed, started_spark
 from leaseline.checkers.list_append.check import key_results as key_results_here
 from leaseline.checkers.list_append.history import Txns
 from leaseline.checkers.list_append.per_key import (
@@ -33,9 +33,6 @@ from leaseline.checkers.list_append.per_key import (
 )
 from leaseline.checkers.spark_session import (
     AUTO,
-    SparkUnavailable,
-    spark_context,
-    spark_log_path,
 )
 
 TASKS_PER_CORE = 4  # keys are uneven: several tasks a core keep both cores busy to the end
@@ -53,13 +50,7 @@ def key_results(txns: Txns, spark_master: str) -> list[KeyResult]:
     one is given, here under AUTO."""
     if spark_master == AUTO:
         return key_results_here(txns)
-    try:
-        sc = spark_context(spark_master)
-    except SparkUnavailable as e:
-        raise CheckerCrashed(str(e).rstrip("."), "") from None
-    except Exception as e:  # noqa: BLE001 - no Java, a bad master URL, ...
-        raise CheckerCrashed(f"Spark did not start ({e.__class__.__name__}: {e}); its log is "
-                             f"{spark_log_path()}", traceback.format_exc()) from None
+    sc = started_spark(spark_master)
     by_key = split_by_key(txns)
     tasks = [(i, k, by_key[k]) for i, k in enumerate(sorted(by_key))]
     if not tasks:
