@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -116,9 +117,10 @@ class Cluster:
         )
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("leasekv"))
+@contextlib.contextmanager
+def running_cluster(data: Path) -> Iterator[Cluster]:
+    """A 3-node cluster with a leader, stopped on the way out."""
+    c = Cluster(data)
     for i in c.nodes:
         c.start(i)
     try:
@@ -126,6 +128,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         yield c
     finally:
         c.stop_all()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with running_cluster(tmp_path_factory.mktemp("leasekv")) as c:
+        yield c
 
 
 def _follower(c: Cluster, leader: int) -> int:

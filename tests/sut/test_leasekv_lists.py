@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 from botocore.exceptions import ClientError
-from test_leasekv_cluster import Cluster
+from test_leasekv_cluster import Cluster, running_cluster
 
 APPEND = "SET #v = list_append(if_not_exists(#v, :empty), :val)"
 READ_SCRIPT = ("local out = {} for i = 1, #KEYS do out[i] = redis.call('LRANGE', KEYS[i], 0, "
@@ -18,14 +18,8 @@ READ_SCRIPT = ("local out = {} for i = 1, #KEYS do out[i] = redis.call('LRANGE',
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(tmp_path_factory.mktemp("leasekv-lists"))
-    for i in c.nodes:
-        c.start(i)
-    try:
-        c.wait_leader()
+    with running_cluster(tmp_path_factory.mktemp("leasekv-lists")) as c:
         yield c
-    finally:
-        c.stop_all()
 
 
 def test_lists_and_multi_exec(cluster: Cluster) -> None:
