@@ -124,15 +124,16 @@ def print_summary(file_report: dict[str, Any], console: Console, title: str | No
                           "(see results.json)")
 
 
-def print_snapshot_lease(found: dict[str, Any], console: Console) -> None:
-    """The snapshot lease checker's counts and violations (checkers/snapshot_lease.py)."""
+def _print_counts_and_violations(found: dict[str, Any], console: Console,
+                                 columns: tuple[tuple[str, str], ...]) -> None:
+    """A keyless checker's counts (each `(field, heading)`) and violations, then its first
+    violations in words (the snapshot lease, kv-scan sessions)."""
     table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-    for name in ("leases", "upserts", "snapshot reads", "covered by a lease", "undecided",
-                 "violations"):
+    for _, name in columns:
         table.add_column(name, justify="right")
+    table.add_column("violations", justify="right")
     violations = found.get("violations") or []
-    table.add_row(*(str(found.get(k, 0)) for k in ("leases", "upserts", "snapshot_reads",
-                                                  "covered_reads", "undecided_reads")),
+    table.add_row(*(str(found.get(k, 0)) for k, _ in columns),
                   f"[red]{len(violations)}[/]" if violations else "0")
     console.print(table)
     for v in violations[:MAX_LISTED]:
@@ -141,6 +142,13 @@ def print_snapshot_lease(found: dict[str, Any], console: Console) -> None:
     if len(violations) > MAX_LISTED:
         console.print(f"  … and {len(violations) - MAX_LISTED} more violations "
                       "(see results.json)")
+
+
+def print_snapshot_lease(found: dict[str, Any], console: Console) -> None:
+    """The snapshot lease checker's counts and violations (checkers/snapshot_lease.py)."""
+    _print_counts_and_violations(found, console, (
+        ("leases", "leases"), ("upserts", "upserts"), ("snapshot_reads", "snapshot reads"),
+        ("covered_reads", "covered by a lease"), ("undecided_reads", "undecided")))
     late = found.get("late_renewals") or []
     if late:
         console.print(f"  {len(late)} renewal{'s' if len(late) != 1 else ''} acknowledged "
@@ -182,21 +190,7 @@ def print_list_append(result: dict[str, Any], console: Console,
 
 def print_kv_scan(found: dict[str, Any], console: Console) -> None:
     """The KV scan checker's counts and violations (checkers/kv_scan.py)."""
-    table = Table(show_header=True, header_style="bold", box=None, padding=(0, 2))
-    columns = (("scans", "scans"), ("scans_read_whole", "read whole"),
-               ("rows_checked", "rows checked"), ("continued_within_ttl", "continued in ttl"),
-               ("idle_past_ttl", "idle past ttl"), ("expired_as_promised", "expired"),
-               ("retries", "retries"))
-    for _, name in columns:
-        table.add_column(name, justify="right")
-    table.add_column("violations", justify="right")
-    violations = found.get("violations") or []
-    table.add_row(*(str(found.get(k, 0)) for k, _ in columns),
-                  f"[red]{len(violations)}[/]" if violations else "0")
-    console.print(table)
-    for v in violations[:MAX_LISTED]:
-        console.print(f"  [red]{escape(str(v.get('kind')))} violation[/] "
-                      f"{escape(str(v.get('explanation')))}")
-    if len(violations) > MAX_LISTED:
-        console.print(f"  … and {len(violations) - MAX_LISTED} more violations "
-                      "(see results.json)")
+    _print_counts_and_violations(found, console, (
+        ("scans", "scans"), ("scans_read_whole", "read whole"), ("rows_checked", "rows checked"),
+        ("continued_within_ttl", "continued in ttl"), ("idle_past_ttl", "idle past ttl"),
+        ("expired_as_promised", "expired"), ("retries", "retries")))
