@@ -30,7 +30,6 @@ was put to the test, unknown otherwise.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -38,7 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from leaseline.checkers.faults import fault_periods
-from leaseline.checkers.snapshot_lease import Op, _ms, _records, _Writes, keyless_report, pair
+from leaseline.checkers.snapshot_lease import (
+    SNIFF_LINES,
+    Op,
+    _ms,
+    _records,
+    _Writes,
+    first_records,
+    keyless_report,
+    pair,
+)
 
 DEFAULT_CLOCK_MARGIN_MS = 500
 SCAN_FS = frozenset({"scan-open", "scan-next", "scan-retry", "scan-close"})
@@ -357,22 +365,15 @@ def check(records: Iterable[dict[str, Any]], clock_margin_ms: int = DEFAULT_CLOC
     return out
 
 
-def is_scan_history(path: str | Path, sniff_lines: int = 10_000) -> bool:
+def is_scan_history(path: str | Path, sniff_lines: int = SNIFF_LINES) -> bool:
     """Whether a jsonl history is the kv-scan workload's: a scan operation among its first
     records (its writers' upserts look like kv-snapshot-lease's)."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh):
-            if n > sniff_lines:
-                return False
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                return False
-            if isinstance(rec, dict) and rec.get("f") in SCAN_FS:
-                return True
-            if isinstance(rec, dict) and rec.get("process") != "nemesis" and \
-                    rec.get("f") not in WORKLOAD_FS:
-                return False
+    for rec in first_records(path, sniff_lines):
+        if isinstance(rec, dict) and rec.get("f") in SCAN_FS:
+            return True
+        if isinstance(rec, dict) and rec.get("process") != "nemesis" and \
+                rec.get("f") not in WORKLOAD_FS:
+            return False
     return False
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -375,22 +375,28 @@ def _late_renewals(leases: _Leases, ops: list[Op]) -> list[dict[str, Any]]:
     return out
 
 
-_SNIFF_LINES = 10_000
+SNIFF_LINES = 10_000
+
+
+def first_records(path: str | Path, lines: int = SNIFF_LINES) -> Iterator[Any]:
+    """A jsonl history's first records as parsed (not only objects), to tell which
+    workload wrote it; stops at the first line that is no JSON."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh):
+            if n > lines:
+                return
+            try:
+                yield json.loads(line)
+            except ValueError:
+                return
 
 
 def is_lease_history(path: str | Path) -> bool:
     """Whether a jsonl history is the kv-snapshot-lease workload's: its first client
     record's f says so."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh):
-            if n > _SNIFF_LINES:
-                return False
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                return False
-            if isinstance(rec, dict) and rec.get("process") != "nemesis":
-                return rec.get("f") in WORKLOAD_FS  # no register workload's f is one
+    for rec in first_records(path):
+        if isinstance(rec, dict) and rec.get("process") != "nemesis":
+            return rec.get("f") in WORKLOAD_FS  # no register workload's f is one
     return False
 
 
