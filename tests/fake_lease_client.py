@@ -10,45 +10,22 @@ ignore_leases: leased snapshots are deleted anyway (a broken server).
 
 from __future__ import annotations
 
-import json
-import socketserver
-import threading
 import zlib
 from typing import Any
+
+from json_lines_service import JsonLinesService
 
 RETAINED = 2
 
 
-class FakeLeaseService(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
+class FakeLeaseService(JsonLinesService):
     def __init__(self, lease_off: bool = False, ignore_leases: bool = False) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
         self.lease_off, self.ignore_leases = lease_off, ignore_leases
         self.model: dict[str, Any] = {"logs": {}, "snaps": {}, "next": {}, "leases": {}}
-        self.lock = threading.Lock()
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        super().__init__()
 
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-
-
-class _Handler(socketserver.StreamRequestHandler):
-    server: FakeLeaseService
-
-    def handle(self) -> None:
-        for line in self.rfile:
-            req = json.loads(line)
-            with self.server.lock:
-                reply = handle(req, self.server.model, self.server.lease_off,
-                               self.server.ignore_leases)
-            self.wfile.write((json.dumps(reply) + "\n").encode())
+    def answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        return handle(req, self.model, self.lease_off, self.ignore_leases)
 
 
 def table(s: dict, bucket: str) -> dict:

@@ -14,39 +14,25 @@ unknown at once).
 from __future__ import annotations
 
 import itertools
-import json
-import socketserver
-import threading
 import time
 import zlib
 from typing import Any
+
+from json_lines_service import JsonLinesService
 
 BUCKETS = 3
 ROW_BYTES = 24  # about what a row of (string, bigint) takes in a value batch
 
 
-class FakeScanService(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
+class FakeScanService(JsonLinesService):
     def __init__(self, ttl_ms: int, mode: str = "") -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
         self.ttl_s, self.mode = ttl_ms / 1000, mode
         self.logs: dict[int, list[tuple[str, int]]] = {}
         self.sessions: dict[str, dict[str, Any]] = {}
         self.expired: dict[str, float] = {}
         self.scans: dict[str, str] = {}  # the workload's scan id -> session id
         self.ids = itertools.count(1)
-        self.lock = threading.Lock()
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def port(self) -> int:
-        return self.server_address[1]
-
-    def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
+        super().__init__()
 
     def state(self, bucket: int, upto: int | None = None) -> list[tuple[str, int]]:
         rows: dict[str, int] = {}
@@ -54,7 +40,7 @@ class FakeScanService(socketserver.ThreadingTCPServer):
             rows[key] = value
         return sorted(rows.items())
 
-    def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, req: dict[str, Any]) -> dict[str, Any]:
         op = req["op"]
         if op == "scan-support":
             return {"ok": True, "scan": True}
@@ -126,14 +112,3 @@ class FakeScanService(socketserver.ThreadingTCPServer):
         reply["rows"] = [list(r) for r in session["rows"][start:start + n]]
         session["pos"] = start + n
         reply["has_more"] = session["pos"] < len(session["rows"])
-
-
-class _Handler(socketserver.StreamRequestHandler):
-    server: FakeScanService
-
-    def handle(self) -> None:
-        for line in self.rfile:
-            req = json.loads(line)
-            with self.server.lock:
-                reply = self.server.handle(req)
-            self.wfile.write((json.dumps(reply) + "\n").encode())

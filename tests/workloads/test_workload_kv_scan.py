@@ -125,9 +125,9 @@ def test_a_scanner_pauses_before_its_continuation_not_inside_it() -> None:
 
 def test_a_service_without_scan_sessions_is_refused_at_setup() -> None:
     class NoScan(FakeScanService):
-        def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        def answer(self, req: dict[str, Any]) -> dict[str, Any]:
             return {"ok": True, "scan": False} if req["op"] == "scan-support" else \
-                super().handle(req)
+                super().answer(req)
 
     svc = NoScan(TTL_MS)
     try:
@@ -139,10 +139,10 @@ def test_a_service_without_scan_sessions_is_refused_at_setup() -> None:
 
 def test_a_continuation_without_an_answer_is_unknown_and_resent_once() -> None:
     class Silent(FakeScanService):
-        def handle(self, req: dict[str, Any]) -> dict[str, Any]:
+        def answer(self, req: dict[str, Any]) -> dict[str, Any]:
             if req["op"] == "scan-next":  # the service gave up on Fluss: no server's code
                 return {"ok": False, "error": "timeout", "gone": False}
-            return super().handle(req)
+            return super().answer(req)
 
     svc = Silent(TTL_MS)
     try:
@@ -151,7 +151,7 @@ def test_a_continuation_without_an_answer_is_unknown_and_resent_once() -> None:
         gen, client, rng = wl.new_generator(), wl.new_client(), random.Random(0)
         client.open("co", FakeHost(svc).endpoint("co", wl.protocol))
         for i in range(30):  # every bucket holds several rows
-            svc.handle({"op": "upsert", "key": f"k{i}", "value": 1})
+            svc.answer({"op": "upsert", "key": f"k{i}", "value": 1})
         fs = []
         for _ in range(4):
             op, _ = gen.scanner_op(wl.state(), rng)
