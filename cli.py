@@ -427,7 +427,3 @@ def serve_cmd(host: str, port: int, results_dir: str) -> int:
 
     serve(host, port, Path(results_dir), log=lambda m: click.echo(m, err=True))
     return 0
-
-
-if __name__ == "__main__":
-    main()
