@@ -55,7 +55,9 @@ def python_of(tree: Path) -> str:
 
 def time_check(tree: Path, history: Path, extra: list[str]) -> tuple[float, int]:
     t = time.perf_counter()
-    r = subprocess.run([python_of(tree), "-m", "cli", "check", "--lease-ms", "100",
+    # a checkout whose root is the package runs as `-m leaseline`; one from before, `-m cli`
+    command = "leaseline" if (tree / "__init__.py").is_file() else "cli"
+    r = subprocess.run([python_of(tree), "-m", command, "check", "--lease-ms", "100",
                         str(history), *extra], cwd=tree, capture_output=True, text=True)
     seconds = time.perf_counter() - t
     if r.returncode not in (0, 1, 2):

@@ -67,7 +67,7 @@ def test_nemesis_in_force_is_named(run: Path) -> None:
 
 
 def test_bad_run_dir_and_unknown_op_exit_254_with_one_sentence(run: Path, tmp_path: Path) -> None:
-    exe = [sys.executable, "-m", "cli", "inspect"]
+    exe = [sys.executable, "-m", "leaseline", "inspect"]
     for args in ([str(tmp_path / "nope")], [str(tmp_path)], [str(run), "--op", "99999999"]):
         p = subprocess.run(
             exe + args, capture_output=True, text=True, cwd=ROOT

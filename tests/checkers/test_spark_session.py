@@ -21,7 +21,7 @@ from leaseline.checkers.spark_session import CONNECT_TIMEOUT_S
 
 def _check(master: str, path: Path) -> tuple[subprocess.CompletedProcess[str], float]:
     t = time.monotonic()
-    res = subprocess.run([sys.executable, "-m", "cli", "check", "--spark-master", master,
+    res = subprocess.run([sys.executable, "-m", "leaseline", "check", "--spark-master", master,
                           str(path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     return res, time.monotonic() - t
 

@@ -141,7 +141,7 @@ def test_cli_serve_port_in_use_exits_non_zero(results: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "cli",
+                "leaseline",
                 "serve",
                 "--port",
                 str(port),

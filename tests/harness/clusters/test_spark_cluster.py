@@ -34,7 +34,7 @@ from bench.gen_history import generate  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark, pytest.mark.slow]
 
-LEASELINE = [sys.executable, "-m", "cli"]
+LEASELINE = [sys.executable, "-m", "leaseline"]
 # a driver that checks with check_histories, then asks its own UI's REST API which executor
 # ran how many tasks (the UI is up for spark:// masters)
 DRIVER = """
