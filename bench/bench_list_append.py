@@ -115,7 +115,7 @@ def check_once(path: Path, lease_ms: float, master: str) -> tuple[dict, float, f
 def cli_seconds(path: Path, lease_ms: float) -> float:
     """`leaseline check` in a fresh process, as a user runs it (imports included)."""
     t = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "leaseline.cli", "check", "--lease-ms",
+    subprocess.run([sys.executable, "-m", "leaseline", "check", "--lease-ms",
                     f"{lease_ms:g}", str(path)], cwd=ROOT, capture_output=True, check=False)
     return time.perf_counter() - t
 

@@ -86,7 +86,7 @@ def main() -> int:
     ap.add_argument("--results-dir", default=None, help="default: a temporary folder")
     args = ap.parse_args()
     results = Path(args.results_dir or tempfile.mkdtemp(prefix="leaseline-soak-"))
-    cmd = [sys.executable, "-m", "leaseline.cli", "run", "--sut", "leasekv",
+    cmd = [sys.executable, "-m", "leaseline", "run", "--sut", "leasekv",
            "--workload", "register", "--nemesis", FAULTS, "--nemesis-mode", "overlap",
            "--concurrency", str(args.clients), "--time-limit", str(args.minutes * 60),
            "--test-name", "soak", "--results-dir", str(results)]
