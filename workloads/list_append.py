@@ -51,15 +51,34 @@ def txn(mops: list[list[Any]]) -> Op:
     return Op("txn", None, mops)
 
 
+def read_only_share(text: str) -> float | None:
+    """`--workload-opt read-only`: None for `mix`, else a share from 0 to 1."""
+    if text == "mix":
+        return None
+    try:
+        share = float(text)
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise BadArguments(f"--workload-opt read-only must be mix or a share from 0 to 1, "
+                           f"got {text!r}.")
+    return share
+
+
 class ListAppendGenerator(ReadShare):
     """Transactions of min_len..max_len micro-ops; each picks one of the active keys at
     random (a key may come twice in one transaction) and reads it or appends the key's next
-    value. Thread-safe (self.lock)."""
+    value. With `read_only` (a share), that share of transactions only reads and every
+    other one appends at least once (unless a phase makes every micro-op a read), so the
+    share of transactions a leader may answer from its lease is set outright; without it,
+    it follows from the micro-ops' mix (about a quarter for 1-4 micro-ops, half reads).
+    Thread-safe (self.lock)."""
 
     def __init__(self, opts: WorkloadOptions, min_len: int = 1, max_len: int = 4,
-                 read_ratio: float = 0.5) -> None:
+                 read_ratio: float = 0.5, read_only: float | None = None) -> None:
         super().__init__(opts)
         self.min_len, self.max_len = min_len, max_len
+        self.read_only = read_only
         self.appends_per_key = opts.writes_per_key or DEFAULT_APPENDS_PER_KEY
         self.own_read_ratio = self.read_ratio = read_ratio
         self._next_key = 0
@@ -74,19 +93,28 @@ class ListAppendGenerator(ReadShare):
 
     def next_op(self, rng: random.Random) -> Op:
         with self.lock:
-            mops: list[list[Any]] = []
-            for _ in range(rng.randint(self.min_len, self.max_len)):
-                slot = rng.randrange(len(self._active))
-                key = self._active[slot]
-                if rng.random() < self.read_ratio:
-                    mops.append(["r", key, None])
-                    continue
-                value = self._last[key] = self._last.get(key, 0) + 1
-                mops.append(["append", key, value])
-                if value >= self.appends_per_key:  # retired: later ops take a fresh key
-                    self._active[slot] = fresh = self._new_key()
-                    self._all.append(fresh)
-            return txn(mops)
+            length = rng.randint(self.min_len, self.max_len)
+            if self.read_only is None:  # Jepsen's mix: each micro-op drawn on its own
+                return txn([self._mop(rng.randrange(len(self._active)),
+                                      rng.random() < self.read_ratio) for _ in range(length)])
+            if rng.random() < self.read_only:
+                reads = [True] * length
+            else:
+                reads = [rng.random() < self.read_ratio for _ in range(length)]
+                if all(reads) and self.read_ratio < 1.0:
+                    reads[rng.randrange(length)] = False
+            return txn([self._mop(rng.randrange(len(self._active)), read) for read in reads])
+
+    def _mop(self, slot: int, read: bool) -> list[Any]:
+        """A read of the key in `slot`, or its next append; call with self.lock held."""
+        key = self._active[slot]
+        if read:
+            return ["r", key, None]
+        value = self._last[key] = self._last.get(key, 0) + 1
+        if value >= self.appends_per_key:  # retired: later ops take a fresh key
+            self._active[slot] = fresh = self._new_key()
+            self._all.append(fresh)
+        return ["append", key, value]
 
     def all_keys(self) -> list[str]:
         with self.lock:
@@ -107,6 +135,9 @@ class ListAppend(Workload):
                                  CLIENTS),
         "min-txn-length": WorkloadOption("1", "fewest micro-ops in a transaction"),
         "max-txn-length": WorkloadOption("4", "most micro-ops in a transaction"),
+        "read-only": WorkloadOption("mix", "share of transactions that only read (0-1; the "
+                                    "rest append at least once), or mix: as the micro-ops "
+                                    "fall"),
         "dynamo-txn": WorkloadOption("auto", "client=dynamo: transact (TransactGetItems/"
                                      "TransactWriteItems), single (one-op transactions), "
                                      "auto (transact where the system offers it)", DYNAMO_TXN),
@@ -118,6 +149,7 @@ class ListAppend(Workload):
         self.protocol = "dynamodb" if self.kind == "dynamo" else "redis"  # type: ignore[misc]
         self.min_len = int(opts.extra.get("min-txn-length", "1"))
         self.max_len = int(opts.extra.get("max-txn-length", "4"))
+        self.read_only = read_only_share(opts.extra.get("read-only", "mix"))
         if self.kind == "plain" or opts.extra.get("dynamo-txn") == "single":
             self.min_len = self.max_len = 1  # no transactions: one micro-op each
         self._impl = (list_append_dynamo.DynamoSide() if self.kind == "dynamo"
@@ -139,6 +171,7 @@ class ListAppend(Workload):
                 raise BadArguments(f"--workload-opt {name} must be a whole number from 1 to "
                                    f"16, got {text!r}.")
             lengths[name] = int(text)
+        read_only_share(full["read-only"])
         if lengths["min-txn-length"] > lengths["max-txn-length"]:
             raise BadArguments("--workload-opt min-txn-length must not exceed max-txn-length "
                                f"({lengths['min-txn-length']} > {lengths['max-txn-length']}).")
@@ -173,7 +206,8 @@ class ListAppend(Workload):
         return self._impl.new_client()
 
     def new_generator(self) -> ListAppendGenerator:
-        return ListAppendGenerator(self.opts, self.min_len, self.max_len)
+        return ListAppendGenerator(self.opts, self.min_len, self.max_len,
+                                   read_only=self.read_only)
 
     def setup(self, profile: Profile, leader: str) -> None:
         self._impl.setup(profile, leader, self)

@@ -4,7 +4,7 @@ followers' redirects, and the local-read bug reaching the new read paths."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -59,6 +59,28 @@ def test_scripts_over_lists_read_on_the_lease_and_write_through_the_log(
     assert read(keys=["s1"]) == [[b"1", b"2"]]
     after = cluster.status(leader)
     assert before and after and after["fast_reads"] > before["fast_reads"]  # read scripts
+
+
+def test_every_read_only_transaction_takes_the_read_path(cluster: Cluster) -> None:
+    """A bare LRANGE and a read-only EXEC are answered by the read path (the lease, or a
+    barrier when it has run out), as a GET is; an EXEC that also appends is one log entry
+    and no read."""
+    leader = cluster.wait_leader()
+    r = cluster.redis(leader)
+    r.rpush("ro1", 1)
+
+    def reads_after(call: Callable[[], object]) -> int:
+        before = cluster.status(leader)
+        call()
+        after = cluster.status(leader)
+        assert before and after
+        return sum(after[k] - before[k] for k in ("fast_reads", "slow_reads"))
+
+    assert reads_after(lambda: r.lrange("ro1", 0, -1)) == 1
+    assert reads_after(lambda: r.pipeline(transaction=True).lrange("ro1", 0, -1)
+                       .lrange("ro2", 0, -1).execute()) == 1
+    assert reads_after(lambda: r.pipeline(transaction=True).lrange("ro1", 0, -1)
+                       .rpush("ro2", 1).execute()) == 0
 
 
 def test_dynamodb_list_append_and_transactions(cluster: Cluster) -> None:

@@ -65,6 +65,25 @@ def test_phases_set_the_share_of_reads() -> None:
     assert gen.appends_per_key == 128  # the default, as in Jepsen's list-append
 
 
+def test_read_only_sets_the_share_of_transactions_that_only_read() -> None:
+    def share(gen: ListAppendGenerator) -> tuple[float, int]:
+        ops = [gen.next_op(rng) for _ in range(4000)]
+        only_reads = [all(f == "r" for f, _k, _v in op.value) for op in ops]
+        lengths = {len(op.value) for op, ro in zip(ops, only_reads, strict=True) if not ro}
+        return sum(only_reads) / len(ops), min(lengths, default=0)
+
+    rng = random.Random(3)
+    mixed, _ = share(generator(appends=None))
+    assert 0.19 < mixed < 0.28  # the micro-ops' mix: (1/2 + 1/4 + 1/8 + 1/16) / 4
+    gen = ListAppendGenerator(WorkloadOptions(keys=3), 1, 4, read_only=0.75)
+    ro, shortest = share(gen)
+    assert 0.72 < ro < 0.78 and shortest == 1  # every other transaction appends
+    gen.set_reads(1.0)  # a phase of reads only wins over the appends the share asks for
+    assert share(gen)[0] == 1.0
+    assert ListAppend(WorkloadOptions(extra={"read-only": "0.5"})).new_generator().read_only \
+        == 0.5
+
+
 class Features:
     name = "sys"
     features: frozenset[str] = frozenset()
@@ -80,7 +99,7 @@ ALL = Features.with_("lists", "multi", "scripts", "dynamo-lists", "dynamo-transa
 def test_options_are_resolved_for_the_system() -> None:
     full = ListAppend.resolve_options({}, ALL)  # type: ignore[arg-type]
     assert full == {"client": "multi", "min-txn-length": "1", "max-txn-length": "4",
-                    "dynamo-txn": "auto"}
+                    "read-only": "mix", "dynamo-txn": "auto"}
     plain = ListAppend.resolve_options({"client": "plain"}, ALL)  # type: ignore[arg-type]
     assert plain["max-txn-length"] == plain["min-txn-length"] == "1"
     dyn = ListAppend.resolve_options({"client": "dynamo"}, ALL)  # type: ignore[arg-type]
@@ -103,6 +122,8 @@ def test_options_are_resolved_for_the_system() -> None:
     ({"max-txn-length": "x"}, ALL, "max-txn-length must be a whole number"),
     ({"min-txn-length": "3", "max-txn-length": "2"}, ALL, "must not exceed"),
     ({"keys": "3"}, ALL, "keys is not an option of list-append"),
+    ({"read-only": "1.5"}, ALL, "read-only must be mix or a share from 0 to 1"),
+    ({"read-only": "most"}, ALL, "read-only must be mix or a share from 0 to 1"),
 ])
 def test_options_a_system_cannot_serve_are_refused_in_one_sentence(
         opts: dict[str, str], system: type, says: str) -> None:
