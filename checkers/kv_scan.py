@@ -17,6 +17,12 @@ the `kv-scan` workload (workloads/kv_scan.py documents their value fields).
    not UNKNOWN_SCANNER_ID. A session the server ended early is excused when the bucket's
    leader changed (the client's metadata names another leader afterwards) or a fault that
    moves leadership (any but clock-skew and pause-client) was in force meanwhile.
+   A change of the bucket's leader ends the session with an error: a continuation sent
+   after a recorded move of its bucket's leadership (a nemesis record whose value lists it
+   under "moved", as move-leadership's does; the move done at that record's completion)
+   never gets rows when the session was opened before the move began. The session lived
+   on the leader at its open, and that leader lost the bucket by the move's end at the
+   latest (or earlier, which closed the session then).
 3. Retries. A continuation sent again after its answer arrived gets an error or the same
    rows, never the next batch or another; its answer replaces the first, and the scan's
    rows are then checked by rule 1 like any other's.
@@ -73,6 +79,43 @@ class Violation:
         return {"kind": self.kind, "scan": self.scan, "bucket": self.bucket, "op": self.op,
                 "explanation": self.text, "ops": self.ops, "invoke_ms": self.invoke / 1e6,
                 "complete_ms": None if self.complete is None else self.complete / 1e6}
+
+
+@dataclass
+class LeaderMove:
+    """A bucket's leadership moved by a fault: begun at `invoke`, done by `complete` (ns)."""
+
+    table: str
+    bucket: int
+    src: str
+    dst: str
+    invoke: int
+    complete: int
+    index: int  # the nemesis record that reported it
+
+
+def leader_moves(records: Iterable[dict[str, Any]]) -> list[LeaderMove]:
+    """The leadership moves nemesis records report: each completion whose value has a
+    "moved" list, begun at its invocation (the invoke of the same f and fault id)."""
+    invoked: dict[tuple[str, Any], int] = {}
+    out: list[LeaderMove] = []
+    for r in records:
+        if r.get("process") != "nemesis":
+            continue
+        value = r.get("value") if isinstance(r.get("value"), dict) else {}
+        tag = (str(r.get("f")), value.get("fault"))
+        if r.get("type") == "invoke":
+            invoked[tag] = int(r.get("time") or 0)
+            continue
+        if r.get("type") != "ok" or not isinstance(value.get("moved"), list):
+            continue
+        done = int(r.get("time") or 0)
+        for m in value["moved"]:
+            if isinstance(m, dict) and "bucket" in m:
+                out.append(LeaderMove(str(m.get("table")), int(m["bucket"]), str(m.get("from")),
+                                      str(m.get("to")), invoked.get(tag, done), done,
+                                      int(r.get("index") or 0)))
+    return out
 
 
 @dataclass
@@ -173,7 +216,9 @@ def _row_text(key: str, value: Any, u: Op) -> str:
 
 
 class _Checker:
-    def __init__(self, ops: list[Op], margin_ns: int, periods: list[Any]) -> None:
+    def __init__(self, ops: list[Op], margin_ns: int, periods: list[Any],
+                 moves: list[LeaderMove]) -> None:
+        self.moves = moves
         self.upserts = _Upserts(ops)
         self.writes = _Writes(ops)
         self.margin = margin_ns
@@ -283,11 +328,35 @@ class _Checker:
                     self.counts["retries_refused"] += 1
             if prev.ok and prev.complete is not None and c.complete is not None and ttl:
                 self.idle(scan, prev, c, ttl, interval, leader)
+            if self.after_move(scan, c):
+                break
             if c.ok:
                 answers[seq] = c
             prev = c
             if c.type == "fail":
                 break
+
+    def after_move(self, scan: Scan, c: Op) -> bool:
+        """Whether continuation c is the first sent after a move of its bucket's leadership
+        that the session predates (then it must not get rows, and the session is over)."""
+        opened = scan.open.complete
+        if opened is None:
+            return False
+        for m in self.moves:
+            if m.bucket == scan.bucket and opened <= m.invoke and c.invoke >= m.complete:
+                self.counts["after_leader_move"] += 1
+                if c.ok:
+                    self.add("served-after-leader-move", scan, c,
+                             f"continuation op {c.index} got rows from the session opened on "
+                             f"the bucket's leader (op {scan.open.index}, completed at "
+                             f"{_ms(opened)}), though the bucket's leadership moved from "
+                             f"{m.src} to {m.dst} (begun at {_ms(m.invoke)}, done at "
+                             f"{_ms(m.complete)}, nemesis op {m.index}) before it was sent at "
+                             f"{_ms(c.invoke)}", [scan.open.index, m.index, c.index])
+                else:
+                    self.counts["ended_by_leader_move"] += 1
+                return True
+        return False
 
     def idle(self, scan: Scan, p: Op, c: Op, ttl: int, interval: int, leader: Any) -> None:
         assert p.complete is not None and c.complete is not None
@@ -330,16 +399,18 @@ class _Checker:
 
 
 def check(records: Iterable[dict[str, Any]], clock_margin_ms: int = DEFAULT_CLOCK_MARGIN_MS,
-          periods: list[Any] | None = None) -> dict[str, Any]:
-    """The verdict on one history: `valid` (True, False or "unknown"), counts, violations."""
+          periods: list[Any] | None = None, moves: list[LeaderMove] | None = None
+          ) -> dict[str, Any]:
+    """The verdict on one history: `valid` (True, False or "unknown"), counts, violations.
+    `moves`: the leadership moves the faults made (leader_moves of the nemesis records)."""
     ops = pair(records, WORKLOAD_FS)
-    checker = _Checker(ops, clock_margin_ms * 1_000_000, periods or [])
+    checker = _Checker(ops, clock_margin_ms * 1_000_000, periods or [], moves or [])
     scans = scans_of(ops)
     for scan in scans:
         checker.one_state(scan)
         checker.sessions(scan)
     n = checker.counts
-    decided = n["rows_checked"] + n["within_ttl"] + n["past_ttl"]
+    decided = n["rows_checked"] + n["within_ttl"] + n["past_ttl"] + n["after_leader_move"]
     violations = sorted(checker.violations, key=lambda v: v.invoke)
     valid: bool | str = False if violations else (True if decided else "unknown")
     out: dict[str, Any] = {
@@ -355,6 +426,8 @@ def check(records: Iterable[dict[str, Any]], clock_margin_ms: int = DEFAULT_CLOC
         "idle_past_ttl": n["past_ttl"],
         "expired_as_promised": n["expired_as_promised"],
         "ended_by_leadership": n["ended_by_leadership"],
+        "after_leader_move": n["after_leader_move"],
+        "ended_by_leader_move": n["ended_by_leader_move"],
         "retries": n["retries"],
         "retries_refused": n["retries_refused"],
         "violations": [v.as_json() for v in violations],
@@ -382,6 +455,7 @@ def file_report(path: str | Path, clock_margin_ms: int = DEFAULT_CLOCK_MARGIN_MS
     """One kv-scan history's verdict in results.json's shape: no keys, the findings under
     `kv_scan`, each violation with the faults in force during its operations."""
     records = _records(path)
-    periods = fault_periods([r for r in records if r["process"] == "nemesis"])
-    out = check([r for r in records if r["process"] != "nemesis"], clock_margin_ms, periods)
+    nemesis = [r for r in records if r["process"] == "nemesis"]
+    out = check([r for r in records if r["process"] != "nemesis"], clock_margin_ms,
+                fault_periods(nemesis), leader_moves(nemesis))
     return keyless_report(records, out, "kv_scan")

@@ -193,4 +193,5 @@ def print_kv_scan(found: dict[str, Any], console: Console) -> None:
     _print_counts_and_violations(found, console, (
         ("scans", "scans"), ("scans_read_whole", "read whole"), ("rows_checked", "rows checked"),
         ("continued_within_ttl", "continued in ttl"), ("idle_past_ttl", "idle past ttl"),
-        ("expired_as_promised", "expired"), ("retries", "retries")))
+        ("expired_as_promised", "expired"), ("after_leader_move", "sent after a leader move"),
+        ("retries", "retries")))

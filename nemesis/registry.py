@@ -20,6 +20,7 @@ from leaseline.nemesis.delay import Delay
 from leaseline.nemesis.kill import Kill
 from leaseline.nemesis.kill_leader import KillLeader
 from leaseline.nemesis.loss import Loss
+from leaseline.nemesis.move_leadership import MoveLeadership
 from leaseline.nemesis.partition_bridge import PartitionBridge
 from leaseline.nemesis.partition_coordination import PartitionCoordination
 from leaseline.nemesis.partition_halves import PartitionHalves
@@ -54,6 +55,7 @@ NEMESES: dict[str, type[Nemesis]] = {
         CutStorage,
         PauseClient,
         ClockSkew,
+        MoveLeadership,
     )
 }
 

@@ -388,7 +388,7 @@ def _kv_scan_html(results: dict[str, Any] | None) -> str:
         ("upserts", "upserts"), ("scans", "scans"), ("scans_read_whole", "read whole"),
         ("rows_checked", "rows checked"), ("continued_within_ttl", "continued within ttl"),
         ("idle_past_ttl", "idle past ttl"), ("expired_as_promised", "expired as promised"),
-        ("retries", "continuations resent")))
+        ("after_leader_move", "sent after a leader move"), ("retries", "continuations resent")))
     rows = []
     for v in (found.get("violations") or [])[:MAX_KEY_ROWS]:
         if not isinstance(v, dict):

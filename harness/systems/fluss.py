@@ -6,7 +6,9 @@ the workload's clients talk to, on the test network with the shared volume mount
 aux services. Besides kill, pause and partition, Fluss offers the faults of the lease's own
 questions: partition-coordination (coordinator from ZooKeeper alone), cut-storage (a
 server from the shared remote directory), pause-client (every holder at once) and
-clock-skew (a server's clock, through libfaketime).
+clock-skew (a server's clock, through libfaketime), and move-leadership: every bucket
+leadership moved off a tablet server that keeps running (a server tag and a rebalance, the
+way Fluss drains a server before an upgrade), asked of flcl (`drain_leadership`).
 
 Readiness and the leader come from ZooKeeper's own view (`dump`: the session holding
 /fluss/coordinators/active, the tablet servers' ids) plus a TCP connect to each server's
@@ -30,6 +32,7 @@ Fluss, so nothing keeps the snapshots the holders read.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import socket
@@ -38,7 +41,7 @@ import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
-from leaseline.harness.errors import BadArguments
+from leaseline.harness.errors import BadArguments, EnvironmentProblem
 from leaseline.harness.systems.profile import Endpoint, Option, Profile, StagedFolder
 from leaseline.harness.user_cache import USER_CACHE
 
@@ -52,6 +55,8 @@ USER_LIB_ENV = "LL_FLUSS_USER_LIB"  # a host folder of jars mounted at /opt/flus
 # The KV snapshot lease API (FIP-22) the workload needs came with 0.9.0-incubating.
 FIRST_LEASE_RELEASE = (0, 9, 0)
 RELEASE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-[A-Za-z0-9.]+)?$")
+DATABASE = "leaseline"  # where the workloads' tables live (the leaders move-leadership reads)
+DRAIN_TIMEOUT_S = 20.0  # how long a drain's rebalance may take before it is given up
 
 
 def _tcp_open(ip: str, port: int, timeout: float = 0.5) -> bool:
@@ -106,7 +111,8 @@ class Fluss(Profile):
     images = ("fluss",)  # sut/fluss
     # Five JVMs start at once (ZooKeeper first): on 2 busy cores that took over 90 s.
     ready_timeout_s = 240.0
-    fault_kinds = frozenset({"kill", "partition", "pause", "storage", "clock"})
+    fault_kinds = frozenset({"kill", "partition", "pause", "storage", "clock",
+                             "move-leadership"})
     # What the Fluss-specific faults reach: partition-coordination cuts the coordinator from
     # ZooKeeper; pause-client stalls every lease holder; cut-storage points a server's
     # /remote (a link in its own filesystem, fluss-node) away from the shared volume;
@@ -233,6 +239,56 @@ class Fluss(Profile):
             return None
         ip = self.cluster.ip(active)
         return active if ip and _tcp_open(ip, PORT) else None
+
+    # -- move-leadership: Fluss's admin calls, made by the client service -------------------
+    def _admin(self, request: dict[str, Any], timeout_s: float = 10.0) -> dict[str, Any]:
+        """One admin request to flcl (sut/fluss/LeaseClient.java) and its reply;
+        EnvironmentProblem when it cannot be asked or Fluss refused."""
+        ip = self.cluster.ip("flcl")
+        try:
+            with socket.create_connection((ip or "", CLIENT_PORT), timeout=timeout_s) as s:
+                s.sendall((json.dumps(request) + "\n").encode())
+                with s.makefile("r", encoding="utf-8") as f:
+                    line = f.readline()
+            reply = json.loads(line)
+        except (OSError, ValueError) as e:
+            raise EnvironmentProblem(f"the client service flcl did not answer {request['op']}: "
+                                     f"{e}") from None
+        if not isinstance(reply, dict) or not reply.get("ok"):
+            why = reply.get("error") if isinstance(reply, dict) else reply
+            raise EnvironmentProblem(f"Fluss refused {request['op']}: {why}")
+        return reply
+
+    @staticmethod
+    def tablet_node(server_id: int) -> str:
+        return f"flts{server_id}"  # docker-compose.yml: tablet-server.id N on fltsN
+
+    def bucket_leaders(self) -> dict[tuple[str, int], str | None]:
+        """(table, bucket) -> the node leading it, of every table of the workloads'
+        database, as the servers' metadata says now."""
+        reply = self._admin({"op": "leaders", "database": DATABASE})
+        return {(e["table"], int(e["bucket"])):
+                self.tablet_node(e["leader"]) if e["leader"] >= 0 else None
+                for e in reply.get("leaders", [])}
+
+    def drain_leadership(self, node: str) -> str:
+        """Moves every bucket leadership off `node`, which keeps running; returns how the
+        rebalance ended (COMPLETED, FAILED, TIMEOUT, ...)."""
+        reply = self._admin({"op": "drain", "server": self._server_id(node),
+                             "timeout_ms": int(DRAIN_TIMEOUT_S * 1000)},
+                            timeout_s=DRAIN_TIMEOUT_S + 10)
+        return str(reply.get("status"))
+
+    def undrain_leadership(self, node: str) -> None:
+        """Lets `node` lead again (leaderships stay where they are until something moves
+        them); nothing to do on the coordinator, which leads no bucket."""
+        if node.startswith("flts"):
+            self._admin({"op": "undrain", "server": self._server_id(node)})
+
+    def _server_id(self, node: str) -> int:
+        if not node.startswith("flts"):
+            raise EnvironmentProblem(f"{node} is no tablet server: no bucket leadership to move")
+        return int(node.removeprefix("flts"))
 
     def readiness(self) -> str | None:
         active, tablets, why = self._zk_view()

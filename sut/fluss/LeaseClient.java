@@ -15,6 +15,14 @@
 // loaded by name when it was compiled: it needs ScanKv, which only a Fluss client newer than
 // 0.9.1 has, and this file must compile against the image's release too. Without it the
 // scan calls answer that this Fluss has no KV scan sessions ("scan-support" asks).
+//
+// The move-leadership fault (nemesis/move_leadership.py, through harness/systems/fluss.py)
+// asks here too: "leaders" lists the leader of every bucket of the workload's database;
+// "drain" {"server": ID} moves every bucket leadership off a tablet server that keeps
+// running (Fluss's own way: tag it TEMPORARY_OFFLINE, then a LEADER_DISTRIBUTION rebalance,
+// whose plan moves each leader with a leader election the coordinator asks the replicas to
+// apply; the call returns when the rebalance reached a final status); "undrain" removes the
+// tag. Both are in every release with the rebalance API (0.9.0 onwards).
 
 import java.io.BufferedReader;
 import java.io.FileNotFoundException;
@@ -48,12 +56,19 @@ import org.apache.fluss.client.table.Table;
 import org.apache.fluss.client.table.scanner.batch.BatchScanner;
 import org.apache.fluss.client.table.writer.UpsertResult;
 import org.apache.fluss.client.table.writer.UpsertWriter;
+import org.apache.fluss.client.FlussConnection;
+import org.apache.fluss.client.metadata.MetadataUpdater;
+import org.apache.fluss.cluster.rebalance.GoalType;
+import org.apache.fluss.cluster.rebalance.RebalanceProgress;
+import org.apache.fluss.cluster.rebalance.RebalanceStatus;
+import org.apache.fluss.cluster.rebalance.ServerTag;
 import org.apache.fluss.config.Configuration;
 import org.apache.fluss.fs.FsPathAndFileName;
 import org.apache.fluss.metadata.DatabaseDescriptor;
 import org.apache.fluss.metadata.Schema;
 import org.apache.fluss.metadata.TableBucket;
 import org.apache.fluss.metadata.TableDescriptor;
+import org.apache.fluss.metadata.TableInfo;
 import org.apache.fluss.metadata.TablePath;
 import org.apache.fluss.row.BinaryString;
 import org.apache.fluss.row.GenericRow;
@@ -286,6 +301,19 @@ public class LeaseClient {
                 return r;
             case "read":
                 return read(req, r);
+            case "leaders":
+                return leaders(req.get("database").asText(), r);
+            case "drain":
+                return drain(req.get("server").asInt(), req.get("timeout_ms").asLong(), r);
+            case "undrain":
+                try {
+                    await(admin().removeServerTag(List.of(req.get("server").asInt()),
+                            ServerTag.TEMPORARY_OFFLINE));
+                } catch (Exception e) {
+                    // no tag on it: nothing to undo
+                    if (!e.getClass().getSimpleName().equals("ServerTagNotExistException")) throw e;
+                }
+                return r;
             case "scan-support":
                 r.put("scan", scanCalls != null);
                 return r;
@@ -332,6 +360,56 @@ public class LeaseClient {
         r.put("bytes", bytes);
         ObjectNode rowsNode = r.putObject("rows");
         rows.forEach(rowsNode::put);
+        return r;
+    }
+
+    // The leader of every bucket of every table in the database, as a fresh metadata request
+    // to the servers gives it (-1: none known).
+    ObjectNode leaders(String database, ObjectNode r) throws Exception {
+        ArrayNode list = r.putArray("leaders");
+        List<String> names;
+        try {
+            names = await(admin().listTables(database));
+        } catch (Exception e) {
+            if (e.getClass().getSimpleName().equals("DatabaseNotExistException")) return r;
+            throw e;
+        }
+        MetadataUpdater mu = ((FlussConnection) connection()).getMetadataUpdater();
+        for (String name : new java.util.TreeSet<>(names)) {
+            TablePath p = TablePath.of(database, name);
+            TableInfo info = await(admin().getTableInfo(p));
+            mu.updateTableOrPartitionMetadata(p, null);
+            for (int b = 0; b < info.getNumBuckets(); b++) {
+                ObjectNode e = list.addObject();
+                e.put("table", p.toString());
+                e.put("bucket", b);
+                Integer leader = mu.getCluster().leaderFor(new TableBucket(info.getTableId(), b));
+                e.put("leader", leader == null ? -1 : leader);
+            }
+        }
+        return r;
+    }
+
+    ObjectNode drain(int server, long timeoutMs, ObjectNode r) throws Exception {
+        try {
+            await(admin().addServerTag(List.of(server), ServerTag.TEMPORARY_OFFLINE));
+        } catch (Exception e) {
+            // tagged already (an earlier drain not undone): the rebalance still moves leaders
+            if (!e.getClass().getSimpleName().equals("ServerTagAlreadyExistException")) throw e;
+        }
+        String id = await(admin().rebalance(List.of(GoalType.LEADER_DISTRIBUTION)));
+        r.put("rebalance", id);
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        String status = "UNKNOWN";
+        while (System.currentTimeMillis() < deadline) {
+            java.util.Optional<RebalanceProgress> p = await(admin().listRebalanceProgress(id));
+            if (p.isPresent()) {
+                status = p.get().status().name();
+                if (RebalanceStatus.FINAL_STATUSES.contains(p.get().status())) break;
+            }
+            Thread.sleep(200);
+        }
+        r.put("status", status);
         return r;
     }
 }

@@ -11,7 +11,7 @@ from rich.console import Console
 from leaseline.checkers.check_command import check_files
 from leaseline.checkers.faults import fault_periods
 from leaseline.checkers.junit import run_suite
-from leaseline.checkers.kv_scan import check, file_report, is_scan_history
+from leaseline.checkers.kv_scan import check, file_report, is_scan_history, leader_moves
 from leaseline.checkers.report.render import render_report
 from leaseline.checkers.summary import print_summary
 from leaseline.harness.store.run_dir import RunDir
@@ -179,6 +179,53 @@ def test_a_fault_that_may_move_leadership_excuses_an_early_end_and_a_clock_skew_
         periods = fault_periods([r for r in h.records if r["process"] == "nemesis"])
         found = check(h.records, periods=periods)
         assert kinds(found) == want, fault
+
+
+def moved(h: History, at: float, done: float, bucket: int = 0, fault: int = 1) -> None:
+    """move-leadership's records: bucket's leadership moved from flts1 to flts2."""
+    h.op("nemesis", "start-move-leadership", None, at, done, "ok", {"fault": fault},
+         {"nodes": ["flts1"], "bucket": ["leaseline.kvscan", bucket], "fault": fault,
+          "moved": [{"table": "leaseline.kvscan", "bucket": bucket, "from": "flts1",
+                     "to": "flts2"}], "rebalance": "COMPLETED"})
+
+
+def check_with_faults(h: History) -> dict[str, Any]:
+    nemesis = [r for r in h.records if r["process"] == "nemesis"]
+    return check(h.records, periods=fault_periods(nemesis), moves=leader_moves(nemesis))
+
+
+def test_rows_after_a_move_of_the_buckets_leadership_are_a_violation() -> None:
+    h = bucket_of_three()
+    h.open("S1", at=0, done=10, rows=[("a", 1)], more=True)
+    h.next("S1", 1, at=100, done=110, rows=[("b", 1)], more=True)  # before the move
+    moved(h, at=200, done=900)
+    h.next("S1", 2, at=1000, done=1010, rows=[("c", 1)])
+    found = check_with_faults(h)
+    assert kinds(found) == ["served-after-leader-move"] and found["after_leader_move"] == 1
+    assert "moved from flts1 to flts2" in found["violations"][0]["explanation"]
+
+
+def test_an_error_after_a_leadership_move_keeps_the_promise() -> None:
+    h = bucket_of_three()
+    h.open("S1", at=0, done=10, rows=[("a", 1)], more=True)
+    moved(h, at=200, done=900)
+    h.next("S1", 1, at=1000, done=1010, code="SCANNER_EXPIRED", leader_now=1)
+    found = check_with_faults(h)
+    assert found["valid"] is True, found["violations"]
+    assert found["after_leader_move"] == found["ended_by_leader_move"] == 1
+
+
+def test_a_move_the_session_does_not_predate_or_of_another_bucket_binds_nothing() -> None:
+    h = bucket_of_three()
+    h.open("S1", at=0, done=10, rows=[("a", 1)], more=True)
+    moved(h, at=200, done=900, bucket=1)  # another bucket
+    h.open("S2", at=300, done=310, rows=[("a", 1)], more=True)  # opened during the move
+    moved(h, at=200, done=900, fault=2)
+    h.next("S1", 1, at=1000, done=1010, rows=[("b", 1), ("c", 1)])  # its bucket moved (fault 2)
+    h.next("S2", 1, at=1000, done=1010, rows=[("b", 1), ("c", 1)])
+    found = check_with_faults(h)
+    assert kinds(found) == ["served-after-leader-move"]
+    assert found["violations"][0]["scan"] == "S1" and found["after_leader_move"] == 1
 
 
 def test_rows_after_an_idle_time_past_ttl_and_interval_are_a_violation() -> None:

@@ -3,10 +3,15 @@ what they say to those that do not, and the scripts they run on a node."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from json_lines_service import JsonLinesService
 
 from leaseline.harness.errors import BadArguments
+from leaseline.harness.systems import fluss
 from leaseline.harness.systems.registry import profile_class
+from leaseline.nemesis import move_leadership
 from leaseline.nemesis.base import FaultNotApplied, NemesisContext
 from leaseline.nemesis.clock_skew import CLOCK_FILE, offset_script
 from leaseline.nemesis.cut_storage import NOWHERE, link_script
@@ -148,3 +153,74 @@ def test_pause_client_pauses_only_the_client_service_and_pause_heals_everything(
     freezer.running.discard("flcl")
     with pytest.raises(FaultNotApplied, match="no client service running to pause"):
         fault.start()
+
+
+class _FlussAdmin(JsonLinesService):
+    """flcl's admin calls as sut/fluss/LeaseClient.java answers them: a drain moves each
+    leadership of the server to the next server (unless `stuck`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.leaders = {0: 1, 1: 2, 2: 1}
+        self.asked: list[dict[str, Any]] = []
+        self.stuck = False
+
+    def answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        self.asked.append(req)
+        if req["op"] == "leaders":
+            return {"ok": True, "leaders": [{"table": "leaseline.kvscan", "bucket": b,
+                                             "leader": s} for b, s in self.leaders.items()]}
+        if req["op"] == "drain":
+            if not self.stuck:
+                self.leaders = {b: s % 3 + 1 if s == req["server"] else s
+                                for b, s in self.leaders.items()}
+            return {"ok": True, "rebalance": "r1", "status": "COMPLETED"}
+        if req["op"] == "undrain":
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown op {req['op']}"}
+
+
+class _Loopback(_Machines):
+    def ip(self, service: str) -> str:
+        return "127.0.0.1"
+
+
+def test_move_leadership_drains_a_buckets_leader_and_records_what_moved(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    admin = _FlussAdmin()
+    monkeypatch.setattr(fluss, "CLIENT_PORT", admin.port)
+    monkeypatch.setattr(move_leadership, "SETTLE_S", 0.5)
+    try:
+        machines = _Loopback()
+        profile = profile_class("fluss")(machines, {})  # type: ignore[arg-type]
+        logged: list[str] = []
+        ctx = NemesisContext(profile, machines, log=logged.append, seed=3)  # type: ignore[arg-type]
+        (factory,) = nemesis_classes(["move-leadership"], type(profile))
+        fault = factory(ctx)
+        value = fault.start()
+        node = value["nodes"][0]
+        drained = int(node.removeprefix("flts"))
+        assert {"op": "drain", "server": drained, "timeout_ms": 20000} in admin.asked
+        assert value["moved"] == [
+            {"table": "leaseline.kvscan", "bucket": b, "from": node,
+             "to": f"flts{drained % 3 + 1}"}
+            for b, s in ((0, 1), (1, 2), (2, 1)) if s == drained]
+        assert value["rebalance"] == "COMPLETED" and value["bucket"][0] == "leaseline.kvscan"
+        assert logged[-1].startswith(f"moved leadership off {node} (rebalance COMPLETED): ")
+        assert fault.stop() == {"nodes": [node]}
+        assert admin.asked[-1] == {"op": "undrain", "server": drained}
+        admin.asked.clear()
+        fault.heal()  # every tablet server; the coordinator leads no bucket
+        assert admin.asked == [{"op": "undrain", "server": s} for s in (1, 3)]  # flts2 is down
+        admin.stuck = True
+        with pytest.raises(FaultNotApplied, match="moved no leadership .the rebalance ended "
+                                                  "COMPLETED"):
+            fault.start()
+        assert admin.asked[-1]["op"] == "undrain" and fault.active is None
+    finally:
+        admin.stop()
+
+
+def test_move_leadership_is_refused_where_nothing_moves_leadership_gracefully() -> None:
+    with pytest.raises(BadArguments, match="needs 'move-leadership' faults"):
+        nemesis_classes(["move-leadership"], profile_class("leasekv"))
