@@ -18,7 +18,7 @@ from leaseline.nemesis.cut_storage import NOWHERE, link_script
 from leaseline.nemesis.registry import nemesis_classes
 
 FLUSS_FAULTS = ["partition-coordination", "cut-storage", "cut-storage:all", "pause-client",
-                "pause-client:d=7", "clock-skew", "clock-skew:leader:ms=-5000"]
+                "pause-client:d=7", "clock-skew", "clock-skew:leader:ms=-5000", "move-leadership"]
 
 
 def test_fluss_accepts_its_faults() -> None:

@@ -96,7 +96,8 @@ def test_every_registered_fault_validates_on_leasekv() -> None:
     # delay probes the kernel in a helper container; the others need what leasekv lacks
     # (tests/nemesis/test_fluss_nemeses_unit.py checks them on fluss)
     specs = [n for n in NEMESES if n not in ("delay", "partition-coordination", "cut-storage",
-                                             "pause-client", "clock-skew")]
+                                             "pause-client", "clock-skew",
+                                             "move-leadership")]
     factories = nemesis_classes(specs, profile_class("leasekv"))
     assert len(factories) == len(specs)
 
