@@ -12,18 +12,29 @@ Each phase's operations and process CPU are counted at its ends. The report give
 of the arms' throughputs, the median and quartiles of the per-pair ratios, and the process
 CPU per operation of each arm (the flusher thread included).
 
+--baseline REV adds a third arm in the same run: the HistoryWriter of harness/store/history.py
+as it is at git revision REV (e.g. the code before a change), the three arms in every order
+in turn; each recording arm is then compared with the phases without recording.
+
     .venv/bin/python -m bench.bench_recording [--phase 0.5] [--pairs 100] [--workers 4]
+    .venv/bin/python -m bench.bench_recording --baseline main
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.util
+import itertools
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from leaseline.harness.clusters.docker import images
@@ -37,6 +48,8 @@ from leaseline.workloads.base import WorkloadOptions
 from leaseline.workloads.register import Register
 
 NODE = "bench"
+ROOT = Path(__file__).resolve().parent.parent
+WITHOUT, RECORDING, BASELINE = "without", "recording", "baseline"
 
 
 class DroppingHistory:
@@ -57,13 +70,39 @@ class OneNode:
 
 
 class Phase(NamedTuple):
-    recording: bool
+    arm: str  # WITHOUT, RECORDING or BASELINE
     ops: int
     seconds: float
     cpu_s: float
 
 
-def run_phases(endpoint: Endpoint, writer: HistoryWriter, args: argparse.Namespace) -> list[Phase]:
+def baseline_module(rev: str) -> ModuleType:
+    """harness/store/history.py as it is at git revision rev, imported under a name of its own."""
+    try:
+        text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:harness/store/history.py"],
+                              capture_output=True, text=True, check=True).stdout
+    except subprocess.CalledProcessError as e:
+        sys.exit(f"bench_recording: no harness/store/history.py at {rev!r}: {e.stderr.strip()}")
+    path = Path(tempfile.mkdtemp(prefix="ll-bench-recording-")) / "baseline_history.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("baseline_history", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["baseline_history"] = module  # msgspec Structs look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def arm_order(arms: list[str], rounds: int) -> list[str]:
+    """Every order of the arms in turn (ABBA for two), so that a drift hits each alike."""
+    orders = list(itertools.permutations(arms))
+    if len(arms) == 2:
+        orders = [tuple(arms), tuple(reversed(arms))]
+    return [arm for i in range(rounds) for arm in orders[i % len(orders)]]
+
+
+def run_phases(endpoint: Endpoint, writers: dict[str, Any], args: argparse.Namespace
+               ) -> list[Phase]:
     """One pool of workers; the arms alternate by swapping the history the workers record to."""
     workload = Register(WorkloadOptions(keys=8, writes_per_key=None, seed=0))
     generator, stats, stop = workload.new_generator(), Stats(), threading.Event()
@@ -89,18 +128,18 @@ def run_phases(endpoint: Endpoint, writer: HistoryWriter, args: argparse.Namespa
     phases: list[Phase] = []
     try:
         time.sleep(args.warmup)  # connections, caches, the file system
-        order = [arm for i in range(args.pairs) for arm in ((False, True), (True, False))[i % 2]]
-        for i, recording in enumerate(order):
+        order = arm_order([WITHOUT, *writers], args.pairs)
+        for i, arm in enumerate(order):
             for w in pool:
-                w.history = writer if recording else dropping  # type: ignore[assignment]
+                w.history = writers.get(arm, dropping)
             # The flusher writes a recording phase's last 20 ms of records in the next phase:
             # a few hundred microseconds of CPU in a phase of half a second.
             ops0, t0, cpu0 = sum(stats.snapshot().values()), time.monotonic(), time.process_time()
             time.sleep(args.phase)
             ops1, t1, cpu1 = sum(stats.snapshot().values()), time.monotonic(), time.process_time()
-            phases.append(Phase(recording, ops1 - ops0, t1 - t0, cpu1 - cpu0))
-            if (i + 1) % 20 == 0:
-                print(f"{(i + 1) // 2}/{args.pairs} pairs", flush=True)
+            phases.append(Phase(arm, ops1 - ops0, t1 - t0, cpu1 - cpu0))
+            if (i + 1) % (10 * (1 + len(writers))) == 0:
+                print(f"{(i + 1) // (1 + len(writers))}/{args.pairs} rounds", flush=True)
     finally:
         stop.set()
         for w in pool:
@@ -112,8 +151,8 @@ def run_phases(endpoint: Endpoint, writer: HistoryWriter, args: argparse.Namespa
 
 
 def report(phases: list[Phase], args: argparse.Namespace) -> None:
-    def arm(recording: bool) -> list[Phase]:
-        return [p for p in phases if p.recording is recording]
+    def of(arm: str) -> list[Phase]:
+        return [p for p in phases if p.arm == arm]
 
     def rate(ps: list[Phase]) -> float:
         return sum(p.ops for p in ps) / sum(p.seconds for p in ps)
@@ -121,34 +160,37 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
     def cpu_us_per_op(ps: list[Phase]) -> float:
         return sum(p.cpu_s for p in ps) / max(sum(p.ops for p in ps), 1) * 1e6
 
-    with_rec, without = arm(True), arm(False)
-    ratio = rate(with_rec) / rate(without)
-    pairs = [
-        (a.ops / a.seconds) / (b.ops / b.seconds)
-        for a, b in zip(with_rec, without, strict=True)
-        if b.ops
-    ]
-    q1, median, q3 = statistics.quantiles(pairs, n=4)
-    cpu_with, cpu_without = cpu_us_per_op(with_rec), cpu_us_per_op(without)
-    print(
-        f"recording overhead: {args.workers} workers, real redis-py against Redis, "
-        f"{args.pairs} pairs of {args.phase:g} s phases: without {rate(without):,.0f} ops/s, "
-        f"with recording {rate(with_rec):,.0f} ops/s; throughput ratio {ratio:.3f} "
-        f"(per pair: median {median:.3f}, quartiles {q1:.3f}-{q3:.3f}; "
-        f"target >= 0.9: {'met' if ratio >= 0.9 else 'NOT met'}); "
-        f"CPU per op {cpu_without:.1f} us without, {cpu_with:.1f} us with; "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
-    )
+    without = of(WITHOUT)
+    arms = [a for a in (RECORDING, BASELINE) if of(a)]
+    print(f"recording overhead: {args.workers} workers, real redis-py against Redis, "
+          f"{args.pairs} rounds of {args.phase:g} s phases ({os.cpu_count()} CPUs, load "
+          f"average {os.getloadavg()[0]:.2f}); without recording {rate(without):,.0f} ops/s, "
+          f"CPU per op {cpu_us_per_op(without):.1f} us")
+    for arm in arms:
+        mine = of(arm)
+        ratio = rate(mine) / rate(without)
+        pairs = [(a.ops / a.seconds) / (b.ops / b.seconds)
+                 for a, b in zip(mine, without, strict=True) if b.ops]
+        q1, median, q3 = statistics.quantiles(pairs, n=4)
+        name = "this checkout" if arm == RECORDING else f"baseline {args.baseline}"
+        extra = cpu_us_per_op(mine) - cpu_us_per_op(without)
+        print(f"  {name}: {rate(mine):,.0f} ops/s, throughput ratio {ratio:.3f} (per round: "
+              f"median {median:.3f}, quartiles {q1:.3f}-{q3:.3f}; target >= 0.97: "
+              f"{'met' if ratio >= 0.97 else 'NOT met'}); CPU per op {cpu_us_per_op(mine):.1f} "
+              f"us, {extra:+.1f} us over none (target <= 2)")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", type=float, default=0.5, help="seconds per phase")
-    ap.add_argument("--pairs", type=int, default=100, help="pairs of phases, one of each arm")
+    ap.add_argument("--pairs", type=int, default=100, help="rounds of phases, one of each arm")
+    ap.add_argument("--baseline", metavar="REV",
+                    help="also record with the HistoryWriter of git revision REV")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds before the first phase")
     ap.add_argument("--workers", type=int, default=4)
     args = ap.parse_args()
 
+    old = baseline_module(args.baseline) if args.baseline else None
     images.build_base(print)
     image = images.build_context("redis", print)
     container = client().containers.run(
@@ -162,10 +204,13 @@ def main() -> None:
         container.reload()
         endpoint = Endpoint(container.attrs["NetworkSettings"]["IPAddress"], 6379)
         time.sleep(1)
-        with tempfile.TemporaryDirectory() as tmp, HistoryWriter(
-            Path(tmp) / HISTORY, MonotonicClock()
-        ) as writer:
-            phases = run_phases(endpoint, writer, args)
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+            writers = {RECORDING: stack.enter_context(
+                HistoryWriter(Path(tmp) / HISTORY, MonotonicClock()))}
+            if old is not None:
+                writers[BASELINE] = stack.enter_context(
+                    old.HistoryWriter(Path(tmp) / "baseline.jsonl", old.MonotonicClock()))
+            phases = run_phases(endpoint, writers, args)
         report(phases, args)
     finally:
         container.stop(timeout=1)

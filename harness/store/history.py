@@ -1,8 +1,9 @@
 """Streams a run's history to its file as it happens (ARCHITECTURE.md, "History format"),
 and reads it back for everything but the checker (`read_records`).
 
-What a client thread pays per record is one short lock: the index is assigned, the time
-read and a Line appended under it, so index order is time order. A flusher thread swaps
+What a client thread pays per record is one atomic step (harness/store/pending.py): the
+index is assigned, the time read and a Line appended, so index order is time order; in
+C where the package's extension is built, else under a short lock. A flusher thread swaps
 the pending list out every FLUSH_INTERVAL_S, encodes it to JSON lines, appends them (whole
 lines only) and fsyncs every FSYNC_INTERVAL_S. Should the flusher fall behind (a client
 loop hogging the GIL), the next record() that finds no send in the last two flush
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import threading
 import time
@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+
+from leaseline.harness.store.pending import Pending, exact
 
 __all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "PAGE_BYTES", "HistoryWriter", "Line",
            "MonotonicClock", "encode_lines", "json_line", "page_aligned", "read_records"]
@@ -43,7 +45,6 @@ FLUSH_INTERVAL_S = 0.02
 FSYNC_INTERVAL_S = 1.0
 PAGE_BYTES = 4096  # the unit a killed write() is cut at (page_aligned)
 _LAG_NS = int(2 * FLUSH_INTERVAL_S * 1e9)  # the flusher this late: the recorder writes
-_monotonic_ns = time.monotonic_ns
 
 
 def read_records(path: Path | str, wanted: Callable[[str], bool] | None = None
@@ -104,24 +105,6 @@ class TxnLine(msgspec.Struct, omit_defaults=True, gc=False):
 
 
 _ENCODER = msgspec.json.Encoder()
-_SCALARS = frozenset({int, str, bool, type(None)})
-
-
-def _exact(value: Any) -> bool:
-    """msgspec writes value so that json.loads gives it back: a scalar, a finite float, or a
-    flat list of them (a cas's [expected, new]). Not so a NaN (msgspec writes null), and a
-    dict (a fault's description) may hold anything: those lines take json_line."""
-    cls = value.__class__
-    if cls in _SCALARS:
-        return True
-    if cls is float:
-        return math.isfinite(value)
-    if cls is list or cls is tuple:
-        return all(v.__class__ in _SCALARS or (v.__class__ is float and math.isfinite(v))
-                   for v in value)
-    return False
-
-
 def json_line(line: Line | TxnLine) -> str:
     """The line as json.dumps writes it, with repr for what JSON cannot spell (a set in a
     fault's description): a readable line beats a recorder that stops the history."""
@@ -146,7 +129,7 @@ def encode_lines(batch: list[Line | TxnLine], inexact: bool = True) -> bytes:
 
 
 def _encode_line(line: Line | TxnLine) -> bytes:
-    if _exact(line.value):
+    if exact(line.value):
         with contextlib.suppress(TypeError, ValueError):
             return _ENCODER.encode(line) + b"\n"
     return json_line(line).encode()
@@ -195,14 +178,18 @@ def _write_all(fd: int, data: bytes, offset: int) -> None:
 
 
 class HistoryWriter:
+    # record(process, type_, f, key=None, value=None, node=None, error=None) -> index:
+    # appends one event, which the flusher writes to the file. It is the Pending's own
+    # method (set in __init__), with no call in between: it runs twice an operation.
+    record: Callable[..., int]
+
     def __init__(self, path: Path, clock: MonotonicClock) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()  # index, time and pending order
         self._write_lock = threading.Lock()  # one write at a time keeps batches in order
-        self._pending: list[Line | TxnLine] = []
-        self._inexact = False  # a pending value needs json_line
-        self._next_index = 0
-        self.clock = clock
+        self._clock = clock
+        # index, time and line of each record (harness/store/pending.py)
+        self._pending = Pending(Line, TxnLine, clock.origin_ns, _LAG_NS, self._late)
+        self.record = self._pending.record
         # not O_APPEND: the writer may rewrite its own last newline (page_aligned), so it
         # keeps the offset itself; it is the file's one writer
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
@@ -221,46 +208,19 @@ class HistoryWriter:
     def clock(self, clock: MonotonicClock) -> None:
         """The runner starts the clock anew when the workload starts (the history's time 0):
         record() reads the clock inline, from its origin, so the origin moves with it."""
-        with self._lock:
-            self._clock = clock
-            self._origin_ns = clock.origin_ns
-            # a record() after this time finds the flusher behind and writes the backlog
-            self._write_by = clock.now() + _LAG_NS
+        self._clock = clock
+        self._pending.set_origin(clock.origin_ns)
 
-    def record(
-        self,
-        process: int | str,
-        type_: str,
-        f: str,
-        key: str | None = None,
-        value: Any = None,
-        node: str | None = None,
-        error: str | None = None,
-    ) -> int:
-        """Append one event; returns its index. The flusher writes it to the file."""
-        exact = value is None or value.__class__ is int or _exact(value)
-        self._lock.acquire()  # not `with`: this runs twice an operation, and `with` costs
-        try:  # twice as much on the reference machine (~250 ns against ~130)
-            if self._fd is None or self._error is not None:
-                raise self._error or ValueError("the history is closed")
-            index = self._next_index
-            self._next_index = index + 1
-            now = _monotonic_ns() - self._origin_ns
-            self._pending.append(
-                Line(index, now, process, type_, f, key, value, node, error) if f != "txn"
-                else TxnLine(index, now, process, type_, f, value, node, error))
-            if not exact:
-                self._inexact = True
-        finally:
-            self._lock.release()
-        if now > self._write_by and self._write_lock.acquire(blocking=False):  # else one writes
+    def _late(self) -> None:
+        """A record() found the flusher behind: this thread writes the backlog, unless
+        another is writing it."""
+        if self._write_lock.acquire(blocking=False):
             try:
                 self._write_pending()
             except OSError as e:
                 self._fail(e)
             finally:
                 self._write_lock.release()
-        return index
 
     def _flush(self) -> None:
         with self._write_lock:
@@ -268,10 +228,7 @@ class HistoryWriter:
 
     def _write_pending(self) -> None:
         """Append every pending line, in index order, to the file; hold _write_lock."""
-        with self._lock:
-            batch, self._pending = self._pending, []
-            inexact, self._inexact = self._inexact, False
-            self._write_by = _monotonic_ns() - self._origin_ns + _LAG_NS
+        batch, inexact = self._pending.take()
         if not batch or self._fd is None:
             return
         data, at = encode_lines(batch, inexact), self._offset
@@ -287,8 +244,8 @@ class HistoryWriter:
     def _fail(self, e: OSError) -> None:
         """Disk full, ...: the run must fail, not lose records quietly."""
         error = OSError(e.errno, f"could not write the history: {e.strerror}", str(self.path))
-        with self._lock:
-            self._error = self._error or error
+        self._error = self._error or error
+        self._pending.closed = self._error
 
     def _flush_loop(self) -> None:
         while not self._closed.wait(FLUSH_INTERVAL_S):
@@ -300,7 +257,7 @@ class HistoryWriter:
 
     @property
     def count(self) -> int:
-        return self._next_index
+        return int(self._pending.next_index)
 
     def close(self) -> None:
         """Write what is pending, fsync and close the file; idempotent."""
@@ -308,14 +265,15 @@ class HistoryWriter:
         if self._flusher is not threading.current_thread():
             self._flusher.join()
         with self._write_lock:
+            if self._pending.closed is None:  # a record() from now on raises, not lost
+                self._pending.closed = ValueError("the history is closed")
             if self._fd is not None and self._error is None:
                 try:
                     self._write_pending()
                     os.fsync(self._fd)
                 except OSError as e:
                     self._fail(e)
-            with self._lock:
-                fd, self._fd = self._fd, None
+            fd, self._fd = self._fd, None
             if fd is not None:
                 os.close(fd)
         if self._error is not None:

@@ -369,3 +369,40 @@ def test_writer_and_checker_name_the_nemesis_alike() -> None:
     from leaseline.harness.store import history
 
     assert history.NEMESIS == jsonl.NEMESIS
+
+
+@pytest.mark.parametrize("kind", ["compiled", "python"])
+def test_both_pendings_record_the_same_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """The compiled per-record step and the Python one (where the extension is not built)
+    give the same lines, indexes in time order, and refuse records once closed."""
+    from leaseline.harness.store import history, pending
+
+    if kind == "compiled":
+        if not pending.COMPILED:
+            pytest.skip("the recorder's extension is not built here")
+        cls = pending.Pending
+    else:
+        cls = pending.PythonPending
+    monkeypatch.setattr(history, "Pending", cls)
+    path = tmp_path / "history.jsonl"
+    values = [None, 3, "x", [1, 2], float("nan"), {"nodes": {"n1"}}, True, 1.5]
+    with HistoryWriter(path, MonotonicClock()) as w:
+        assert isinstance(w._pending, cls)
+        for i, v in enumerate(values):
+            assert w.record(i, "invoke", "write", "k", v, "n1") == 2 * i
+            w.record(i, "ok", "write", "k", v, "n1", error="e" if i == 2 else None)
+        w.record(9, "invoke", "txn", value=[["append", "k", 1]], node="n2")
+        assert w.count == 2 * len(values) + 1
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [r["index"] for r in lines] == list(range(len(lines)))
+    assert [r["time"] for r in lines] == sorted(r["time"] for r in lines)
+    got = [r["value"] for r in lines[0:16:2]]
+    assert math.isnan(got.pop(4))  # json_line's NaN, not msgspec's null
+    assert got == [None, 3, "x", [1, 2], {"nodes": "{'n1'}"}, True, 1.5]
+    assert lines[5]["error"] == "e" and "error" not in lines[3]
+    assert lines[-1] == {"index": 16, "time": lines[-1]["time"], "process": 9, "type": "invoke",
+                         "f": "txn", "value": [["append", "k", 1]], "node": "n2"}
+    with pytest.raises(ValueError, match="closed"):
+        w.record(1, "invoke", "read", "k", None, "n1")
