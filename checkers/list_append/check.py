@@ -16,6 +16,7 @@ import numpy as np
 
 from leaseline.checkers.list_append import graph as gr
 from leaseline.checkers.list_append import models as cm
+from leaseline.checkers.list_append.columns import KeyColumns, key_columns
 from leaseline.checkers.list_append.explain import Explainer
 from leaseline.checkers.list_append.history import FAIL, OK, Txns, no_gc, txns_from_records
 from leaseline.checkers.list_append.per_key import (
@@ -53,7 +54,7 @@ def key_results(txns: Txns) -> list[KeyResult]:
 def check_txns(txns: Txns, *, consistency_model: str | Sequence[str] | None = DEFAULT_MODEL,
                lease_ms: float = 0, anomalies: Iterable[str] = ()) -> dict[str, Any]:
     with no_gc():
-        return graph_stage(txns, key_results(txns), consistency_model=consistency_model,
+        return graph_stage(txns, key_columns(txns), consistency_model=consistency_model,
                            lease_ms=lease_ms, anomalies=anomalies)
 
 
@@ -65,7 +66,7 @@ def _models(consistency_model: str | Sequence[str] | None) -> list[str]:
     return list(consistency_model)
 
 
-def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
+def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
                 consistency_model: str | Sequence[str] | None = DEFAULT_MODEL,
                 lease_ms: float = 0, anomalies: Iterable[str] = (),
                 search_budget: int = gr.SEARCH_BUDGET) -> dict[str, Any]:
@@ -81,15 +82,14 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
     n = len(txns)
     ok = txns.type == OK
     possible = txns.type != FAIL
-    keys = {r.key_id: r.key for r in results}
+    cols = results if isinstance(results, KeyColumns) else KeyColumns.of(results)
+    keys = cols.key_names
 
     # per-key anomalies
-    found_keyed: dict[str, list[dict[str, Any]]] = {}
-    for r in results:
-        for name, ws in r.anomalies.items():
-            found_keyed.setdefault(name, []).extend(ws)
+    found_keyed: dict[str, list[dict[str, Any]]] = {
+        name: list(ws) for name, ws in cols.anomalies.items()}
 
-    data = [(r.src, r.dst, r.kind) for r in results]
+    data = [(cols.src, cols.dst, cols.kind)]
     order_parts: list[tuple[np.ndarray, ...]] = []
     if process:
         order_parts.append(gr.process_edges(txns.process, ok))
@@ -134,7 +134,7 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
     bad_l = rep_l & prohibited
 
     # staleness of read-only txns
-    stale, max_stale = _staleness(txns, results)
+    stale, max_stale = _staleness(txns, cols)
     # Only with a lease does staleness decide: at lease 0 the verdict is Elle's, from the
     # history's order (a read stale by more than 0 closes a real-time cycle anyway when
     # the times agree with the indexes; where a file's times do not, the order wins).
@@ -151,7 +151,8 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult], *,
     # witnesses: the verdict's (at the lease), and the lease-0 ones the lease excuses
     nodes = {a for lk in cycles_at for cs in cycles_at[lk].values() for c in cs
              for a, _, _ in c}
-    explainer = _explainer(txns, results, keys, nodes)
+    explainer = Explainer(txns, keys, cols.src, cols.dst, cols.kind, cols.edge_key,
+                          cols.value, cols.prev, nodes)
     shown: dict[str, Any] = {}
     for t in sorted(rep_l | rep0):
         src_found, lk = (found_l, lease_key) if t in rep_l else (found0, 0)
@@ -189,12 +190,11 @@ def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | 
     timeouts: list[dict[str, Any]] = []
     if not len(g.src):
         return found, timeouts
-    offsets, targets, _ = gr.csr(g.n, g.src, g.dst, g.kind)
     present = int(np.bitwise_or.reduce(g.kind))
     types = [t for t in gr.CYCLE_TYPES
              if not (t.endswith("-process") and not present & PROCESS)
              and not (t.endswith("-realtime") and not present & REALTIME)]
-    comps = gr.sccs(g.n, offsets, targets)
+    comps = gr.graph_sccs(g)
     for comp, edges in zip(comps, gr.inner_edges(g, comps), strict=True):
         subs: dict[int, tuple[gr.Sub, list[list[int]]]] = {}
         timed_out = False
@@ -229,30 +229,12 @@ def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | 
     return found, timeouts
 
 
-def _explainer(txns: Txns, results: Sequence[KeyResult], keys: dict[int, str],
-               nodes: set[int]) -> Explainer:
-    def cat(attr: str, dtype: Any) -> np.ndarray:
-        parts = [getattr(r, attr) for r in results]
-        return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
-
-    key_id = (np.concatenate([np.full(len(r.src), r.key_id, np.int64) for r in results])
-              if results else np.zeros(0, np.int64))
-    return Explainer(txns, keys, cat("src", np.int64), cat("dst", np.int64),
-                     cat("kind", np.uint8), key_id, cat("value", np.int64),
-                     cat("prev", np.int64), nodes)
-
-
-def _staleness(txns: Txns, results: Sequence[KeyResult]) -> tuple[list[dict[str, Any]], int]:
+def _staleness(txns: Txns, cols: KeyColumns) -> tuple[list[dict[str, Any]], int]:
     """Each read-only ok txn's exact staleness: how long before its invocation the state
     it read (the stalest of its reads) had been superseded by an acknowledged txn."""
-    if not results or not txns.has_time:
+    if not len(cols.stale_txn) or not txns.has_time:
         return [], 0
-    t = np.concatenate([r.stale_txn for r in results])
-    sup = np.concatenate([r.stale_time for r in results])
-    by = np.concatenate([r.stale_by for r in results])
-    kid = np.concatenate([np.full(len(r.stale_txn), r.key_id, np.int64) for r in results])
-    if not len(t):
-        return [], 0
+    t, sup, by, kid = cols.stale_txn, cols.stale_time, cols.stale_by, cols.stale_key
     age = txns.t_invoke[t] - sup
     keep = age > 0
     t, age, by, kid = t[keep], age[keep], by[keep], kid[keep]
@@ -263,8 +245,7 @@ def _staleness(txns: Txns, results: Sequence[KeyResult]) -> tuple[list[dict[str,
     first = np.r_[True, t[1:] != t[:-1]]
     t, age, by, kid = t[first], age[first], by[first], kid[first]
     worst = np.argsort(-age, kind="stable")
-    keys = {r.key_id: r.key for r in results}
     out = [{"op": int(txns.index[t[i]]), "invoke_index": int(txns.invoke_index[t[i]]),
             "staleness_ms": float(age[i]) / 1e6, "superseded_by": int(txns.index[by[i]]),
-            "key": keys[int(kid[i])]} for i in worst.tolist()]
+            "key": cols.keys[int(kid[i])]} for i in worst.tolist()]
     return out, int(age.max())

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from leaseline.checkers.list_append.columns import compiled
 from leaseline.checkers.list_append.per_key import PROCESS, REALTIME, RW, WR, WW
 
 SEARCH_BUDGET = 500_000  # expanded (txn, state) pairs per (SCC, type): about a second
@@ -124,6 +125,10 @@ def realtime_edges(inv_at: np.ndarray, done_at: np.ndarray, ok: np.ndarray,
     what = np.concatenate([np.zeros(len(rows), np.int8), np.ones(len(done), np.int8)])
     who = np.concatenate([rows, done])
     order = np.lexsort((what, tie, at))
+    native = compiled()
+    if native is not None:
+        src_a, dst_a = native.realtime_sweep(len(ok), what[order], who[order].astype(np.int64))
+        return src_a, dst_a, np.full(len(src_a), REALTIME, np.uint8)
     frontier: set[int] = set()
     preds: dict[int, list[int]] = {}
     src: list[int] = []
@@ -146,10 +151,27 @@ def realtime_edges(inv_at: np.ndarray, done_at: np.ndarray, ok: np.ndarray,
 def csr(n: int, src: np.ndarray, dst: np.ndarray, kind: np.ndarray
         ) -> tuple[list[int], list[int], list[int]]:
     """(offsets, targets, kinds) as Python lists, the fastest to walk in a Python loop."""
+    offsets, targets, kinds = csr_arrays(n, src, dst, kind)
+    return offsets.tolist(), targets.tolist(), kinds.tolist()
+
+
+def csr_arrays(n: int, src: np.ndarray, dst: np.ndarray, kind: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, targets, kinds) as int64 arrays (kinds uint8), edges in source order."""
     order = np.argsort(src, kind="stable")
     counts = np.bincount(src, minlength=n)
-    offsets = np.concatenate([[0], np.cumsum(counts)])
-    return offsets.tolist(), dst[order].tolist(), kind[order].tolist()
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return offsets, dst[order].astype(np.int64), kind[order]
+
+
+def graph_sccs(g: Graph) -> list[list[int]]:
+    """The components of more than one txn of the whole graph (`sccs`' order), compiled
+    where the extension is built."""
+    offsets, targets, _ = csr_arrays(g.n, g.src, g.dst, g.kind)
+    native = compiled()
+    if native is not None:
+        return native.sccs(g.n, offsets, targets)
+    return sccs(g.n, offsets.tolist(), targets.tolist())
 
 
 def sccs(n: int, offsets: list[int], targets: list[int], nodes: Sequence[int] | None = None,

@@ -1,0 +1,404 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# distutils: language = c++
+"""The list-append checker's hot loops in C++: the per-key stage of keys that show no
+anomaly, the real-time sweep and Tarjan's SCCs over arrays. Optional: without it the
+pure-Python stages (per_key.py, graph.py) compute the same columns.
+
+The per-key stage here covers the common case only and says so: a key whose micro-ops
+could show any anomaly (a txn with two micro-ops on it, reads that are not all prefixes
+of the longest, an element read twice, read without a committed writer, appended twice,
+or an acknowledged append that reads skip while showing later ones) is flagged, and the
+caller runs per_key.key_stage on it. For every other key the edges and supersession
+times are those of key_stage, in the same order (ww, then rw, then wr; per_key.py has
+the derivation)."""
+
+from libc.stdint cimport int8_t, int64_t, uint8_t
+from libcpp.unordered_map cimport unordered_map
+from libcpp.vector cimport vector
+
+import numpy as np
+
+cdef int64_t NO_PREV = -9223372036854775807 - 1  # per_key._NO_PREV
+cdef int64_t NEVER_T = 9223372036854775807       # history.NEVER
+cdef int8_t T_OK = 0
+cdef int8_t T_FAIL = 2
+cdef uint8_t K_WW = 1
+cdef uint8_t K_WR = 2
+cdef uint8_t K_RW = 4
+
+
+def flatten(list mops):
+    """Every micro-op of every txn, grouped by key (keys in sorted order, then txn order,
+    then micro-op order, as per_key.split_by_key): (keys, key_start int64[K+1], txn,
+    is_append uint8, value int64 (an append's element), read_off, read_len (-1: a read
+    whose result is unknown), elements int64 (the reads' lists, back to back)). None
+    when an element is beyond 64-bit integers (the Python stage takes the history)."""
+    cdef dict ids = {}
+    cdef vector[int64_t] m_key, m_txn, m_val, m_off, m_len, elems
+    cdef vector[uint8_t] m_app
+    cdef Py_ssize_t t, j, n = len(mops)
+    cdef list ms
+    cdef tuple m
+    cdef object kid, v
+    cdef int64_t x
+    try:
+        for t in range(n):
+            ms = <list>mops[t]
+            for m in ms:
+                kid = ids.get(m[1])
+                if kid is None:
+                    kid = ids[m[1]] = len(ids)
+                m_key.push_back(<int64_t>kid)
+                m_txn.push_back(t)
+                v = m[2]
+                if m[0]:
+                    m_app.push_back(1)
+                    m_val.push_back(<int64_t>v)
+                    m_off.push_back(0)
+                    m_len.push_back(0)
+                else:
+                    m_app.push_back(0)
+                    m_val.push_back(0)
+                    m_off.push_back(elems.size())
+                    if v is None:
+                        m_len.push_back(-1)
+                    else:
+                        m_len.push_back(len(v))
+                        for x in <tuple>v:
+                            elems.push_back(x)
+    except (OverflowError, TypeError):  # an element beyond int64, or another shape
+        return None
+    keys = sorted(ids)
+    cdef Py_ssize_t K = len(keys), M = m_key.size(), i
+    cdef vector[int64_t] rank = vector[int64_t](K)
+    for i in range(K):
+        rank[<int64_t>ids[keys[i]]] = i
+    start = np.zeros(K + 1, np.int64)
+    cdef int64_t[::1] st = start
+    for i in range(M):
+        st[rank[m_key[i]] + 1] += 1
+    for i in range(K):
+        st[i + 1] += st[i]
+    cdef vector[int64_t] fill = vector[int64_t](K)
+    for i in range(K):
+        fill[i] = st[i]
+    o_txn = np.empty(M, np.int64)
+    o_app = np.empty(M, np.uint8)
+    o_val = np.empty(M, np.int64)
+    o_off = np.empty(M, np.int64)
+    o_len = np.empty(M, np.int64)
+    cdef int64_t[::1] a_txn = o_txn, a_val = o_val, a_off = o_off, a_len = o_len
+    cdef uint8_t[::1] a_app = o_app
+    cdef int64_t r
+    for i in range(M):
+        r = rank[m_key[i]]
+        j = fill[r]
+        fill[r] += 1
+        a_txn[j] = m_txn[i]
+        a_app[j] = m_app[i]
+        a_val[j] = m_val[i]
+        a_off[j] = m_off[i]
+        a_len[j] = m_len[i]
+    o_el = np.empty(elems.size(), np.int64)
+    cdef int64_t[::1] a_el = o_el
+    for i in range(<Py_ssize_t>elems.size()):
+        a_el[i] = elems[i]
+    return keys, start, o_txn, o_app, o_val, o_off, o_len, o_el
+
+
+cdef object _arr(vector[int64_t] &v):
+    out = np.empty(v.size(), np.int64)
+    cdef int64_t[::1] o = out
+    cdef Py_ssize_t i
+    for i in range(<Py_ssize_t>v.size()):
+        o[i] = v[i]
+    return out
+
+
+def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
+               const uint8_t[::1] is_append, const int64_t[::1] value,
+               const int64_t[::1] read_off, const int64_t[::1] read_len,
+               const int64_t[::1] elements, const int8_t[::1] types,
+               const int64_t[::1] t_invoke, const int64_t[::1] t_complete,
+               const uint8_t[::1] read_only):
+    """The per-key stage of every key that shows no anomaly. Returns (flagged uint8[K]:
+    1 where per_key.key_stage must decide, edges (src, dst, kind, value, prev, key), stale
+    reads (txn, time, by, key)) for the unflagged keys, in key order."""
+    cdef Py_ssize_t K = key_start.shape[0] - 1
+    flagged = np.zeros(K, np.uint8)
+    cdef uint8_t[::1] flag = flagged
+    cdef vector[int64_t] e_src, e_dst, e_val, e_prev, e_key
+    cdef vector[uint8_t] e_kind
+    cdef vector[int64_t] s_txn, s_time, s_by, s_key
+    cdef unordered_map[int64_t, int64_t] writer, pos
+    cdef vector[int64_t] app_t, app_v, rd, order, a_prev, a_state
+    cdef vector[int64_t] bucket_start, bucket
+    cdef vector[int64_t] ww_s, ww_d, ww_v, ww_p, rw_s, rw_d, rw_v, rw_p, wr_s, wr_d, wr_v
+    cdef vector[int64_t] sup_time, sup_by
+    cdef Py_ssize_t k, a, b, i, j, q, longest, ln
+    cdef int64_t t, v, w, prev, st, best_t, best_w, latest, m, off, lo
+    cdef bint bad
+    for k in range(K):
+        a, b = key_start[k], key_start[k + 1]
+        bad = False
+        writer.clear()
+        app_t.clear()
+        app_v.clear()
+        rd.clear()
+        for i in range(a, b):
+            t = txn[i]
+            if i > a and txn[i - 1] == t:  # two micro-ops of one txn: the Python stage
+                bad = True
+                break
+            if is_append[i]:
+                v = value[i]
+                if writer.count(v):
+                    bad = True
+                    break
+                writer[v] = t
+                if types[t] != T_FAIL:
+                    app_t.push_back(t)
+                    app_v.push_back(v)
+            elif read_len[i] >= 0 and types[t] != T_FAIL:
+                rd.push_back(i)
+        if bad:
+            flag[k] = 1
+            continue
+        # version order: the longest read, every read a prefix of it
+        longest = -1
+        for q in range(<Py_ssize_t>rd.size()):
+            i = rd[q]
+            if read_len[i] > 0 and (longest < 0 or read_len[i] > read_len[longest]):
+                longest = i
+        order.clear()
+        pos.clear()
+        if longest >= 0:
+            off = read_off[longest]
+            ln = read_len[longest]
+            for j in range(ln):
+                v = elements[off + j]
+                if pos.count(v) or not writer.count(v) or types[writer[v]] == T_FAIL:
+                    bad = True
+                    break
+                pos[v] = j
+                order.push_back(v)
+            if not bad:
+                for q in range(<Py_ssize_t>rd.size()):
+                    i = rd[q]
+                    lo = read_off[i]
+                    for j in range(read_len[i]):
+                        if elements[lo + j] != elements[off + j]:
+                            bad = True
+                            break
+                    if bad:
+                        break
+        elif app_t.size() == 1:
+            order.push_back(app_v[0])
+            pos[app_v[0]] = 0
+        if bad:
+            flag[k] = 1
+            continue
+        # lost writes (acknowledged, never seen, appends invoked after it seen): Python
+        if order.size():
+            latest = NO_PREV
+            for j in range(<Py_ssize_t>order.size()):
+                w = writer[order[j]]
+                if t_invoke[w] > latest:
+                    latest = t_invoke[w]
+            for q in range(<Py_ssize_t>app_t.size()):
+                t = app_t[q]
+                if types[t] == T_OK and not pos.count(app_v[q]) and latest > t_complete[t]:
+                    bad = True
+                    break
+        if bad:
+            flag[k] = 1
+            continue
+        # edges: ww and the state each append ended, rw by a join on states, wr
+        ww_s.clear(); ww_d.clear(); ww_v.clear(); ww_p.clear()
+        rw_s.clear(); rw_d.clear(); rw_v.clear(); rw_p.clear()
+        wr_s.clear(); wr_d.clear(); wr_v.clear()
+        a_prev.clear()
+        a_state.clear()
+        for q in range(<Py_ssize_t>app_t.size()):
+            t = app_t[q]
+            v = app_v[q]
+            if pos.count(v):
+                j = pos[v]
+                if j > 0:
+                    prev, st = order[j - 1], j
+                else:
+                    prev, st = NO_PREV, 0
+            elif order.size():
+                prev, st = order[order.size() - 1], order.size()
+            else:
+                prev, st = NO_PREV, 0
+            a_prev.push_back(prev)
+            a_state.push_back(st)
+            if prev != NO_PREV:
+                w = writer[prev]
+                if w != t and types[w] != T_FAIL:
+                    ww_s.push_back(w); ww_d.push_back(t); ww_v.push_back(v); ww_p.push_back(prev)
+        # readers by state (state: the read's length), in read order
+        bucket_start.assign(order.size() + 2, 0)
+        for q in range(<Py_ssize_t>rd.size()):
+            bucket_start[read_len[rd[q]] + 1] += 1
+        for j in range(<Py_ssize_t>order.size() + 1):
+            bucket_start[j + 1] += bucket_start[j]
+        bucket.assign(rd.size(), 0)
+        sup_by.assign(bucket_start.size(), 0)  # fill cursor
+        for j in range(<Py_ssize_t>bucket_start.size()):
+            sup_by[j] = bucket_start[j]
+        for q in range(<Py_ssize_t>rd.size()):
+            j = read_len[rd[q]]
+            bucket[sup_by[j]] = txn[rd[q]]
+            sup_by[j] += 1
+        for q in range(<Py_ssize_t>app_t.size()):
+            st = a_state[q]
+            t = app_t[q]
+            for j in range(bucket_start[st], bucket_start[st + 1]):
+                if bucket[j] != t:
+                    rw_s.push_back(bucket[j]); rw_d.push_back(t); rw_v.push_back(app_v[q])
+                    rw_p.push_back(a_prev[q])
+        for q in range(<Py_ssize_t>rd.size()):
+            i = rd[q]
+            if read_len[i] > 0:
+                v = elements[read_off[i] + read_len[i] - 1]
+                w = writer[v]
+                t = txn[i]
+                if w != t and types[w] != T_FAIL:
+                    wr_s.push_back(w); wr_d.push_back(t); wr_v.push_back(v)
+        for q in range(<Py_ssize_t>ww_s.size()):
+            e_src.push_back(ww_s[q]); e_dst.push_back(ww_d[q]); e_kind.push_back(K_WW)
+            e_val.push_back(ww_v[q]); e_prev.push_back(ww_p[q]); e_key.push_back(k)
+        for q in range(<Py_ssize_t>rw_s.size()):
+            e_src.push_back(rw_s[q]); e_dst.push_back(rw_d[q]); e_kind.push_back(K_RW)
+            e_val.push_back(rw_v[q]); e_prev.push_back(rw_p[q]); e_key.push_back(k)
+        for q in range(<Py_ssize_t>wr_s.size()):
+            e_src.push_back(wr_s[q]); e_dst.push_back(wr_d[q]); e_kind.push_back(K_WR)
+            e_val.push_back(wr_v[q]); e_prev.push_back(NO_PREV); e_key.push_back(k)
+        # supersession of states, for the staleness of read-only txns
+        best_t, best_w = NEVER_T, -1
+        for q in range(<Py_ssize_t>app_t.size()):
+            t = app_t[q]
+            if types[t] == T_OK and not pos.count(app_v[q]) and t_complete[t] < best_t:
+                best_t, best_w = t_complete[t], t
+        sup_time.assign(order.size() + 1, 0)
+        sup_by.assign(order.size() + 1, 0)
+        sup_time[order.size()] = best_t
+        sup_by[order.size()] = best_w
+        for j in range(<Py_ssize_t>order.size() - 1, -1, -1):
+            w = writer[order[j]]
+            if types[w] == T_OK and t_complete[w] < best_t:
+                best_t, best_w = t_complete[w], w
+            sup_time[j] = best_t
+            sup_by[j] = best_w
+        for q in range(<Py_ssize_t>rd.size()):
+            i = rd[q]
+            t = txn[i]
+            if read_only[t]:
+                m = read_len[i]
+                if sup_by[m] >= 0:
+                    s_txn.push_back(t); s_time.push_back(sup_time[m]); s_by.push_back(sup_by[m])
+                    s_key.push_back(k)
+    kind = np.empty(e_kind.size(), np.uint8)
+    cdef uint8_t[::1] kv = kind
+    for q in range(<Py_ssize_t>e_kind.size()):
+        kv[q] = e_kind[q]
+    return (flagged, (_arr(e_src), _arr(e_dst), kind, _arr(e_val), _arr(e_prev), _arr(e_key)),
+            (_arr(s_txn), _arr(s_time), _arr(s_by), _arr(s_key)))
+
+
+def realtime_sweep(Py_ssize_t n, const int8_t[::1] what, const int64_t[::1] who):
+    """graph.realtime_edges' sweep over events in order (what 0: an invocation, 1: a
+    completion; who: the txn): (src, dst) of the transitive reduction."""
+    cdef vector[int64_t] src, dst, frontier
+    cdef vector[int64_t] fpos = vector[int64_t](n, -1)
+    cdef vector[int64_t] p_lo = vector[int64_t](n, 0)
+    cdef vector[int64_t] p_hi = vector[int64_t](n, 0)
+    cdef Py_ssize_t i, j, f
+    cdef int64_t t, p, last
+    for i in range(what.shape[0]):
+        t = who[i]
+        if what[i] == 0:
+            p_lo[t] = src.size()
+            for f in range(<Py_ssize_t>frontier.size()):
+                src.push_back(frontier[f])
+                dst.push_back(t)
+            p_hi[t] = src.size()
+        else:
+            for j in range(p_lo[t], p_hi[t]):
+                p = src[j]
+                if fpos[p] >= 0:  # swap-remove from the frontier
+                    last = frontier[frontier.size() - 1]
+                    frontier[fpos[p]] = last
+                    fpos[last] = fpos[p]
+                    frontier.pop_back()
+                    fpos[p] = -1
+            p_hi[t] = p_lo[t]
+            if fpos[t] < 0:
+                fpos[t] = frontier.size()
+                frontier.push_back(t)
+    return _arr(src), _arr(dst)
+
+
+def sccs(Py_ssize_t n, const int64_t[::1] offsets, const int64_t[::1] targets):
+    """graph.sccs over a CSR of arrays (components of more than one txn, in the same order
+    and with the same members' order as the Python one)."""
+    cdef vector[int64_t] index = vector[int64_t](n, -1)
+    cdef vector[int64_t] low = vector[int64_t](n, 0)
+    cdef vector[uint8_t] on_stack = vector[uint8_t](n, 0)
+    cdef vector[int64_t] stack, work_v, work_i, comp
+    cdef list out = []
+    cdef int64_t counter = 0, root, v, i, end, w, u
+    cdef bint pushed
+    for root in range(n):
+        if index[root] >= 0 or offsets[root] == offsets[root + 1]:
+            continue
+        work_v.push_back(root)
+        work_i.push_back(offsets[root])
+        index[root] = counter
+        low[root] = counter
+        counter += 1
+        stack.push_back(root)
+        on_stack[root] = 1
+        while work_v.size():
+            v = work_v.back()
+            i = work_i.back()
+            end = offsets[v + 1]
+            pushed = False
+            while i < end:
+                w = targets[i]
+                i += 1
+                if index[w] < 0:
+                    work_i[work_i.size() - 1] = i
+                    index[w] = counter
+                    low[w] = counter
+                    counter += 1
+                    stack.push_back(w)
+                    on_stack[w] = 1
+                    work_v.push_back(w)
+                    work_i.push_back(offsets[w])
+                    pushed = True
+                    break
+                if on_stack[w] and index[w] < low[v]:
+                    low[v] = index[w]
+            if pushed:
+                continue
+            work_v.pop_back()
+            work_i.pop_back()
+            if work_v.size():
+                u = work_v.back()
+                if low[v] < low[u]:
+                    low[u] = low[v]
+            if low[v] == index[v]:
+                comp.clear()
+                while True:
+                    w = stack.back()
+                    stack.pop_back()
+                    on_stack[w] = 0
+                    comp.push_back(w)
+                    if w == v:
+                        break
+                if comp.size() > 1:
+                    out.append([comp[j] for j in range(<Py_ssize_t>comp.size())])
+    return out
