@@ -1,5 +1,6 @@
 """The per-key stage's results as one set of columns for the graph stage, computed by the
-compiled stage where it is built (la_compiled.pyx) and by per_key.key_stage otherwise.
+compiled stage where it is built (checkers/la_compiled.pyx), by per_key.key_stage
+otherwise.
 
 The graph stage reads every key's edges and stale reads at once, so the key results are
 concatenated: edges (src, dst, kind, value, prev) with the key id of each, stale reads
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from leaseline.checkers.list_append.history import Txns
+from leaseline.checkers.list_append.history import FlatMops, Txns, compiled
 from leaseline.checkers.list_append.per_key import (
     KeyOps,
     KeyResult,
@@ -25,16 +26,6 @@ from leaseline.checkers.list_append.per_key import (
     key_stage,
     split_by_key,
 )
-
-try:  # optional: the pure-Python stage computes the same columns
-    from leaseline.checkers.list_append import la_compiled
-except ImportError:  # pragma: no cover - depends on the installation
-    la_compiled = None  # type: ignore[assignment]
-
-
-def compiled() -> Any:
-    """The compiled module, or None (where it is not built, or a test turned it off)."""
-    return la_compiled
 
 
 @dataclass
@@ -86,7 +77,12 @@ def key_columns(txns: Txns) -> KeyColumns:
     """The per-key stage over every key: compiled for the keys that show no anomaly where
     the extension is built, key_stage for the rest."""
     native = compiled()
-    flat = native.flatten(txns.mops) if native is not None else None
+    if native is None:
+        flat = None
+    elif isinstance(txns.mops, FlatMops):
+        flat = (*txns.mops.grouped, txns.mops.elements)
+    else:
+        flat = native.flatten(txns.mops)
     if flat is None:
         info = TxnInfo.of(txns)
         by_key = split_by_key(txns)

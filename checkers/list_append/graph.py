@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leaseline.checkers.list_append.columns import compiled
+from leaseline.checkers.list_append.history import compiled
 from leaseline.checkers.list_append.per_key import PROCESS, REALTIME, RW, WR, WW
 
 SEARCH_BUDGET = 500_000  # expanded (txn, state) pairs per (SCC, type): about a second
@@ -92,6 +92,12 @@ def merge_edges(n: int, parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray
 
 def process_edges(process: Sequence[object], ok: np.ndarray) -> tuple[np.ndarray, ...]:
     """Each process's consecutive ok txns (rows are in invocation order)."""
+    if isinstance(process, np.ndarray):  # the compiled reader's int processes
+        rows = np.flatnonzero(ok)
+        order = rows[np.argsort(process[rows], kind="stable")]
+        same = process[order[1:]] == process[order[:-1]]
+        src_a, dst_a = order[:-1][same], order[1:][same]
+        return src_a, dst_a, np.full(len(src_a), PROCESS, np.uint8)
     last: dict[object, int] = {}
     src: list[int] = []
     dst: list[int] = []

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,12 +53,58 @@ _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1  # the edge columns' range (min: 
 _decode = msgspec.json.Decoder().decode
 
 
+try:  # optional: the pure-Python readers and stages give the same Txns and columns
+    from leaseline.checkers import la_compiled
+except ImportError:  # pragma: no cover - depends on the installation
+    la_compiled = None  # type: ignore[assignment]
+
+
+def compiled() -> Any:
+    """The compiled list-append module (checkers/la_compiled.pyx), or None where it is not
+    built (or a test turned it off)."""
+    return la_compiled
+
+
 class TxnHistoryError(ValueError):
     """A malformed txn history; `record` is the position of the offending record."""
 
     def __init__(self, record: int, what: str) -> None:
         super().__init__(what)
         self.record, self.what = record, what
+
+
+class FlatMops(Sequence[list[Mop]]):
+    """Txns.mops of a history the compiled reader read: the micro-ops are held as columns
+    grouped by key (what the per-key stage reads, checkers/list_append/columns.py), and a
+    txn's list of micro-ops is made when asked for."""
+
+    def __init__(self, grouped: tuple[Any, ...], elements: np.ndarray, mop_start: np.ndarray,
+                 where: np.ndarray) -> None:
+        self.grouped = grouped  # (sorted keys, key_start, txn, is_append, value, off, len)
+        self.elements = elements
+        self.mop_start = mop_start
+        self.where = where
+
+    def __len__(self) -> int:
+        return len(self.mop_start) - 1
+
+    def __getitem__(self, t: Any) -> Any:
+        if isinstance(t, slice):
+            return [self[i] for i in range(*t.indices(len(self)))]
+        if t < 0:
+            t += len(self)
+        if not 0 <= t < len(self):
+            raise IndexError(t)
+        keys, start, _, app, val, off, ln = self.grouped
+        out: list[Mop] = []
+        for g in self.where[self.mop_start[t]:self.mop_start[t + 1]].tolist():
+            k = keys[int(np.searchsorted(start, g, "right")) - 1]
+            if app[g]:
+                out.append((True, k, int(val[g])))
+            else:
+                n, o = int(ln[g]), int(off[g])
+                out.append((False, k, None if n < 0 else tuple(self.elements[o:o + n].tolist())))
+        return out
 
 
 @dataclass
@@ -68,10 +114,10 @@ class Txns:
     index: np.ndarray          # int64: completion index (invocation's if never completed)
     invoke_index: np.ndarray   # int64
     type: np.ndarray           # int8: OK, INFO, FAIL
-    process: list[Any]
+    process: list[Any] | np.ndarray  # an int64 array from the compiled reader
     t_invoke: np.ndarray       # int64 ns (or the record position when there is no time)
     t_complete: np.ndarray     # int64 ns; NEVER for info
-    mops: list[list[Mop]]
+    mops: list[list[Mop]] | FlatMops
     has_time: bool = True
     read_only: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
 
@@ -463,6 +509,28 @@ def _typed_txns(path: str | Path, others: list[dict[str, Any]]) -> Txns:
     return _txns_of_rows(rows, True, True)
 
 
+def _compiled_txns(path: str | Path, others: list[dict[str, Any]]) -> Txns | None:
+    """_typed_txns by the compiled reader (checkers/la_reader.hpp), which takes the same
+    files and builds no Python object per record; None where it is not built or stops."""
+    native = compiled()
+    if native is None:
+        return None
+    out = native.read_jsonl(str(path))
+    if out is None or out["duplicate_append"]:
+        return None  # the Python readers decide, and name a value appended twice
+    try:
+        others.extend(msgspec.structs.asdict(_typed_decode(line)) for line in out["others"])
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        others.clear()
+        return None
+    n = len(out["index"])
+    return Txns(index=out["index"], invoke_index=out["invoke_index"], type=out["type"],
+                process=out["process"], t_invoke=out["t_invoke"],
+                t_complete=out["t_complete"],
+                mops=FlatMops(out["grouped"], out["elements"], out["mop_start"], out["where"]),
+                has_time=n > 0, read_only=out["read_only"])
+
+
 def _typed_mops(invoked: list[tuple[str, str, Any]], done: list[tuple[str, str, Any]],
                 completed_ok: bool) -> list[Mop]:
     if len(invoked) != len(done):
@@ -499,6 +567,9 @@ def read_history(path: str | Path, fmt: str | None = None
 
     with no_gc():
         if fmt == "jsonl":
+            fast = _compiled_txns(path, others)
+            if fast is not None:
+                return others, fast
             try:
                 return others, _typed_txns(path, others)
             except (_Irregular, TxnHistoryError):

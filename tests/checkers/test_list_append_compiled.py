@@ -4,6 +4,7 @@ anomalies, on the Elle corpus and on a generated history with every planted type
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -14,12 +15,13 @@ from hypothesis import strategies as st
 from repo_paths import CORPORA
 
 from bench.gen_list_append import found_exactly, generate
-from leaseline.checkers.list_append import check_txns, key_results, read_history
+from leaseline.checkers.errors import HistoryFormatError
+from leaseline.checkers.list_append import check_txns, history, key_results, read_history
 from leaseline.checkers.list_append import columns as cols
 from leaseline.checkers.list_append import graph as gr
 from leaseline.checkers.list_append.history import OK, txns_from_records
 
-needs_compiled = pytest.mark.skipif(cols.la_compiled is None,
+needs_compiled = pytest.mark.skipif(history.la_compiled is None,
                                     reason="the list-append extension is not built")
 COLUMNS = ("src", "dst", "kind", "value", "prev", "edge_key",
            "stale_txn", "stale_time", "stale_by", "stale_key")
@@ -28,7 +30,7 @@ ELLE = CORPORA / "elle"
 
 @pytest.fixture
 def pure(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cols, "la_compiled", None)
+    monkeypatch.setattr(history, "la_compiled", None)
 
 
 def _same_columns(txns: Any) -> None:
@@ -43,12 +45,12 @@ def _same_columns(txns: Any) -> None:
 
 def _both(txns: Any, **kw: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     fast = check_txns(txns, **kw)
-    saved = cols.la_compiled
-    cols.la_compiled = None
+    saved = history.la_compiled
+    history.la_compiled = None
     try:
         slow = check_txns(txns, **kw)
     finally:
-        cols.la_compiled = saved
+        history.la_compiled = saved
     return fast, slow
 
 
@@ -125,12 +127,12 @@ def test_compiled_real_time_edges_and_sccs_equal_the_python_ones(tmp_path: Path)
     ok = txns.type == OK
     possible = txns.type != 2
     fast = gr.realtime_edges(txns.invoke_index, txns.index, ok, possible)
-    saved = cols.la_compiled
-    cols.la_compiled = None
+    saved = history.la_compiled
+    history.la_compiled = None
     try:
         slow = gr.realtime_edges(txns.invoke_index, txns.index, ok, possible)
     finally:
-        cols.la_compiled = saved
+        history.la_compiled = saved
     assert len(fast[0]) > 1000
     assert sorted(zip(fast[0].tolist(), fast[1].tolist(), strict=True)) == sorted(
         zip(slow[0].tolist(), slow[1].tolist(), strict=True))
@@ -171,5 +173,93 @@ def test_without_the_extension_the_python_stage_decides(pure: None, tmp_path: Pa
     path = tmp_path / "h.jsonl"
     g = generate(path, 1500, 40, lease_ms=100.0, seed=4)
     _, txns = read_history(path)
-    assert cols.compiled() is None
+    assert history.compiled() is None
     assert found_exactly(check_txns(txns, lease_ms=100.0), g.plants) == []
+
+
+def _read_both(path: Path) -> tuple[Any, Any]:
+    """read_history by the compiled reader and by the Python ones: (others, txns) or the
+    error message, each."""
+    def read() -> Any:
+        try:
+            return history.read_history(path)
+        except HistoryFormatError as e:
+            return str(e)
+
+    fast = read()
+    saved = history.la_compiled
+    history.la_compiled = None
+    try:
+        slow = read()
+    finally:
+        history.la_compiled = saved
+    return fast, slow
+
+
+def _same_reading(path: Path) -> None:
+    fast, slow = _read_both(path)
+    if isinstance(slow, str) or isinstance(fast, str):
+        assert fast == slow
+        return
+    (o1, a), (o2, b) = fast, slow
+    for c in ("index", "invoke_index", "type", "t_invoke", "t_complete", "read_only"):
+        x, y = getattr(a, c), getattr(b, c)
+        assert x.dtype == y.dtype and np.array_equal(x, y), c
+    assert list(a.process) == list(b.process) and a.has_time == b.has_time
+    assert list(a.mops) == list(b.mops)
+    assert [a.mops[i] for i in range(-len(a.mops), 0)] == list(b.mops)
+    assert o1 == o2
+
+
+LINES = [
+    '{"index":%d,"time":%d,"process":%d,"type":"invoke","f":"txn","value":'
+    '[["append","x",%d],["r","y",null]],"node":"n1"}',
+    '{"index":%d,"time":%d,"process":%d,"type":"ok","f":"txn","value":'
+    '[["append","x",%d],["r","y",[1,2]]],"error":"a \\"quoted\\" \\u00e9 word"}',
+]
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(messy_histories(), st.lists(st.sampled_from([
+    "", '{"process":"nemesis","type":"info","f":"start","value":["n1"]}',
+    '{"process":"nemesis","type":"info","f":"start","value":null,"time":5}',
+    '{"process":null,"f":"x"}', '{"time":1.5,"process":"nemesis"}',
+    '{"index":1,"time":2,"process":"p1","type":"invoke","f":"txn","value":[]}',
+    '{"index":3, "time" : 4 ,"process":9,"type":"invoke","f":"txn",'
+    '"value":[["r","k\\u00e9",null]]}',
+    '{"index":5,"time":6,"process":8,"type":"invoke","f":"txn","value":[["append","k",1.0]]}',
+    '{"index":7,"time":8,"process":7,"type":"invoke","f":"txn","value":[["append","k",'
+    '9223372036854775807]]}',
+    '{"index":9,"time":10,"process":6,"type":"invoke","f":"txn","value":[["r","k",7]]}',
+    '{"index":11,"time":12,"process":5,"type":"invoke","f":"txn","value":[["r","k\xc3\xa9",null]]}',
+    '{"index":13,"time":14,"process":4,"type":"invoke","f":"txn","value":[["append","x",1]]}',
+    '[1, 2]', '{"index": 1, "index": 2}', 'not json',
+]), max_size=3), st.randoms(use_true_random=False))
+def test_compiled_reader_reads_what_the_python_readers_read(
+        tmp_path_factory: Any, records: list[dict[str, Any]], odd: list[str], rnd: Any) -> None:
+    lines = [json.dumps(r, separators=(",", ":")) for r in records]
+    for x in odd:
+        lines.insert(rnd.randint(0, len(lines)), x)
+    path = tmp_path_factory.mktemp("h") / "h.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _same_reading(path)
+
+
+@needs_compiled
+def test_compiled_reader_on_a_generated_history_and_odd_spellings(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    generate(path, 3000, 60, lease_ms=100.0, seed=5)
+    _same_reading(path)
+    spelled = tmp_path / "s.jsonl"
+    spelled.write_text("\n".join(line % (i, 10 * i, 1, 7) for i, line in enumerate(LINES))
+                       + "\n", encoding="utf-8")
+    _same_reading(spelled)
+    fast, _ = _read_both(spelled)
+    assert isinstance(fast[1].mops, history.FlatMops)  # escapes in a skipped field are fine
+    assert fast[1].mops[0] == [(True, "x", 7), (False, "y", (1, 2))]
+    twice = tmp_path / "t.jsonl"
+    twice.write_text(spelled.read_text() + "\n".join(
+        line % (10 + i, 100 + i, 2, 7) for i, line in enumerate(LINES)))
+    fast, slow = _read_both(twice)
+    assert isinstance(slow, str) and "appended to key x twice" in slow and fast == slow

@@ -12,14 +12,15 @@ caller runs per_key.key_stage on it. For every other key the edges and supersess
 times are those of key_stage, in the same order (ww, then rw, then wr; per_key.py has
 the derivation)."""
 
-from libc.stdint cimport int8_t, int64_t, uint8_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t
+from libcpp.string cimport string
 from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
 
 import numpy as np
 
-cdef int64_t NO_PREV = -9223372036854775807 - 1  # per_key._NO_PREV
-cdef int64_t NEVER_T = 9223372036854775807       # history.NEVER
+cdef int64_t NO_PREV = INT64_MIN  # per_key._NO_PREV
+cdef int64_t NEVER_T = INT64_MAX  # history.NEVER
 cdef int8_t T_OK = 0
 cdef int8_t T_FAIL = 2
 cdef uint8_t K_WW = 1
@@ -27,16 +28,107 @@ cdef uint8_t K_WR = 2
 cdef uint8_t K_RW = 4
 
 
+cdef extern from "la_reader.hpp" namespace "llla":
+    cdef cppclass Flat:
+        vector[int64_t] index, invoke_index, process, t_invoke, t_complete
+        vector[int8_t] ttype
+        vector[int64_t] mop_start
+        vector[int32_t] key
+        vector[uint8_t] app
+        vector[int64_t] val, roff, rlen
+        vector[int64_t] elems
+        vector[string] keys
+        vector[string] others
+    bint read_file(const char *path, Flat &out) except + nogil
+
+
+def read_jsonl(str path):
+    """A history.jsonl of the usual shape (la_reader.hpp says which) as columns: a dict of
+    the txns' columns (index, invoke_index, type, process, t_invoke, t_complete,
+    read_only), the micro-ops grouped by key (group_by_key's tuple), `mop_start` and
+    `where` (row r's micro-ops are at where[mop_start[r]:mop_start[r + 1]] of the
+    grouped columns), and `others` (raw lines of the records that are no client
+    operation); None at the first thing the typed Python reader would not take."""
+    cdef Flat f
+    cdef bytes b = path.encode()
+    cdef const char *c = b
+    cdef bint ok
+    with nogil:
+        ok = read_file(c, f)
+    if not ok:
+        return None
+    try:
+        keys = [k.decode("ascii") for k in f.keys]
+    except UnicodeDecodeError:
+        return None
+    cdef Py_ssize_t n = f.index.size(), r, j
+    read_only = np.zeros(n, np.uint8)
+    cdef uint8_t[::1] ro = read_only
+    cdef bint any_app
+    for r in range(n):
+        if f.ttype[r] != T_OK or f.mop_start[r] == f.mop_start[r + 1]:
+            continue
+        any_app = False
+        for j in range(f.mop_start[r], f.mop_start[r + 1]):
+            if f.app[j]:
+                any_app = True
+                break
+        ro[r] = not any_app
+    out = {"index": _arr(f.index), "invoke_index": _arr(f.invoke_index),
+           "process": _arr(f.process), "t_invoke": _arr(f.t_invoke),
+           "t_complete": _arr(f.t_complete), "read_only": read_only.view(bool),
+           "others": [bytes(x) for x in f.others]}
+    vector[int64_t]().swap(f.index)
+    vector[int64_t]().swap(f.invoke_index)
+    vector[int64_t]().swap(f.process)
+    vector[int64_t]().swap(f.t_invoke)
+    vector[int64_t]().swap(f.t_complete)
+    types = np.empty(n, np.int8)
+    cdef int8_t[::1] tv = types
+    for r in range(n):
+        tv[r] = f.ttype[r]
+    out["type"] = types
+    cdef Py_ssize_t M = f.key.size()
+    mop_txn = np.empty(M, np.int64)
+    cdef int64_t[::1] mt = mop_txn
+    for r in range(n):
+        for j in range(f.mop_start[r], f.mop_start[r + 1]):
+            mt[j] = r
+    key = np.empty(M, np.int64)
+    cdef int64_t[::1] kv = key
+    for j in range(M):
+        kv[j] = f.key[j]
+    vector[int32_t]().swap(f.key)
+    app = np.empty(M, np.uint8)
+    cdef uint8_t[::1] av = app
+    for j in range(M):
+        av[j] = f.app[j]
+    vector[uint8_t]().swap(f.app)
+    val = _arr(f.val)
+    vector[int64_t]().swap(f.val)
+    off = _arr(f.roff)
+    vector[int64_t]().swap(f.roff)
+    ln = _arr(f.rlen)
+    vector[int64_t]().swap(f.rlen)
+    out["elements"] = _arr(f.elems)
+    vector[int64_t]().swap(f.elems)
+    out["mop_start"] = _arr(f.mop_start)
+    grouped = group_by_key(keys, key, mop_txn, app, val, off, ln)
+    out["grouped"] = grouped[:7]
+    out["where"] = grouped[7]
+    out["duplicate_append"] = grouped[8]
+    return out
+
+
 def flatten(list mops):
-    """Every micro-op of every txn, grouped by key (keys in sorted order, then txn order,
-    then micro-op order, as per_key.split_by_key): (keys, key_start int64[K+1], txn,
-    is_append uint8, value int64 (an append's element), read_off, read_len (-1: a read
-    whose result is unknown), elements int64 (the reads' lists, back to back)). None
-    when an element is beyond 64-bit integers (the Python stage takes the history)."""
+    """Every micro-op of every txn, grouped by key (group_by_key's tuple, without `where`
+    and the duplicate flag), from Txns.mops; None when an element is beyond 64-bit
+    integers or a micro-op has another shape (the Python stage takes the history)."""
     cdef dict ids = {}
+    cdef list keys = []
     cdef vector[int64_t] m_key, m_txn, m_val, m_off, m_len, elems
     cdef vector[uint8_t] m_app
-    cdef Py_ssize_t t, j, n = len(mops)
+    cdef Py_ssize_t t, n = len(mops)
     cdef list ms
     cdef tuple m
     cdef object kid, v
@@ -48,6 +140,7 @@ def flatten(list mops):
                 kid = ids.get(m[1])
                 if kid is None:
                     kid = ids[m[1]] = len(ids)
+                    keys.append(m[1])
                 m_key.push_back(<int64_t>kid)
                 m_txn.push_back(t)
                 v = m[2]
@@ -68,15 +161,32 @@ def flatten(list mops):
                             elems.push_back(x)
     except (OverflowError, TypeError):  # an element beyond int64, or another shape
         return None
-    keys = sorted(ids)
-    cdef Py_ssize_t K = len(keys), M = m_key.size(), i
+    app = np.empty(m_app.size(), np.uint8)
+    cdef uint8_t[::1] av = app
+    cdef Py_ssize_t i
+    for i in range(<Py_ssize_t>m_app.size()):
+        av[i] = m_app[i]
+    grouped = group_by_key(keys, _arr(m_key), _arr(m_txn), app, _arr(m_val), _arr(m_off),
+                           _arr(m_len))
+    return grouped[:7] + (_arr(elems),)
+
+
+def group_by_key(list keys, const int64_t[::1] key, const int64_t[::1] txn,
+                 const uint8_t[::1] app, const int64_t[::1] val, const int64_t[::1] off,
+                 const int64_t[::1] ln):
+    """Micro-ops (in txn order, then micro-op order; `key` the id in `keys`) grouped by
+    key, keys in sorted order, as per_key.split_by_key: (sorted keys, key_start
+    int64[K+1], txn, is_append, value, read_off, read_len, where (each micro-op's place
+    in the grouped columns), whether some key has one value appended twice)."""
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    cdef Py_ssize_t K = len(keys), M = key.shape[0], i, j
     cdef vector[int64_t] rank = vector[int64_t](K)
     for i in range(K):
-        rank[<int64_t>ids[keys[i]]] = i
+        rank[<int64_t>order[i]] = i
     start = np.zeros(K + 1, np.int64)
     cdef int64_t[::1] st = start
     for i in range(M):
-        st[rank[m_key[i]] + 1] += 1
+        st[rank[key[i]] + 1] += 1
     for i in range(K):
         st[i + 1] += st[i]
     cdef vector[int64_t] fill = vector[int64_t](K)
@@ -87,23 +197,33 @@ def flatten(list mops):
     o_val = np.empty(M, np.int64)
     o_off = np.empty(M, np.int64)
     o_len = np.empty(M, np.int64)
-    cdef int64_t[::1] a_txn = o_txn, a_val = o_val, a_off = o_off, a_len = o_len
+    where = np.empty(M, np.int64)
+    cdef int64_t[::1] a_txn = o_txn, a_val = o_val, a_off = o_off, a_len = o_len, wv = where
     cdef uint8_t[::1] a_app = o_app
     cdef int64_t r
     for i in range(M):
-        r = rank[m_key[i]]
+        r = rank[key[i]]
         j = fill[r]
         fill[r] += 1
-        a_txn[j] = m_txn[i]
-        a_app[j] = m_app[i]
-        a_val[j] = m_val[i]
-        a_off[j] = m_off[i]
-        a_len[j] = m_len[i]
-    o_el = np.empty(elems.size(), np.int64)
-    cdef int64_t[::1] a_el = o_el
-    for i in range(<Py_ssize_t>elems.size()):
-        a_el[i] = elems[i]
-    return keys, start, o_txn, o_app, o_val, o_off, o_len, o_el
+        wv[i] = j
+        a_txn[j] = txn[i]
+        a_app[j] = app[i]
+        a_val[j] = val[i]
+        a_off[j] = off[i]
+        a_len[j] = ln[i]
+    cdef unordered_map[int64_t, int64_t] seen
+    cdef bint dup = False
+    for r in range(K):
+        seen.clear()
+        for j in range(st[r], st[r + 1]):
+            if a_app[j]:
+                if seen.count(a_val[j]):
+                    dup = True
+                    break
+                seen[a_val[j]] = 1
+        if dup:
+            break
+    return ([keys[i] for i in order], start, o_txn, o_app, o_val, o_off, o_len, where, dup)
 
 
 cdef object _arr(vector[int64_t] &v):

@@ -1,0 +1,455 @@
+// The list-append history.jsonl reader's fast path (checkers/la_compiled.pyx binds it):
+// the records of the usual shape straight into columns, no Python object per record.
+// It takes exactly what checkers/list_append/history.py's typed reader (_typed_txns)
+// takes and stops at the first thing that reader would not take (or might read
+// otherwise), returning false; the Python readers then read the file and name any
+// problem. Lines of records that are no client operation (faults: process null, absent
+// or "nemesis") are kept raw for the Python side to decode.
+#pragma once
+
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace llla {
+
+constexpr int64_t NEVER = INT64_MAX;
+constexpr int8_t OK = 0, INFO = 1, FAIL = 2;
+
+struct Flat {
+  // one row per txn, in invocation order
+  std::vector<int64_t> index, invoke_index, process, t_invoke, t_complete;
+  std::vector<int8_t> ttype;
+  std::vector<int64_t> mop_start{0};  // row r's micro-ops: [mop_start[r], mop_start[r+1])
+  // micro-ops in row order; a read's list is elems[off, off+len), len -1: unknown
+  std::vector<int32_t> key;
+  std::vector<uint8_t> app;
+  std::vector<int64_t> val, roff, rlen;
+  std::vector<int64_t> elems;
+  std::vector<std::string> keys;    // key id -> key
+  std::vector<std::string> others;  // raw lines of the records that are no client op
+};
+
+struct Mop {
+  int f;  // 0 append, 1 r
+  int32_t key;
+  int vkind;  // 0 int, 1 list, 2 null
+  int64_t v;
+  int64_t lo, hi;  // the list's elements in the scratch buffer
+};
+
+class Reader {
+ public:
+  explicit Reader(Flat &out) : o(out) {}
+
+  bool line(const char *p, const char *e, int64_t pos) {
+    s = p;
+    end = e;
+    while (end > s && (end[-1] == '\n' || end[-1] == '\r')) --end;
+    for (const char *c = s; c < end; ++c)
+      if (static_cast<unsigned char>(*c) >= 0x80) return false;  // UTF-8: Python decides
+    have_proc = proc_null = proc_nemesis = have_index = have_time = false;
+    have_type = have_f = false;
+    value_kind = 0;  // absent: null, as the typed reader's default
+    mops.clear();
+    scratch.clear();
+    seen_fields = 0;
+    ws();
+    if (!eat('{')) return false;
+    ws();
+    if (!eat('}')) {
+      for (;;) {
+        ws();
+        const char *k0;
+        size_t kn;
+        if (!plain_string(k0, kn)) return false;
+        ws();
+        if (!eat(':')) return false;
+        ws();
+        if (!field(k0, kn)) return false;
+        ws();
+        if (eat(',')) continue;
+        if (eat('}')) break;
+        return false;
+      }
+    }
+    ws();
+    if (s != end) return false;
+    if (!have_proc || proc_null || proc_nemesis) {
+      o.others.emplace_back(p, e - p);
+      return true;
+    }
+    return client(pos);
+  }
+
+  bool finish() {
+    pending.clear();
+    return true;
+  }
+
+ private:
+  Flat &o;
+  const char *s = nullptr, *end = nullptr;
+  bool have_proc, proc_null, proc_nemesis, have_index, have_time, have_type, have_f;
+  int64_t proc = 0, idx = 0, tm = 0;
+  std::string type_s, f_s;
+  int value_kind;  // 0 null or absent, 1 list of micro-ops, 2 object
+  unsigned seen_fields;
+  std::vector<Mop> mops;
+  std::vector<int64_t> scratch;
+  std::unordered_map<int64_t, int64_t> pending;  // process -> row
+  std::unordered_map<std::string, int32_t> key_ids;
+  std::string key_buf;
+
+  void ws() {
+    while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) ++s;
+  }
+  bool eat(char c) {
+    if (s < end && *s == c) {
+      ++s;
+      return true;
+    }
+    return false;
+  }
+  // a string without escapes or control characters
+  bool plain_string(const char *&b, size_t &n) {
+    if (!eat('"')) return false;
+    b = s;
+    while (s < end && *s != '"') {
+      if (*s == '\\' || static_cast<unsigned char>(*s) < 0x20) return false;
+      ++s;
+    }
+    if (s >= end) return false;
+    n = s - b;
+    ++s;
+    return true;
+  }
+  // a JSON integer within int64 (no fraction, exponent or leading zero)
+  bool integer(int64_t &v) {
+    const char *b = s;
+    bool neg = eat('-');
+    if (s >= end || *s < '0' || *s > '9') return false;
+    if (*s == '0' && s + 1 < end && s[1] >= '0' && s[1] <= '9') return false;
+    uint64_t acc = 0;
+    while (s < end && *s >= '0' && *s <= '9') {
+      unsigned d = *s - '0';
+      if (acc > (UINT64_MAX - d) / 10) return false;
+      acc = acc * 10 + d;
+      ++s;
+    }
+    if (s < end && (*s == '.' || *s == 'e' || *s == 'E')) return false;
+    if (neg) {
+      if (acc > static_cast<uint64_t>(INT64_MAX) + 1) return false;
+      v = acc == static_cast<uint64_t>(INT64_MAX) + 1 ? INT64_MIN : -static_cast<int64_t>(acc);
+    } else {
+      if (acc > static_cast<uint64_t>(INT64_MAX)) return false;
+      v = static_cast<int64_t>(acc);
+    }
+    (void)b;
+    return true;
+  }
+  bool literal(const char *w) {
+    size_t n = std::strlen(w);
+    if (static_cast<size_t>(end - s) < n || std::memcmp(s, w, n) != 0) return false;
+    s += n;
+    return true;
+  }
+  bool skip_string() {
+    if (!eat('"')) return false;
+    while (s < end && *s != '"') {
+      if (static_cast<unsigned char>(*s) < 0x20) return false;
+      if (*s == '\\') {
+        ++s;
+        if (s >= end) return false;
+        if (*s == 'u') {
+          for (int i = 0; i < 4; ++i) {
+            ++s;
+            if (s >= end || !std::isxdigit(static_cast<unsigned char>(*s))) return false;
+          }
+        } else if (!std::strchr("\"\\/bfnrt", *s)) {
+          return false;
+        }
+      }
+      ++s;
+    }
+    if (s >= end) return false;
+    ++s;
+    return true;
+  }
+  bool skip_number() {
+    const char *b = s;
+    eat('-');
+    if (s >= end || *s < '0' || *s > '9') return false;
+    if (*s == '0' && s + 1 < end && s[1] >= '0' && s[1] <= '9') return false;
+    while (s < end && *s >= '0' && *s <= '9') ++s;
+    if (eat('.')) {
+      if (s >= end || *s < '0' || *s > '9') return false;
+      while (s < end && *s >= '0' && *s <= '9') ++s;
+    }
+    if (s < end && (*s == 'e' || *s == 'E')) {
+      ++s;
+      if (s < end && (*s == '+' || *s == '-')) ++s;
+      if (s >= end || *s < '0' || *s > '9') return false;
+      while (s < end && *s >= '0' && *s <= '9') ++s;
+    }
+    return s > b;
+  }
+  bool skip_value(int depth = 0) {
+    if (depth > 64 || s >= end) return false;
+    char c = *s;
+    if (c == '"') return skip_string();
+    if (c == '{' || c == '[') {
+      char close = c == '{' ? '}' : ']';
+      ++s;
+      ws();
+      if (eat(close)) return true;
+      for (;;) {
+        ws();
+        if (c == '{') {
+          if (!skip_string()) return false;
+          ws();
+          if (!eat(':')) return false;
+          ws();
+        }
+        if (!skip_value(depth + 1)) return false;
+        ws();
+        if (eat(',')) continue;
+        return eat(close);
+      }
+    }
+    if (c == 't') return literal("true");
+    if (c == 'f') return literal("false");
+    if (c == 'n') return literal("null");
+    return skip_number();
+  }
+
+  bool field(const char *k, size_t n) {
+    auto is = [&](const char *w) { return n == std::strlen(w) && std::memcmp(k, w, n) == 0; };
+    unsigned bit;
+    if (is("process")) bit = 1;
+    else if (is("type")) bit = 2;
+    else if (is("f")) bit = 4;
+    else if (is("index")) bit = 8;
+    else if (is("time")) bit = 16;
+    else if (is("value")) bit = 32;
+    else return skip_value();
+    if (seen_fields & bit) return false;  // a field twice: Python decides
+    seen_fields |= bit;
+    const char *b;
+    size_t m;
+    switch (bit) {
+      case 1:
+        have_proc = true;
+        if (literal("null")) {
+          proc_null = true;
+          return true;
+        }
+        if (s < end && *s == '"') {
+          if (!plain_string(b, m)) return false;
+          if (m == 7 && std::memcmp(b, "nemesis", 7) == 0) {
+            proc_nemesis = true;
+            return true;
+          }
+          return false;  // a client with a named process: Python decides
+        }
+        return integer(proc);
+      case 2:
+        if (!plain_string(b, m)) return false;
+        type_s.assign(b, m);
+        have_type = true;
+        return true;
+      case 4:
+        if (!plain_string(b, m)) return false;
+        f_s.assign(b, m);
+        have_f = true;
+        return true;
+      case 8:
+        if (literal("null")) return true;
+        have_index = true;
+        return integer(idx);
+      case 16:
+        if (literal("null")) return true;
+        have_time = true;
+        return integer(tm);
+      default:
+        return value();
+    }
+  }
+
+  // value: null, an object (kept aside), or a list of [f, key, int | [int...] | null]
+  bool value() {
+    if (literal("null")) {
+      value_kind = 0;
+      return true;
+    }
+    if (s < end && *s == '{') {
+      value_kind = 2;
+      return skip_value();
+    }
+    if (!eat('[')) return false;
+    value_kind = 1;
+    ws();
+    if (eat(']')) return true;
+    for (;;) {
+      ws();
+      if (!eat('[')) return false;
+      ws();
+      const char *b;
+      size_t m;
+      Mop mop{};
+      if (!plain_string(b, m)) return false;
+      if (m == 6 && std::memcmp(b, "append", 6) == 0) mop.f = 0;
+      else if (m == 1 && b[0] == 'r') mop.f = 1;
+      else return false;
+      ws();
+      if (!eat(',')) return false;
+      ws();
+      if (!plain_string(b, m)) return false;
+      key_buf.assign(b, m);
+      auto it = key_ids.find(key_buf);
+      if (it == key_ids.end()) {
+        it = key_ids.emplace(key_buf, static_cast<int32_t>(o.keys.size())).first;
+        o.keys.push_back(key_buf);
+      }
+      mop.key = it->second;
+      ws();
+      if (!eat(',')) return false;
+      ws();
+      if (literal("null")) {
+        mop.vkind = 2;
+      } else if (eat('[')) {
+        mop.vkind = 1;
+        mop.lo = scratch.size();
+        ws();
+        if (!eat(']')) {
+          for (;;) {
+            ws();
+            int64_t x;
+            if (!integer(x)) return false;
+            scratch.push_back(x);
+            ws();
+            if (eat(',')) continue;
+            if (eat(']')) break;
+            return false;
+          }
+        }
+        mop.hi = scratch.size();
+      } else {
+        mop.vkind = 0;
+        if (!integer(mop.v)) return false;
+      }
+      ws();
+      if (!eat(']')) return false;
+      // what _typed_mops takes: appends of an int above INT64_MIN, reads of a list or null
+      if (mop.f == 0 && (mop.vkind != 0 || mop.v == INT64_MIN)) return false;
+      if (mop.f == 1 && mop.vkind == 0) return false;
+      mops.push_back(mop);
+      ws();
+      if (eat(',')) continue;
+      if (eat(']')) return true;
+      return false;
+    }
+  }
+
+  bool client(int64_t pos) {
+    (void)pos;
+    if (!have_f || f_s != "txn" || !have_index || !have_time) return false;
+    bool is_invoke = have_type && type_s == "invoke";
+    bool is_ok = have_type && type_s == "ok";
+    if (value_kind != 1 && (value_kind != 0 || is_invoke || is_ok)) return false;
+    if (is_invoke) {
+      if (pending.count(proc)) return false;
+      int64_t row = o.index.size();
+      pending[proc] = row;
+      o.index.push_back(idx);
+      o.invoke_index.push_back(idx);
+      o.ttype.push_back(INFO);
+      o.process.push_back(proc);
+      o.t_invoke.push_back(tm);
+      o.t_complete.push_back(NEVER);
+      for (const Mop &m : mops) {
+        o.key.push_back(m.key);
+        o.app.push_back(m.f == 0);
+        o.val.push_back(m.f == 0 ? m.v : 0);
+        put_read(m, false, false);
+      }
+      o.mop_start.push_back(o.key.size());
+      return true;
+    }
+    int8_t kind;
+    if (is_ok) kind = OK;
+    else if (have_type && type_s == "info") kind = INFO;
+    else if (have_type && type_s == "fail") kind = FAIL;
+    else return false;
+    auto it = pending.find(proc);
+    if (it == pending.end()) return false;
+    int64_t row = it->second;
+    pending.erase(it);
+    o.index[row] = idx;
+    o.ttype[row] = kind;
+    if (kind == OK) o.t_complete[row] = tm;
+    int64_t a = o.mop_start[row], b = o.mop_start[row + 1];
+    if (value_kind == 0) return true;  // the invocation's micro-ops stand
+    if (static_cast<int64_t>(mops.size()) != b - a) return false;
+    for (int64_t j = a; j < b; ++j) {
+      const Mop &m = mops[j - a];
+      if (m.key != o.key[j] || (m.f == 0) != static_cast<bool>(o.app[j])) return false;
+      if (m.f == 0) {
+        if (m.v != o.val[j]) return false;
+      } else {
+        put_read(m, true, kind == OK, j);
+      }
+    }
+    return true;
+  }
+
+  // a read's list into elems: appended (at an invocation) or replacing row j's (at a
+  // completion); a null read is unknown (-1), or empty at an ok completion
+  void put_read(const Mop &m, bool replace, bool completed_ok, int64_t j = -1) {
+    int64_t off = 0, len = 0;
+    if (m.f == 1) {
+      if (m.vkind == 1) {
+        off = o.elems.size();
+        len = m.hi - m.lo;
+        o.elems.insert(o.elems.end(), scratch.begin() + m.lo, scratch.begin() + m.hi);
+      } else {
+        len = completed_ok ? 0 : -1;
+      }
+    }
+    if (replace) {
+      o.roff[j] = off;
+      o.rlen[j] = len;
+    } else {
+      o.roff.push_back(off);
+      o.rlen.push_back(len);
+    }
+  }
+};
+
+// Reads the file: true when every line took the fast path.
+inline bool read_file(const char *path, Flat &out) {
+  FILE *fh = std::fopen(path, "rb");
+  if (!fh) return false;
+  Reader r(out);
+  char *buf = nullptr;
+  size_t cap = 0;
+  ssize_t n;
+  int64_t pos = 0;
+  bool ok = true;
+  while ((n = getline(&buf, &cap, fh)) != -1) {
+    if (!r.line(buf, buf + n, pos++)) {
+      ok = false;
+      break;
+    }
+  }
+  std::free(buf);
+  std::fclose(fh);
+  return ok && r.finish();
+}
+
+}  // namespace llla
