@@ -235,6 +235,104 @@ cdef object _arr(vector[int64_t] &v):
     return out
 
 
+cdef bint _groups_fine(vector[int64_t] &grouped, Py_ssize_t a, Py_ssize_t b,
+                       const int64_t[::1] txn, const uint8_t[::1] is_append,
+                       const int64_t[::1] value, const int64_t[::1] read_off,
+                       const int64_t[::1] read_len, const int64_t[::1] elements,
+                       const int8_t[::1] types, vector[int64_t] &rd,
+                       unordered_map[int64_t, int64_t] &writer,
+                       unordered_map[int64_t, int64_t] &last_app,
+                       unordered_map[int64_t, int64_t] &pos):
+    """Whether key_stage would find nothing in the txns with several micro-ops on one
+    key (the key's reads are known to be prefixes of its order, so a read's state is its
+    length): per_key's G1b, _own_order_cases, _internal_cases, _lost_update_cases."""
+    cdef Py_ssize_t q, i, j, lo, hi, x
+    cdef int64_t t, v, w, p, last_p, n_read
+    cdef bint unseen, known_set, known
+    cdef vector[int64_t] state, later
+    cdef unordered_map[int64_t, int64_t] lost_update_state
+    # G1b: an ok read ending at an element its writer appended to the key again later
+    for q in range(<Py_ssize_t>rd.size()):
+        i = rd[q]
+        t = txn[i]
+        if types[t] == T_OK and read_len[i] > 0:
+            v = elements[read_off[i] + read_len[i] - 1]
+            if writer.count(v):
+                w = writer[v]
+                if w != t and last_app[w] != v:
+                    return False
+    for q in range(<Py_ssize_t>grouped.size()):
+        lo = grouped[q]
+        t = txn[lo]
+        hi = lo
+        while hi < b and txn[hi] == t:
+            hi += 1
+        if types[t] == T_FAIL:
+            continue
+        # its own appends in its order: observed ones increasing, none after an unseen one
+        last_p = -1
+        unseen = False
+        for i in range(lo, hi):
+            if is_append[i]:
+                if pos.count(value[i]):
+                    p = pos[value[i]]
+                    if unseen or p < last_p:
+                        return False
+                    last_p = p
+                else:
+                    unseen = True
+        if types[t] != T_OK:
+            continue
+        # internal and future-read: each read against what the txn did before it
+        known_set = False
+        known = False
+        state.clear()
+        for i in range(lo, hi):
+            if is_append[i]:
+                if not known_set:
+                    known_set = True
+                    known = False
+                    state.clear()
+                state.push_back(value[i])
+                continue
+            n_read = read_len[i]
+            if n_read < 0:  # an ok txn's read is known; anything else: Python decides
+                return False
+            for j in range(i + 1, hi):  # an element it appends only later
+                if is_append[j]:
+                    for x in range(n_read):
+                        if elements[read_off[i] + x] == value[j]:
+                            return False
+            if known_set:
+                if known:
+                    if n_read != <int64_t>state.size():
+                        return False
+                    for x in range(n_read):
+                        if elements[read_off[i] + x] != state[x]:
+                            return False
+                else:
+                    if n_read < <int64_t>state.size():
+                        return False
+                    for x in range(<Py_ssize_t>state.size()):
+                        if elements[read_off[i] + n_read - <int64_t>state.size() + x] != state[x]:
+                            return False
+            known_set = True
+            known = True
+            state.clear()
+            for x in range(n_read):
+                state.push_back(elements[read_off[i] + x])
+        # lost-update: two ok txns that read one state first, then append
+        for i in range(lo, hi):
+            if is_append[i]:
+                if i > lo:  # a read came first: its state is its length
+                    n_read = read_len[lo]
+                    if lost_update_state.count(n_read):
+                        return False
+                    lost_update_state[n_read] = t
+                break
+    return True
+
+
 def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
                const uint8_t[::1] is_append, const int64_t[::1] value,
                const int64_t[::1] read_off, const int64_t[::1] read_len,
@@ -250,32 +348,37 @@ def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
     cdef vector[int64_t] e_src, e_dst, e_val, e_prev, e_key
     cdef vector[uint8_t] e_kind
     cdef vector[int64_t] s_txn, s_time, s_by, s_key
-    cdef unordered_map[int64_t, int64_t] writer, pos
+    cdef unordered_map[int64_t, int64_t] writer, pos, last_app
+    cdef vector[int64_t] grouped  # first micro-op of each txn with several on the key
     cdef vector[int64_t] app_t, app_v, rd, order, a_prev, a_state
     cdef vector[int64_t] bucket_start, bucket
     cdef vector[int64_t] ww_s, ww_d, ww_v, ww_p, rw_s, rw_d, rw_v, rw_p, wr_s, wr_d, wr_v
     cdef vector[int64_t] sup_time, sup_by
-    cdef Py_ssize_t k, a, b, i, j, q, longest, ln
+    cdef Py_ssize_t k, a, b, i, j, q, longest, ln, run_start = 0
     cdef int64_t t, v, w, prev, st, best_t, best_w, latest, m, off, lo
     cdef bint bad
     for k in range(K):
         a, b = key_start[k], key_start[k + 1]
         bad = False
         writer.clear()
+        last_app.clear()
+        grouped.clear()
         app_t.clear()
         app_v.clear()
         rd.clear()
         for i in range(a, b):
             t = txn[i]
-            if i > a and txn[i - 1] == t:  # two micro-ops of one txn: the Python stage
-                bad = True
-                break
+            if i == a or txn[i - 1] != t:
+                run_start = i
+            elif not grouped.size() or grouped.back() != run_start:
+                grouped.push_back(run_start)  # a txn with several micro-ops on this key
             if is_append[i]:
                 v = value[i]
                 if writer.count(v):
                     bad = True
                     break
                 writer[v] = t
+                last_app[t] = v
                 if types[t] != T_FAIL:
                     app_t.push_back(t)
                     app_v.push_back(v)
@@ -316,6 +419,13 @@ def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
             order.push_back(app_v[0])
             pos[app_v[0]] = 0
         if bad:
+            flag[k] = 1
+            continue
+        # what a txn with several micro-ops on the key can show (G1b, incompatible-order of
+        # its own appends, internal, future-read, lost-update): Python names them
+        if grouped.size() and not _groups_fine(grouped, a, b, txn, is_append, value,
+                                               read_off, read_len, elements, types,
+                                               rd, writer, last_app, pos):
             flag[k] = 1
             continue
         # lost writes (acknowledged, never seen, appends invoked after it seen): Python
@@ -521,4 +631,91 @@ def sccs(Py_ssize_t n, const int64_t[::1] offsets, const int64_t[::1] targets):
                         break
                 if comp.size() > 1:
                     out.append([comp[j] for j in range(<Py_ssize_t>comp.size())])
+    return out
+
+
+cdef extern from *:
+    """
+    #include <algorithm>
+    #include <vector>
+    struct LlEdge { int64_t d; uint8_t k; };
+    // edges by source (one counting sort), each source's targets sorted, duplicates
+    // merged with the OR of their kinds
+    static void ll_merge(int64_t n, int64_t m, const int64_t *src, const int64_t *dst,
+                         const uint8_t *kind, std::vector<int64_t> &os,
+                         std::vector<int64_t> &od, std::vector<uint8_t> &ok) {
+        std::vector<int64_t> start(n + 1, 0);
+        for (int64_t e = 0; e < m; ++e) ++start[src[e] + 1];
+        for (int64_t v = 0; v < n; ++v) start[v + 1] += start[v];
+        std::vector<int64_t> fill(start.begin(), start.end() - 1);
+        std::vector<LlEdge> by(m);
+        for (int64_t e = 0; e < m; ++e) by[fill[src[e]]++] = LlEdge{dst[e], kind[e]};
+        os.reserve(m);
+        od.reserve(m);
+        ok.reserve(m);
+        for (int64_t v = 0; v < n; ++v) {
+            LlEdge *b = by.data() + start[v], *e = by.data() + start[v + 1];
+            if (b == e) continue;
+            std::sort(b, e, [](const LlEdge &x, const LlEdge &y) { return x.d < y.d; });
+            int64_t last = -1;
+            for (LlEdge *p = b; p < e; ++p) {
+                if (p->d == last) {
+                    ok.back() |= p->k;
+                } else {
+                    last = p->d;
+                    os.push_back(v);
+                    od.push_back(p->d);
+                    ok.push_back(p->k);
+                }
+            }
+        }
+    }
+    """
+    void ll_merge(int64_t n, int64_t m, const int64_t *src, const int64_t *dst,
+                  const uint8_t *kind, vector[int64_t] &os, vector[int64_t] &od,
+                  vector[uint8_t] &ok) nogil
+
+
+def merge_sorted(Py_ssize_t n, const int64_t[::1] src, const int64_t[::1] dst,
+                 const uint8_t[::1] kind):
+    """graph.merge_edges: one edge per (src, dst) with the OR of their kinds, sorted by
+    (src, dst): a counting sort by source, then each source's few targets sorted."""
+    cdef Py_ssize_t E = src.shape[0], i
+    cdef vector[int64_t] o_src, o_dst
+    cdef vector[uint8_t] o_kind
+    if E:
+        with nogil:
+            ll_merge(n, E, &src[0], &dst[0], &kind[0], o_src, o_dst, o_kind)
+    k = np.empty(o_kind.size(), np.uint8)
+    cdef uint8_t[::1] kv = k
+    for i in range(<Py_ssize_t>o_kind.size()):
+        kv[i] = o_kind[i]
+    return _arr(o_src), _arr(o_dst), k
+
+
+cdef extern from *:
+    """
+    #include <algorithm>
+    static void ll_event_order(int64_t n, const int64_t *at, const int64_t *tie,
+                               const int8_t *what, int64_t *out) {
+        for (int64_t i = 0; i < n; ++i) out[i] = i;
+        std::stable_sort(out, out + n, [&](int64_t a, int64_t b) {
+            if (at[a] != at[b]) return at[a] < at[b];
+            if (tie[a] != tie[b]) return tie[a] < tie[b];
+            return what[a] < what[b];
+        });
+    }
+    """
+    void ll_event_order(int64_t n, const int64_t *at, const int64_t *tie,
+                        const int8_t *what, int64_t *out) nogil
+
+
+def event_order(const int64_t[::1] at, const int64_t[::1] tie, const int8_t[::1] what):
+    """np.lexsort((what, tie, at)), by one stable sort on the three keys."""
+    cdef Py_ssize_t n = at.shape[0]
+    out = np.empty(n, np.int64)
+    cdef int64_t[::1] o = out
+    if n:
+        with nogil:
+            ll_event_order(n, &at[0], &tie[0], &what[0], &o[0])
     return out

@@ -76,11 +76,14 @@ def merge_edges(n: int, parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray
     """One edge per (src, dst) with the OR of their kinds."""
     if not parts:
         return Graph(n, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
-    src = np.concatenate([p[0] for p in parts]).astype(np.int64)
-    dst = np.concatenate([p[1] for p in parts]).astype(np.int64)
-    kind = np.concatenate([p[2] for p in parts]).astype(np.uint8)
+    src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
+    dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
+    kind = np.concatenate([p[2] for p in parts]).astype(np.uint8, copy=False)
     if not len(src):
         return Graph(n, src, dst, kind)
+    native = compiled()
+    if native is not None:
+        return Graph(n, *native.merge_sorted(n, src, dst, kind))
     code = src * n + dst
     order = np.argsort(code, kind="stable")
     code, kind = code[order], kind[order]
@@ -130,11 +133,13 @@ def realtime_edges(inv_at: np.ndarray, done_at: np.ndarray, ok: np.ndarray,
         [inv_tie[rows], done_tie[done]])
     what = np.concatenate([np.zeros(len(rows), np.int8), np.ones(len(done), np.int8)])
     who = np.concatenate([rows, done])
-    order = np.lexsort((what, tie, at))
     native = compiled()
     if native is not None:
+        order = native.event_order(at.astype(np.int64, copy=False),
+                                   tie.astype(np.int64, copy=False), what)
         src_a, dst_a = native.realtime_sweep(len(ok), what[order], who[order].astype(np.int64))
         return src_a, dst_a, np.full(len(src_a), REALTIME, np.uint8)
+    order = np.lexsort((what, tie, at))
     frontier: set[int] = set()
     preds: dict[int, list[int]] = {}
     src: list[int] = []
@@ -164,7 +169,10 @@ def csr(n: int, src: np.ndarray, dst: np.ndarray, kind: np.ndarray
 def csr_arrays(n: int, src: np.ndarray, dst: np.ndarray, kind: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(offsets, targets, kinds) as int64 arrays (kinds uint8), edges in source order."""
-    order = np.argsort(src, kind="stable")
+    if len(src) and bool((src[1:] >= src[:-1]).all()):  # merge_edges' order already
+        order = np.arange(len(src))
+    else:
+        order = np.argsort(src, kind="stable")
     counts = np.bincount(src, minlength=n)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return offsets, dst[order].astype(np.int64), kind[order]

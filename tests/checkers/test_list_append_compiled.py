@@ -263,3 +263,41 @@ def test_compiled_reader_on_a_generated_history_and_odd_spellings(tmp_path: Path
         line % (10 + i, 100 + i, 2, 7) for i, line in enumerate(LINES)))
     fast, slow = _read_both(twice)
     assert isinstance(slow, str) and "appended to key x twice" in slow and fast == slow
+
+
+def _flagged(records: list[dict[str, Any]]) -> list[int]:
+    txns = txns_from_records(records)
+    keys, start, txn, app, val, off, ln, el = history.compiled().flatten(txns.mops)
+    flagged, _, _ = history.compiled().clean_keys(
+        start, txn, app, val, off, ln, el, txns.type, txns.t_invoke, txns.t_complete,
+        txns.read_only.view(np.uint8))
+    _same_columns(txns)
+    return flagged.tolist()
+
+
+def _txn(i: int, p: int, mops: list[list[Any]], typ: str = "ok") -> list[dict[str, Any]]:
+    inv = [[f, k, None if f == "r" else v] for f, k, v in mops]
+    return [{"index": 2 * i, "time": 10 * i, "process": p, "type": "invoke", "f": "txn",
+             "value": inv},
+            {"index": 2 * i + 1, "time": 10 * i + 5, "process": p, "type": typ, "f": "txn",
+             "value": mops}]
+
+
+@needs_compiled
+def test_the_compiled_stage_keeps_txns_with_several_micro_ops_on_a_key_unless_they_show_one(
+        ) -> None:
+    clean = (_txn(0, 1, [["r", "x", []], ["append", "x", 1], ["append", "x", 2],
+                         ["r", "x", [1, 2]]])
+             + _txn(1, 2, [["r", "x", [1, 2]], ["append", "x", 3]])
+             + _txn(2, 3, [["r", "x", [1, 2, 3]]]))
+    assert _flagged(clean) == [0]
+    lost_update = (_txn(0, 1, [["r", "x", []], ["append", "x", 1]])
+                   + _txn(1, 2, [["r", "x", []], ["append", "x", 2]])
+                   + _txn(2, 3, [["r", "x", [1]]]))
+    assert _flagged(lost_update) == [1]
+    internal = (_txn(0, 1, [["append", "x", 1], ["r", "x", []]])
+                + _txn(1, 3, [["r", "x", [1]]]))
+    assert _flagged(internal) == [1]
+    g1b = (_txn(0, 1, [["append", "x", 1], ["append", "x", 2]])
+           + _txn(1, 3, [["r", "x", [1]]]) + _txn(2, 3, [["r", "x", [1, 2]]]))
+    assert _flagged(g1b) == [1]
