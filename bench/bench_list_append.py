@@ -8,7 +8,9 @@ executors (checkers/list_append/on_spark.py), side by side; asserts that the
 checker reports exactly the planted anomalies (each type on its plant's transactions,
 nothing on the bulk, each stale read with its exact staleness) and prints, per size,
 transactions, seconds, transactions/s, CPU seconds and the peak resident memory of the
-process tree (driver, JVM and Python workers together).
+process tree (driver, JVM and Python workers together). Up to --pure-upto transactions,
+each size is also checked with the compiled part (checkers/la_compiled.pyx) turned off,
+as where it is not built: the pure-Python reader and stages, side by side in one run.
 
     python -m bench.bench_list_append                       # 20k and 1 M transactions
     python -m bench.bench_list_append --txns 20000 1000000 10000000 --master local[2]
@@ -102,13 +104,21 @@ def history(txns: int, keys: int, lease_ms: float, seed: int,
     return path, plants
 
 
-def check_once(path: Path, lease_ms: float, master: str) -> tuple[dict, float, float, int]:
+def check_once(path: Path, lease_ms: float, master: str,
+               pure: bool = False) -> tuple[dict, float, float, int]:
     from leaseline.checkers.check_command import check_files
+    from leaseline.checkers.list_append import history as la_history
 
-    with PeakRss() as rss:
-        t, cpu = time.perf_counter(), tree_cpu_seconds()
-        checked = check_files([str(path)], "jsonl", lease_ms, master)
-        seconds, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
+    saved = la_history.la_compiled
+    if pure:  # the pure-Python reader and stages, as where the extension is not built
+        la_history.la_compiled = None
+    try:
+        with PeakRss() as rss:
+            t, cpu = time.perf_counter(), tree_cpu_seconds()
+            checked = check_files([str(path)], "jsonl", lease_ms, master)
+            seconds, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
+    finally:
+        la_history.la_compiled = saved
     return checked[str(path)].report, seconds, cpu, rss.peak
 
 
@@ -128,6 +138,9 @@ def main() -> int:
     ap.add_argument("--master", default="local[2]", help="Spark master of the Spark rows")
     ap.add_argument("--spark-from", type=int, default=100_000,
                     help="sizes from this many transactions are also checked on --master")
+    ap.add_argument("--pure-upto", type=int, default=1_000_000,
+                    help="sizes up to this many transactions are also checked by the "
+                    "pure-Python reader and stages (no compiled part), side by side")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cli", action="store_true", help="also time `leaseline check` of the "
                     "smallest size in a fresh process")
@@ -139,14 +152,15 @@ def main() -> int:
     failed = False
     for n in a.txns:
         path, plants = history(n, a.keys, a.lease_ms, a.seed, a.regenerate)
-        ways = [("in process", AUTO)] + ([(f"Spark {a.master}", a.master)]
-                                         if n >= a.spark_from else [])
-        for where, master in ways:
+        ways = ([("in process", AUTO, False)]
+                + ([("in process, pure Python", AUTO, True)] if n <= a.pure_upto else [])
+                + ([(f"Spark {a.master}", a.master, False)] if n >= a.spark_from else []))
+        for where, master, pure in ways:
             if master != AUTO:  # the session's start is the JVM's, paid once per process
                 t = time.perf_counter()
                 spark_context(master)
                 print(f"  Spark session {master} started in {time.perf_counter() - t:.1f} s")
-            report, seconds, cpu, peak = check_once(path, a.lease_ms, master)
+            report, seconds, cpu, peak = check_once(path, a.lease_ms, master, pure)
             result = report.get("list_append") or {}
             txns = int(result.get("txns") or report.get("ops") or 0)
             print(f"txns={txns:,} keys={result.get('keys')} seconds={seconds:.2f} "

@@ -32,6 +32,7 @@ unless something prohibited is found anyway).
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -340,6 +341,12 @@ def _step(s: int, kind: int, rw_rule: str) -> int:
     return ns
 
 
+@functools.cache
+def _transitions(rw_rule: str) -> list[list[int]]:
+    """_step for every state and kind bit, once per rw rule."""
+    return [[_step(s, bit, rw_rule) for bit in range(REALTIME + 1)] for s in range(32)]
+
+
 def _accepts(s: int, last_kind: int, first: int, need_wr: bool, extra: int,
              rw_rule: str) -> bool:
     if need_wr and not s & _S_WR:
@@ -383,7 +390,7 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
         else:
             comp = {v: i for i, c in enumerate(rest.components()) for v in c}
             starts.sort(key=lambda e: comp.get(e[0], -1) != comp.get(e[1], -2))
-    trans = [[_step(s, bit, rw_rule) for bit in range(REALTIME + 1)] for s in range(32)]
+    trans = _transitions(rw_rule)
     best: list[tuple[int, int, int]] | None = None
     tried = 0
     for a, b in starts:

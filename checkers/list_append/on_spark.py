@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from leaseline.checkers.job import CheckerCrashed, started_spark
-from leaseline.checkers.list_append.check import key_results as key_results_here
+from leaseline.checkers.list_append.columns import KeyColumns, key_columns
 from leaseline.checkers.list_append.history import Txns
 from leaseline.checkers.list_append.per_key import (
     KeyOps,
@@ -45,11 +45,11 @@ def _stage(tasks: Iterator[tuple[int, str, KeyOps]], *, info: Any) -> Iterator[K
         yield key_stage(key_id, key, ops, table)
 
 
-def key_results(txns: Txns, spark_master: str) -> list[KeyResult]:
+def key_results(txns: Txns, spark_master: str) -> list[KeyResult] | KeyColumns:
     """The per-key stage over every key, in key order: on `spark_master`'s executors when
-    one is given, here under AUTO."""
+    one is given, here under AUTO (as columns: compiled where the extension is built)."""
     if spark_master == AUTO:
-        return key_results_here(txns)
+        return key_columns(txns)
     sc = started_spark(spark_master)
     by_key = split_by_key(txns)
     tasks = [(i, k, by_key[k]) for i, k in enumerate(sorted(by_key))]

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from leaseline.checkers.list_append.history import FAIL, NEVER, OK, Txns
+from leaseline.checkers.list_append.history import FAIL, NEVER, OK, FlatMops, Txns
 
 WW, WR, RW, PROCESS, REALTIME = 1, 2, 4, 8, 16
 KIND_NAMES = {WW: "ww", WR: "wr", RW: "rw", PROCESS: "process", REALTIME: "realtime"}
@@ -100,6 +100,8 @@ class KeyResult:
 
 def split_by_key(txns: Txns) -> dict[str, KeyOps]:
     """Each key's micro-ops, in txn order then micro-op order."""
+    if isinstance(txns.mops, FlatMops):
+        return _split_flat(txns.mops)
     out: dict[str, KeyOps] = {}
     for t, ms in enumerate(txns.mops):
         for is_append, k, v in ms:
@@ -109,6 +111,22 @@ def split_by_key(txns: Txns) -> dict[str, KeyOps]:
             ko.txn.append(t)
             ko.append.append(is_append)
             ko.value.append(v)
+    return out
+
+
+def _split_flat(mops: FlatMops) -> dict[str, KeyOps]:
+    """split_by_key of the compiled reader's columns (already grouped by key)."""
+    keys, start, txn, app, val, off, ln = mops.grouped
+    t, ap, v = txn.tolist(), app.astype(bool).tolist(), val.tolist()
+    o, n = off.tolist(), ln.tolist()
+    el = mops.elements.tolist()
+    bounds = start.tolist()
+    out: dict[str, KeyOps] = {}
+    for k, key in enumerate(keys):
+        a, b = bounds[k], bounds[k + 1]
+        out[key] = KeyOps(t[a:b], ap[a:b], [
+            v[i] if ap[i] else (None if n[i] < 0 else tuple(el[o[i]:o[i] + n[i]]))
+            for i in range(a, b)])
     return out
 
 

@@ -301,3 +301,18 @@ def test_the_compiled_stage_keeps_txns_with_several_micro_ops_on_a_key_unless_th
     g1b = (_txn(0, 1, [["append", "x", 1], ["append", "x", 2]])
            + _txn(1, 3, [["r", "x", [1]]]) + _txn(2, 3, [["r", "x", [1, 2]]]))
     assert _flagged(g1b) == [1]
+
+
+@needs_compiled
+def test_split_by_key_of_the_compiled_reader_s_columns(tmp_path: Path) -> None:
+    """The Spark path splits the reader's columns by key: the same KeyOps as the lists'."""
+    from leaseline.checkers.list_append.per_key import split_by_key
+
+    path = tmp_path / "h.jsonl"
+    generate(path, 800, 30, lease_ms=10.0, seed=6)
+    _, txns = read_history(path)
+    assert isinstance(txns.mops, history.FlatMops)
+    listed = history.Txns(txns.index, txns.invoke_index, txns.type, list(txns.process),
+                          txns.t_invoke, txns.t_complete, list(txns.mops), True,
+                          txns.read_only)
+    assert split_by_key(txns) == split_by_key(listed)
