@@ -18,6 +18,11 @@ in turn; each recording arm is then compared with the phases without recording.
 
     .venv/bin/python -m bench.bench_recording [--phase 0.5] [--pairs 100] [--workers 4]
     .venv/bin/python -m bench.bench_recording --baseline main
+
+--loop: no Redis and no client, only the recorder: each arm records the invoke and the
+completion of --loop-ops operations in a tight loop, the arms in turn, and the report gives
+the CPU (this process: the caller and the flusher thread) per operation of each. On a
+machine too loaded for throughput to mean anything, that cost still compares.
 """
 
 from __future__ import annotations
@@ -180,6 +185,34 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
               f"us, {extra:+.1f} us over none (target <= 2)")
 
 
+def loop_costs(writers: dict[str, Any], args: argparse.Namespace) -> dict[str, float]:
+    """CPU us per operation (two records) of each arm, the arms interleaved in rounds."""
+    arms = {WITHOUT: DroppingHistory(), **writers}
+    cpu = dict.fromkeys(arms, 0.0)
+    n = args.loop_ops
+    for arm in arm_order(list(arms), args.pairs):
+        record = arms[arm].record
+        t0 = time.process_time()
+        for i in range(n):
+            record(i & 7, "invoke", "write", "k3", i, "n1")
+            record(i & 7, "ok", "write", "k3", i, "n1", None)
+        time.sleep(0.05)  # the flusher writes this round's lines within it
+        cpu[arm] += time.process_time() - t0
+    return {arm: c / (n * args.pairs) * 1e6 for arm, c in cpu.items()}
+
+
+def loop_report(costs: dict[str, float], args: argparse.Namespace) -> None:
+    base = costs[WITHOUT]
+    print(f"recorder alone: {args.pairs} rounds of {args.loop_ops:,} operations per arm "
+          f"(load average {os.getloadavg()[0]:.2f}); CPU per operation without recording "
+          f"{base:.2f} us (the loop itself)")
+    for arm in (RECORDING, BASELINE):
+        if arm in costs:
+            name = "this checkout" if arm == RECORDING else f"baseline {args.baseline}"
+            print(f"  {name}: {costs[arm]:.2f} us, {costs[arm] - base:+.2f} us for recording "
+                  f"(target <= 2)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", type=float, default=0.5, help="seconds per phase")
@@ -188,9 +221,21 @@ def main() -> None:
                     help="also record with the HistoryWriter of git revision REV")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds before the first phase")
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--loop", action="store_true", help="the recorder alone, no Redis")
+    ap.add_argument("--loop-ops", type=int, default=20_000, help="operations per --loop round")
     args = ap.parse_args()
 
     old = baseline_module(args.baseline) if args.baseline else None
+    if args.loop:
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+            writers = {RECORDING: stack.enter_context(
+                HistoryWriter(Path(tmp) / HISTORY, MonotonicClock()))}
+            if old is not None:
+                writers[BASELINE] = stack.enter_context(
+                    old.HistoryWriter(Path(tmp) / "baseline.jsonl", old.MonotonicClock()))
+            costs = loop_costs(writers, args)
+        loop_report(costs, args)
+        return
     images.build_base(print)
     image = images.build_context("redis", print)
     container = client().containers.run(

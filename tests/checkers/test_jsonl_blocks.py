@@ -137,3 +137,60 @@ def test_every_bucket_gets_the_files_nemesis_events_whole(tmp_path: Path) -> Non
         events = bucket.nemesis[0]
         assert [(e.f, e.value) for e in events] == [("kill", {"node": "n1"})] * 3 + [
             ("start-partition", {"grudge": 1})]
+
+
+def _columns_equal(a: Any, b: Any) -> None:
+    import numpy as np
+
+    for name in ("index", "time", "process", "type", "f", "key_code", "node_code"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    assert list(a.keys) == list(b.keys) and list(a.nodes) == list(b.nodes)
+    for x, y in zip(a.value, b.value, strict=True):
+        assert x.__class__ is y.__class__ and (x == y or x != x), (x, y)
+
+
+def test_the_compiled_decoder_reads_what_msgspec_reads_or_leaves_the_range_to_it() -> None:
+    """Lines as the harness's writer writes them (HistoryWriter's own encoding: nemesis
+    lines, cas pairs, errors, strings, bools, big ints, page padding) give the same columns
+    and nemesis records through the compiled decoder as through msgspec; a range with a line
+    of any other shape is left to msgspec (None)."""
+    from leaseline.checkers import jsonl_blocks
+    from leaseline.harness.store.history import Line, encode_lines
+
+    if jsonl_blocks._compiled_columns is None:
+        pytest.skip("the compiled decoder is not built here")
+    lines = [Line(0, 5, "nemesis", "invoke", "start-partition", None, {"nodes": ["n1"]}, None),
+             Line(1, 10, 3, "invoke", "write", "k1", 7, "n1"),
+             Line(2, 11, 3, "ok", "write", "k1", 7, "n2"),
+             Line(3, 12, 4, "invoke", "cas", "k2", [1, 2], None),
+             Line(4, 13, 4, "fail", "cas", "k2", [1, 2], "n1", error='no "quorum"\n'),
+             Line(5, 14, -1, "invoke", "read", "k 3", None, "n1"),
+             Line(6, 15, -1, "info", "read", "k 3", "x,\"node\":y", "n3", error=None),
+             Line(7, 16, 9, "invoke", "write", "k1", True, "n1"),
+             Line(8, 17, 9, "ok", "write", "k1", 2**70, "n1"),
+             Line(9, 18, 10, "invoke", "write", "k1", -0.5, "n1"),
+             Line(10, 19, 10, "ok", "write", "k1", {"a": [1, {"b": "]"}]}, "n1"),
+             Line(11, 20, "nemesis", "info", "start-partition", None, None, None)]
+    text = encode_lines(lines, inexact=False).replace(b"}\n", b"}   \n", 1)
+    compiled = jsonl_blocks._compiled(text)
+    assert compiled is not None
+    jsonl_blocks_compiled, jsonl_blocks._compiled_columns = jsonl_blocks._compiled_columns, None
+    try:
+        plain = jsonl_blocks._fast(text) or jsonl_blocks._slow(text, "history.jsonl")
+    finally:
+        jsonl_blocks._compiled_columns = jsonl_blocks_compiled
+    assert plain is not None
+    _columns_equal(compiled[0], plain[0])
+    assert compiled[1] == plain[1] and len(plain[1]) == 2
+    good = encode_lines(lines[1:3], inexact=False)
+    base = ('{"index":1,"time":10,"process":3,"type":"ok","f":"read","key":"k","value":1,'
+            '"node":null}')
+    others = [base.replace(old, new) for old, new in (
+        ('"index":1', '"index": 1'), ('"index":1,"time":10', '"time":10,"index":1'),
+        ('"time":10', '"time":1.0'), ('"key":"k"', '"key":"k\\u0041"'), ('"key":"k"', '"key":null'),
+        ('"ok"', '"done"'), ('"read"', '"txn"'), ('"value":1', '"value":01'),
+        ('"value":1,', ''), ('null}', 'null,"x":1}'), ('"index":1', '"index":99999999999999999999'),
+        ('null}', 'null}x'), ('"value":1', '"value":[1'))] + [""]
+    assert jsonl_blocks._compiled_columns(good + base.encode() + b"\n") is not None
+    for other in others:
+        assert jsonl_blocks._compiled_columns(good + other.encode() + b"\n") is None, other

@@ -1,0 +1,270 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""Stage 1's decoder for the lines our own writer writes, in C (checkers/jsonl_blocks.py).
+
+A client line as harness/store/history.py writes it has its fields in one order, no spaces,
+ints as plain digits and ASCII names: `{"index":I,"time":I,"process":I,"type":"T","f":"F",
+"key":"K","value":V,"node":"N"[,"error":E]}`, then maybe spaces (page alignment). `columns`
+reads such lines straight into the columns stage 1 needs, without a Python object per
+field. Any other shape (a space, another field order, an escape, a name not ASCII, a
+number that is not a plain int64, an unknown type or f) gives None, and the caller decodes
+the range with msgspec as before, so what is accepted, and the values read, are the same.
+A value that is not an int or null, and a line whose process is a string (the nemesis's),
+are cut out whole and decoded by msgspec; the nemesis lines are returned as text."""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.stdint cimport int8_t, int32_t, int64_t
+
+import msgspec
+import numpy as np
+
+cdef int64_t INT64_MIN = -9223372036854775807 - 1
+
+
+cdef inline Py_ssize_t _lit(const char *s, Py_ssize_t i, Py_ssize_t n, bytes lit):
+    """i after lit if s[i:] starts with it, else -1."""
+    cdef Py_ssize_t m = PyBytes_GET_SIZE(lit), k
+    cdef const char *l = PyBytes_AS_STRING(lit)
+    if i + m > n:
+        return -1
+    for k in range(m):
+        if s[i + k] != l[k]:
+            return -1
+    return i + m
+
+
+cdef inline Py_ssize_t _int(const char *s, Py_ssize_t i, Py_ssize_t n, int64_t *out):
+    """A JSON int that fits int64 (not its minimum, which the columns refuse): i after it,
+    else -1 (a fraction, an exponent, a leading zero, too big)."""
+    cdef bint neg = False
+    cdef Py_ssize_t start
+    cdef unsigned long long v = 0
+    cdef int d
+    if i < n and s[i] == b'-':
+        neg = True
+        i += 1
+    start = i
+    while i < n and b'0' <= s[i] <= b'9':
+        d = s[i] - 48
+        if v > (9223372036854775807ULL - d) // 10:
+            return -1  # beyond int64 (msgspec's path decides)
+        v = v * 10 + d
+        i += 1
+    if i == start or (s[start] == b'0' and i - start > 1):
+        return -1
+    if i < n and (s[i] == b'.' or s[i] == b'e' or s[i] == b'E'):
+        return -1
+    out[0] = -<int64_t>v if neg else <int64_t>v
+    return i
+
+
+cdef inline Py_ssize_t _name(const char *s, Py_ssize_t i, Py_ssize_t n):
+    """A JSON string of printable ASCII without escapes, at s[i] == '"': the index of its
+    closing quote, else -1."""
+    if i >= n or s[i] != b'"':
+        return -1
+    i += 1
+    while i < n and s[i] != b'"':
+        if s[i] == b'\\' or s[i] < 32 or s[i] > 126:
+            return -1
+        i += 1
+    return i if i < n else -1
+
+
+cdef Py_ssize_t _skip(const char *s, Py_ssize_t i, Py_ssize_t n):
+    """The end of the JSON value at i (its text is then checked by msgspec), or -1."""
+    cdef int depth = 0
+    cdef bint in_str = False
+    cdef char c
+    while i < n:
+        c = s[i]
+        if in_str:
+            if c == b'\\':
+                i += 1
+            elif c == b'"':
+                in_str = False
+                if depth == 0:
+                    return i + 1
+        elif c == b'"':
+            in_str = True
+        elif c == b'[' or c == b'{':
+            depth += 1
+        elif c == b']' or c == b'}':
+            if depth == 0:
+                return i
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == b',' or c == b'\n':
+            if depth == 0:
+                return i
+        i += 1
+    return -1 if depth or in_str else i
+
+
+cdef inline int8_t _type_code(const char *s, Py_ssize_t a, Py_ssize_t b):
+    """invoke 0, ok 1, fail 2, info 3 (importers/jsonl.py TYPE_CODES), else -1."""
+    cdef Py_ssize_t m = b - a
+    if m == 6 and s[a] == b'i' and s[a + 1] == b'n' and s[a + 2] == b'v' and s[a + 3] == b'o' \
+            and s[a + 4] == b'k' and s[a + 5] == b'e':
+        return 0
+    if m == 2 and s[a] == b'o' and s[a + 1] == b'k':
+        return 1
+    if m == 4 and s[a] == b'f' and s[a + 1] == b'a' and s[a + 2] == b'i' and s[a + 3] == b'l':
+        return 2
+    if m == 4 and s[a] == b'i' and s[a + 1] == b'n' and s[a + 2] == b'f' and s[a + 3] == b'o':
+        return 3
+    return -1
+
+
+cdef inline int8_t _f_code(const char *s, Py_ssize_t a, Py_ssize_t b):
+    """read 0, write 1, cas 2 (importers/jsonl.py CLIENT_FS), else -1."""
+    cdef Py_ssize_t m = b - a
+    if m == 4 and s[a] == b'r' and s[a + 1] == b'e' and s[a + 2] == b'a' and s[a + 3] == b'd':
+        return 0
+    if m == 5 and s[a] == b'w' and s[a + 1] == b'r' and s[a + 2] == b'i' and s[a + 3] == b't' \
+            and s[a + 4] == b'e':
+        return 1
+    if m == 3 and s[a] == b'c' and s[a + 1] == b'a' and s[a + 2] == b's':
+        return 2
+    return -1
+
+
+def columns(bytes text):
+    """text (whole lines) -> (arrays, keys, nodes, nemesis lines) or None. arrays: index,
+    time, process (int64), type, f (int8 codes), key_code, node_code (int32 codes into the
+    lists keys and nodes; node -1 for null), value (object: the decoded values)."""
+    cdef const char *s = PyBytes_AS_STRING(text)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(text), i = 0, line, a, cap = n // 60 + 16, m = 0
+    cdef int64_t v
+    cdef int8_t t, f
+    cdef object value
+    cdef dict key_of = {}, node_of = {}
+    cdef list nemesis = []
+    index = np.empty(cap, dtype=np.int64)
+    time = np.empty(cap, dtype=np.int64)
+    process = np.empty(cap, dtype=np.int64)
+    type_ = np.empty(cap, dtype=np.int8)
+    f_ = np.empty(cap, dtype=np.int8)
+    key_code = np.empty(cap, dtype=np.int32)
+    node_code = np.empty(cap, dtype=np.int32)
+    values = []
+    cdef int64_t[::1] vi = index, vt = time, vp = process
+    cdef int8_t[::1] vty = type_, vf = f_
+    cdef int32_t[::1] vk = key_code, vn = node_code
+    decode = msgspec.json.decode
+    while i < n:
+        line = i
+        if s[i] == b'\n':
+            return None  # an empty line: msgspec's path says what it is
+        if m == cap:
+            return None  # shorter lines than any we write: msgspec's path
+        i = _lit(s, i, n, b'{"index":')
+        if i < 0:
+            return None
+        i = _int(s, i, n, &vi[m])
+        if i < 0:
+            return None
+        i = _lit(s, i, n, b',"time":')
+        if i < 0:
+            return None
+        i = _int(s, i, n, &vt[m])
+        if i < 0:
+            return None
+        i = _lit(s, i, n, b',"process":')
+        if i < 0:
+            return None
+        if i < n and s[i] == b'"':  # the nemesis's line: msgspec reads it (and checks it)
+            while i < n and s[i] != b'\n':
+                i += 1
+            nemesis.append(text[line:i])
+            i += 1
+            continue
+        i = _int(s, i, n, &vp[m])
+        if i < 0:
+            return None
+        i = _lit(s, i, n, b',"type":')
+        if i < 0:
+            return None
+        a = _name(s, i, n)
+        if a < 0:
+            return None
+        t = _type_code(s, i + 1, a)
+        if t < 0:
+            return None
+        vty[m] = t
+        i = _lit(s, a + 1, n, b',"f":')
+        if i < 0:
+            return None
+        a = _name(s, i, n)
+        if a < 0:
+            return None
+        f = _f_code(s, i + 1, a)
+        if f < 0:
+            return None
+        vf[m] = f
+        i = _lit(s, a + 1, n, b',"key":')
+        if i < 0:
+            return None
+        a = _name(s, i, n)
+        if a < 0:
+            return None
+        name = PyUnicode_DecodeASCII(s + i + 1, a - i - 1, NULL)
+        vk[m] = key_of.setdefault(name, len(key_of))
+        i = _lit(s, a + 1, n, b',"value":')
+        if i < 0:
+            return None
+        a = _int(s, i, n, &v)
+        if a >= 0:
+            value = v
+        elif _lit(s, i, n, b'null') > 0:
+            value, a = None, i + 4
+        else:
+            a = _skip(s, i, n)
+            if a < 0:
+                return None
+            try:
+                value = decode(text[i:a])
+            except msgspec.DecodeError:
+                return None
+        values.append(value)
+        i = _lit(s, a, n, b',"node":')
+        if i < 0:
+            return None
+        a = _lit(s, i, n, b'null')
+        if a > 0:
+            vn[m] = -1
+            i = a
+        else:
+            a = _name(s, i, n)
+            if a < 0:
+                return None
+            name = PyUnicode_DecodeASCII(s + i + 1, a - i - 1, NULL)
+            vn[m] = node_of.setdefault(name, len(node_of))
+            i = a + 1
+        a = _lit(s, i, n, b',"error":')
+        if a > 0:
+            i = _skip(s, a, n)
+            if i < 0:
+                return None
+            try:
+                decode(text[a:i])
+            except msgspec.DecodeError:
+                return None
+        if i >= n or s[i] != b'}':
+            return None
+        i += 1
+        while i < n and s[i] == b' ':
+            i += 1
+        if i < n:
+            if s[i] != b'\n':
+                return None
+            i += 1
+        if vi[m] == INT64_MIN or vt[m] == INT64_MIN or vp[m] == INT64_MIN:
+            return None
+        m += 1
+    value_arr = np.fromiter(values, dtype=object, count=m)  # lists stay elements
+    arrays = {"index": index[:m], "time": time[:m], "process": process[:m], "type": type_[:m],
+              "f": f_[:m], "key_code": key_code[:m], "node_code": node_code[:m],
+              "value": value_arr}
+    return arrays, list(key_of), list(node_of), nemesis
