@@ -38,7 +38,8 @@ apt_install() {
 # from Debian); it is optional, so where it does not build the checker runs the pure-Python
 # search and says so. Redone when pyproject.toml, the lock or the compiled search change.
 want="$(cat "$ROOT/pyproject.toml" "$ROOT/requirements.lock" "$ROOT"/checkers/wgl_compiled.pyx \
-    "$ROOT"/checkers/wgl_core.hpp "$ROOT"/harness/store/pending_compiled.pyx "$ROOT"/checkers/jsonl_compiled.pyx \
+    "$ROOT"/checkers/wgl_core.hpp "$ROOT"/harness/store/pending_compiled.pyx \
+    "$ROOT"/checkers/jsonl_compiled.pyx \
     | sha256sum | cut -d' ' -f1)"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.deps-hash" 2>/dev/null)" != "$want" ]; then
     command -v python3 >/dev/null || apt_install python3 python3-venv
