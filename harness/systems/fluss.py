@@ -241,9 +241,11 @@ class Fluss(Profile):
         return active if ip and _tcp_open(ip, PORT) else None
 
     # -- move-leadership: Fluss's admin calls, made by the client service -------------------
-    def _admin(self, request: dict[str, Any], timeout_s: float = 10.0) -> dict[str, Any]:
+    def _admin(self, request: dict[str, Any], timeout_s: float = 30.0) -> dict[str, Any]:
         """One admin request to flcl (sut/fluss/LeaseClient.java) and its reply;
-        EnvironmentProblem when it cannot be asked or Fluss refused."""
+        EnvironmentProblem when it cannot be asked or Fluss refused. (The default wait is
+        long: flcl's first request opens its Fluss connection, which took over 10 s on a
+        loaded 2-core machine.)"""
         ip = self.cluster.ip("flcl")
         try:
             with socket.create_connection((ip or "", CLIENT_PORT), timeout=timeout_s) as s:
