@@ -20,9 +20,11 @@ the `kv-scan` workload (workloads/kv_scan.py documents their value fields).
    A change of the bucket's leader ends the session with an error: a continuation sent
    after a recorded move of its bucket's leadership (a nemesis record whose value lists it
    under "moved", as move-leadership's does; the move done at that record's completion)
-   never gets rows when the session was opened before the move began. The session lived
-   on the leader at its open, and that leader lost the bucket by the move's end at the
-   latest (or earlier, which closed the session then).
+   never gets rows when the session was opened before the move began (its leader then
+   lost the bucket by the move's end at the latest, or earlier, which closed the session
+   then), or on the old leader before the move was done (its open named the move's
+   from_id as leader; a server opens a session only while it leads the bucket, so it lost
+   the bucket after the open).
 3. Retries. A continuation sent again after its answer arrived gets an error or the same
    rows, never the next batch or another; its answer replaces the first, and the scan's
    rows are then checked by rule 1 like any other's.
@@ -89,6 +91,7 @@ class LeaderMove:
     bucket: int
     src: str
     dst: str
+    src_id: Any  # the old leader as the system's clients name it (None: not recorded)
     invoke: int
     complete: int
     index: int  # the nemesis record that reported it
@@ -113,8 +116,8 @@ def leader_moves(records: Iterable[dict[str, Any]]) -> list[LeaderMove]:
         for m in value["moved"]:
             if isinstance(m, dict) and "bucket" in m:
                 out.append(LeaderMove(str(m.get("table")), int(m["bucket"]), str(m.get("from")),
-                                      str(m.get("to")), invoked.get(tag, done), done,
-                                      int(r.get("index") or 0)))
+                                      str(m.get("to")), m.get("from_id"),
+                                      invoked.get(tag, done), done, int(r.get("index") or 0)))
     return out
 
 
@@ -342,8 +345,11 @@ class _Checker:
         opened = scan.open.complete
         if opened is None:
             return False
+        leader = (scan.open.result or {}).get("leader")
         for m in self.moves:
-            if m.bucket == scan.bucket and opened <= m.invoke and c.invoke >= m.complete:
+            before = opened <= m.invoke or (
+                m.src_id is not None and m.src_id == leader and opened <= m.complete)
+            if m.bucket == scan.bucket and before and c.invoke >= m.complete:
                 self.counts["after_leader_move"] += 1
                 if c.ok:
                     self.add("served-after-leader-move", scan, c,

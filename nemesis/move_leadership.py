@@ -5,9 +5,11 @@ Start picks a bucket that has a leader (the seed chooses), asks the system to mo
 leadership off that bucket's leader (`drain_leadership`: for Fluss a TEMPORARY_OFFLINE
 server tag and a LEADER_DISTRIBUTION rebalance), then waits until the servers' metadata
 names other leaders. It records which buckets moved, {"nodes": [the drained node],
-"bucket": [table, bucket], "moved": [{"table", "bucket", "from", "to"}, ...], "rebalance":
-status}, so a checker knows when each bucket's leader changed (the start's completion):
-checkers/kv_scan.py holds a scan session on the old leader to an error after it. Stop lets
+"bucket": [table, bucket], "moved": [{"table", "bucket", "from", "to", "from_id", "to_id"},
+...], "rebalance": status} (the ids are the system's own names of the servers, as its
+clients see them), so a checker knows when each bucket's leader changed (the start's
+completion): checkers/kv_scan.py holds a scan session on the old leader to an error after
+it. Stop lets
 the node lead again; leaderships stay where they went. A system offers this fault with
 "move-leadership" in its fault_kinds and the three calls of `LeadershipHost`.
 """
@@ -30,6 +32,8 @@ class LeadershipHost(Protocol):
     def drain_leadership(self, node: str) -> str: ...
 
     def undrain_leadership(self, node: str) -> None: ...
+
+    def server_id(self, node: str) -> Any: ...
 
 
 class MoveLeadership(Nemesis):
@@ -73,9 +77,10 @@ class MoveLeadership(Nemesis):
         deadline = time.monotonic() + SETTLE_S
         while True:
             now = host.bucket_leaders()
-            moved = [{"table": t, "bucket": b, "from": node, "to": now.get((t, b))}
+            moved = [{"table": t, "bucket": b, "from": node, "to": to,
+                      "from_id": host.server_id(node), "to_id": host.server_id(str(to))}
                      for (t, b), was in sorted(before.items())
-                     if was == node and now.get((t, b)) not in (None, node)]
+                     if was == node and (to := now.get((t, b))) not in (None, node)]
             left = [k for k, was in before.items() if was == node and now.get(k) == node]
             if not left or time.monotonic() > deadline:
                 return moved

@@ -276,7 +276,7 @@ class Fluss(Profile):
     def drain_leadership(self, node: str) -> str:
         """Moves every bucket leadership off `node`, which keeps running; returns how the
         rebalance ended (COMPLETED, FAILED, TIMEOUT, ...)."""
-        reply = self._admin({"op": "drain", "server": self._server_id(node),
+        reply = self._admin({"op": "drain", "server": self.server_id(node),
                              "timeout_ms": int(DRAIN_TIMEOUT_S * 1000)},
                             timeout_s=DRAIN_TIMEOUT_S + 10)
         return str(reply.get("status"))
@@ -285,9 +285,10 @@ class Fluss(Profile):
         """Lets `node` lead again (leaderships stay where they are until something moves
         them); nothing to do on the coordinator, which leads no bucket."""
         if node.startswith("flts"):
-            self._admin({"op": "undrain", "server": self._server_id(node)})
+            self._admin({"op": "undrain", "server": self.server_id(node)})
 
-    def _server_id(self, node: str) -> int:
+    def server_id(self, node: str) -> int:
+        """The tablet server id of `node`, as Fluss's clients name a bucket's leader."""
         if not node.startswith("flts"):
             raise EnvironmentProblem(f"{node} is no tablet server: no bucket leadership to move")
         return int(node.removeprefix("flts"))

@@ -181,12 +181,16 @@ def test_a_fault_that_may_move_leadership_excuses_an_early_end_and_a_clock_skew_
         assert kinds(found) == want, fault
 
 
-def moved(h: History, at: float, done: float, bucket: int = 0, fault: int = 1) -> None:
-    """move-leadership's records: bucket's leadership moved from flts1 to flts2."""
+def moved(h: History, at: float, done: float, bucket: int = 0, fault: int = 1,
+          ids: bool = False) -> None:
+    """move-leadership's records: bucket's leadership moved from flts1 to flts2 (server
+    ids 1 and 2, recorded when `ids`)."""
+    move = {"table": "leaseline.kvscan", "bucket": bucket, "from": "flts1", "to": "flts2"}
+    if ids:
+        move |= {"from_id": 1, "to_id": 2}
     h.op("nemesis", "start-move-leadership", None, at, done, "ok", {"fault": fault},
          {"nodes": ["flts1"], "bucket": ["leaseline.kvscan", bucket], "fault": fault,
-          "moved": [{"table": "leaseline.kvscan", "bucket": bucket, "from": "flts1",
-                     "to": "flts2"}], "rebalance": "COMPLETED"})
+          "moved": [move], "rebalance": "COMPLETED"})
 
 
 def check_with_faults(h: History) -> dict[str, Any]:
@@ -226,6 +230,17 @@ def test_a_move_the_session_does_not_predate_or_of_another_bucket_binds_nothing(
     found = check_with_faults(h)
     assert kinds(found) == ["served-after-leader-move"]
     assert found["violations"][0]["scan"] == "S1" and found["after_leader_move"] == 1
+
+
+def test_a_session_opened_on_the_old_leader_during_the_move_is_bound_when_ids_say_so() -> None:
+    for leader, want in ((1, ["served-after-leader-move"]), (2, [])):
+        h = bucket_of_three()
+        moved(h, at=200, done=900, ids=True)
+        h.open("S1", at=300, done=310, rows=[("a", 1)], more=True, leader=leader)
+        h.next("S1", 1, at=1000, done=1010, rows=[("b", 1), ("c", 1)])
+        found = check_with_faults(h)
+        assert kinds(found) == want, leader  # on the new leader (2) it may go on
+        assert found["after_leader_move"] == len(want)
 
 
 def test_rows_after_an_idle_time_past_ttl_and_interval_are_a_violation() -> None:

@@ -203,7 +203,7 @@ def test_move_leadership_drains_a_buckets_leader_and_records_what_moved(
         assert {"op": "drain", "server": drained, "timeout_ms": 20000} in admin.asked
         assert value["moved"] == [
             {"table": "leaseline.kvscan", "bucket": b, "from": node,
-             "to": f"flts{drained % 3 + 1}"}
+             "to": f"flts{drained % 3 + 1}", "from_id": drained, "to_id": drained % 3 + 1}
             for b, s in ((0, 1), (1, 2), (2, 1)) if s == drained]
         assert value["rebalance"] == "COMPLETED" and value["bucket"][0] == "leaseline.kvscan"
         assert logged[-1].startswith(f"moved leadership off {node} (rebalance COMPLETED): ")
