@@ -4,7 +4,9 @@ Generates (once, cached under bench/out/) a jsonl history with planted anomalies
 times checkers.job.check_histories on it: decoding and bucketing byte ranges, the shuffle
 by (file, key), pairing and check_key in the Python workers, results back to the driver.
 Prints ops, keys, seconds, CPU seconds and ops/s, and checks that the planted anomalies
-were found.
+were found. Then stage 1 alone, side by side: the first ranges of the file read with the
+compiled decoder (checkers/jsonl_compiled.pyx) and with msgspec's path it replaces, in
+turn, their CPU seconds, and that both give the same blocks.
 
     python -m bench.bench_spark                       # 10 M ops / 1000 keys / 20 clients
     python -m bench.bench_spark --ops 1000000 --master local[2]
@@ -51,6 +53,35 @@ def tree_cpu_seconds() -> float:
         total += stats.get(pid, (0, 0))[1]
         todo.extend(children.get(pid, []))
     return total / os.sysconf("SC_CLK_TCK")
+
+
+def stage1_side_by_side(path: Path, ranges_n: int = 4) -> None:
+    """CPU of read_range with and without the compiled decoder, on the same ranges in turn."""
+    import pickle
+    import zlib
+
+    from leaseline.checkers import jsonl_blocks
+
+    compiled = jsonl_blocks._compiled_columns
+    if compiled is None:
+        print("stage 1: the compiled decoder is not built here")
+        return
+    spans = jsonl_blocks.ranges(path.stat().st_size)[:ranges_n]
+    cpu = {"compiled": 0.0, "msgspec": 0.0}
+    for i, (start, end) in enumerate(spans):
+        got = {}
+        for arm in (("compiled", "msgspec"), ("msgspec", "compiled"))[i % 2]:
+            jsonl_blocks._compiled_columns = compiled if arm == "compiled" else None
+            t = time.process_time()
+            blocks = jsonl_blocks.read_range(str(path), 0, start, end, 20)
+            cpu[arm] += time.process_time() - t
+            got[arm] = [(b, zlib.crc32(pickle.dumps(pickle.loads(x)))) for b, x in blocks]
+        jsonl_blocks._compiled_columns = compiled
+        if got["compiled"] != got["msgspec"]:
+            print(f"stage 1: range {start}-{end}: the two readers' blocks DIFFER")
+    mb = sum(e - s for s, e in spans) / 1e6
+    print(f"stage 1 alone on {mb:.0f} MB: compiled decoder {cpu['compiled']:.2f} CPU-s, "
+          f"msgspec {cpu['msgspec']:.2f} CPU-s ({cpu['msgspec'] / cpu['compiled']:.1f}x)")
 
 
 def main() -> int:
@@ -104,6 +135,7 @@ def main() -> int:
             problems.append(f"key {key}: nothing planted, checker says {kr['status']}")
     print("planted anomalies found with their exact Δ, no other key flagged" if not problems
           else "\n".join(problems))
+    stage1_side_by_side(path)
     return 1 if problems else 0
 
 
