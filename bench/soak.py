@@ -27,7 +27,6 @@ import time
 from pathlib import Path
 
 FAULTS = "kill-leader,partition-leader,pause-isolate,partition-majorities-ring"
-WRITES_PER_KEY = 500
 FLAT_RATIO = 1.25  # last quarter's median RSS over the first quarter's
 
 
@@ -90,12 +89,6 @@ def main() -> int:
     cmd = [sys.executable, "-m", "leaseline", "run", "--sut", "leasekv",
            "--workload", "register", "--nemesis", FAULTS, "--nemesis-mode", "overlap",
            "--concurrency", str(args.clients), "--time-limit", str(args.minutes * 60),
-           # Clients follow the leader: bound to one node each (the default), four
-           # fifths of them only ever hear "not the leader" and the soak checks little.
-           # Keys retire after WRITES_PER_KEY writes so an hour's history stays a set
-           # of small keys the checker decides, not one key of a million operations.
-           "--client-routing", "follow", "--keys", "10",
-           "--writes-per-key", str(WRITES_PER_KEY),
            "--test-name", "soak", "--results-dir", str(results)]
     print(" ".join(cmd), flush=True)
     run = subprocess.Popen(cmd)
