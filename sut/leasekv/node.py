@@ -84,11 +84,14 @@ class LeaseKV:
     # --- leadership --------------------------------------------------------------------
     def _on_state_changed(self, old: int, new: int) -> None:
         # Runs on the tick thread, synchronously with the state change: the lease dies
-        # before this node handles anything else as a non-leader.
-        log.info("node %s: %s -> %s (term %s)", self.cfg.node_id, ROLE_NAMES.get(old),
-                 ROLE_NAMES.get(new), self.raft.raftCurrentTerm)
+        # before this node handles anything else as a non-leader. The tick thread starts
+        # inside LeaseRaft's constructor, so on a slow restart an election timeout can
+        # fire before self.raft is assigned: nothing here may need it.
         if old == LEADER or new == LEADER:
             self.lease.invalidate()
+        raft = getattr(self, "raft", None)
+        log.info("node %s: %s -> %s (term %s)", self.cfg.node_id, ROLE_NAMES.get(old),
+                 ROLE_NAMES.get(new), "?" if raft is None else raft.raftCurrentTerm)
 
     def leader(self) -> Peer | None:
         addr = self.raft.leader_addr()

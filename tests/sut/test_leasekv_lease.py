@@ -188,3 +188,35 @@ def _node(bug: str | None, leader: bool, lease_valid: bool) -> LeaseKV:
 def test_read_path_choice(bug: str | None, leader: bool, lease_valid: bool,
                           expected: bytes) -> None:
     assert _node(bug, leader, lease_valid).get(b"k") == expected
+
+
+def test_a_state_change_before_the_constructor_returns_is_handled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """pysyncobj's tick thread starts inside LeaseRaft's constructor: a node restarted on
+    a loaded machine can become candidate (or, in a one-node view, leader and back)
+    before LeaseKV has stored self.raft. The callback must still run to the end: an
+    exception there aborts the tick that changed the state."""
+    from sut.leasekv import node as node_module
+    from sut.leasekv.raft import CANDIDATE, FOLLOWER, LEADER
+
+    seen: list[tuple[int, int]] = []
+
+    class EarlyElection:
+        def __init__(self, _cfg: NodeConfig, _objs: list, on_change) -> None:
+            for old, new in ((FOLLOWER, CANDIDATE), (CANDIDATE, LEADER), (LEADER, FOLLOWER)):
+                on_change(old, new)  # raises if the callback needs self.raft
+                seen.append((old, new))
+
+        def is_leader(self) -> bool:
+            return False
+
+        def destroy(self) -> None:
+            pass
+
+    monkeypatch.setattr(node_module, "LeaseRaft", EarlyElection)
+    kv = LeaseKV(_cfg())
+    try:
+        assert len(seen) == 3
+        assert not kv.lease.valid()
+    finally:
+        kv.close()
