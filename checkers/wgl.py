@@ -56,8 +56,9 @@ cas-register models, and `linearizable_reference` (checkers/wgl_reference.py), i
 Python, for any model and wherever the compiled one is not installed (a warning says
 so, once). They differ in how the visited set is kept (exact n-bit sets there, 128-bit
 fingerprints here), not in the order they explore, so verdicts, linearizations and
-longest prefixes agree. The compiled module also runs min_delta's loop (with compact),
-pass for pass as checkers/min_delta.py does.
+longest prefixes agree (the compiled one's refutations, below, start only past a first
+share of the budget; where they decide, the verdict still agrees). The compiled module
+also runs min_delta's loop (with compact), pass for pass as checkers/min_delta.py does.
 
 Droppable operations: an operation marked `droppable` (the lost-write relaxation's
 acknowledged writes, checkers/relax.py) may also never take effect. Reached with
@@ -70,6 +71,23 @@ now and dropping the other is matched by the earlier one now and the later one r
 after it (writing a value twice in a row is writing it once); a return event can only
 be reached once its call is linearized or dropped, so a read committed early still
 breaks no real-time order.
+
+Overwritten reads and windows: where a search memoises more than a small first share
+of its budget without an answer, the compiled module tries to refute the history before
+searching on (wgl_core.hpp's `search`; WGL then resumes with eight times the memo, and
+so on). A read of v is impossible when an acknowledged operation that surely takes
+effect and leaves another value completed before the read was invoked, after every
+write of v that may go before the read had completed: whatever wrote the v it returned
+is overwritten before it. And a window of the history, the operations invoked in [a,
+b], those invoked earlier that complete at a or later made droppable (they may have
+taken effect before a), those running at b cut as at b (writes become info operations,
+reads go), may start in any state, since every operation that completed before a is
+gone: if it has no linearization from any state, neither has the history (any
+linearization of the history, from the state after the last of the operations gone,
+is one of the window). Both are sound, neither complete: a history neither refutes is
+searched in full. A violation that lies in a few operations (a read of a value
+overwritten long before, in a dense history) is then decided without searching every
+order of the operations before it, which in a dense history is far beyond any budget.
 
 Shifts: `delta` is either one Δ for every read (the lease question), or one shift per
 operation (history order), each moving that operation's invoke earlier.

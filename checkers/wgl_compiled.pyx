@@ -15,6 +15,15 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
                int32_t init, int64_t max_states, double seconds, int64_t *states, int32_t *order,
                int32_t *order_len, int32_t *longest, int32_t *longest_len) nogil
 
+    int refute_for(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+                   const int64_t *start, const int64_t *end, const uint8_t *drop,
+                   int32_t smallest, int64_t budget, int64_t per_window, double seconds,
+                   int64_t *states, vector[int32_t] *window_ops) nogil
+
+    int32_t overwritten_read(int32_t n, const int8_t *kind, const int32_t *val,
+                             const int64_t *start, const int64_t *end,
+                             const uint8_t *drop) nogil
+
     cdef cppclass DeltaOut:
         int64_t delta
         bint exact
@@ -114,3 +123,44 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
                          cheap_failure, list_candidates, walk_before_gallop, &states, out)
     return (rc, states, out.delta, out.exact, out.failed_at, out.verdict_states,
             list(out.order), list(out.longest))
+
+
+def refute(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+           const int64_t[::1] start, const int64_t[::1] end, const uint8_t[::1] drop,
+           int32_t smallest, int64_t budget, int64_t per_window, double seconds):
+    """(status, states, window): whether some window of the history (the smallest with
+    `smallest` operations) has no linearization from any start state (wgl_core.hpp,
+    refute): status 1 when one has (window: the
+    positions of its operations), 3 when none was found within `budget` memoised
+    entries (each window's search at most `per_window`), 2 out of time."""
+    cdef int32_t n = kind.shape[0]
+    if not (val.shape[0] == exp.shape[0] == start.shape[0] == end.shape[0] == n):
+        raise ValueError("columns of different lengths")
+    if drop.shape[0] not in (0, n):
+        raise ValueError("columns of different lengths")
+    if n == 0:
+        return 3, 0, []
+    cdef const uint8_t *drop_p = &drop[0] if drop.shape[0] else NULL
+    cdef vector[int32_t] window
+    cdef int64_t states = 0
+    cdef int rc
+    with nogil:
+        rc = refute_for(n, &kind[0], &val[0], &exp[0], &start[0], &end[0], drop_p, smallest,
+                        budget, per_window, seconds, &states, &window)
+    return rc, states, list(window)
+
+
+def overwritten(const int8_t[::1] kind, const int32_t[::1] val, const int64_t[::1] start,
+                const int64_t[::1] end, const uint8_t[::1] drop):
+    """The position of a read no linearization can place, because an operation that
+    surely overwrote its value completed before it, after every write of that value
+    that may go first (wgl_core.hpp, overwritten_read); -1 for none."""
+    cdef int32_t n = kind.shape[0]
+    if not (val.shape[0] == start.shape[0] == end.shape[0] == n):
+        raise ValueError("columns of different lengths")
+    if drop.shape[0] not in (0, n):
+        raise ValueError("columns of different lengths")
+    if n == 0:
+        return -1
+    cdef const uint8_t *drop_p = &drop[0] if drop.shape[0] else NULL
+    return overwritten_read(n, &kind[0], &val[0], &start[0], &end[0], drop_p)

@@ -6,7 +6,9 @@
 // checkers/wgl.py). One difference: visited
 // (linearized set, state) pairs are kept as 128-bit fingerprints (two independent
 // Zobrist hashes), not as n-bit sets, so an entry costs 16 bytes whatever n is; a
-// wrong "already visited" needs a 128-bit collision.
+// wrong "already visited" needs a 128-bit collision. That is wgl_search; search, which
+// the checker runs, adds the refutations below where a first share of its budget does
+// not decide (so the two agree step for step on any history decided within that share).
 #pragma once
 #include <algorithm>
 #include <chrono>
@@ -20,6 +22,13 @@ namespace llwgl {
 
 enum : int8_t { READ = 0, WRITE = 1, CAS = 2, CAS_FAILED = 3 };
 enum : int { OK = 0, FAIL = 1, OUT_OF_TIME = 2, OUT_OF_STATES = 3 };
+// The checker's search (search, below) starts with a WGL search of at most this many
+// memoised entries (or FIRST_TIER_PER_OP per operation, if more), and gives each
+// window's search at least WINDOW_MIN_STATES, at most 1/WINDOW_SHARE of its tier; its
+// smallest windows have WINDOW_OPS operations.
+constexpr int64_t FIRST_TIER = 50000, FIRST_TIER_PER_OP = 20, WINDOW_MIN_STATES = 2000,
+                  WINDOW_SHARE = 16;
+constexpr int32_t WINDOW_OPS = 32;
 
 static inline uint64_t splitmix(uint64_t &x) {
     uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
@@ -82,10 +91,11 @@ class FingerprintSet {
 // order receives the linearization (when OK), longest the longest linearized prefix;
 // both must have room for n entries. *states is increased by the entries memoised;
 // the search stops with OUT_OF_STATES when it would exceed max_states.
-static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
-                  const int64_t *start, const int64_t *end, const uint8_t *drop, int32_t init,
-                  int64_t max_states, double seconds, int64_t *states, int32_t *order,
-                  int32_t *order_len, int32_t *longest, int32_t *longest_len) {
+static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+                      const int64_t *start, const int64_t *end, const uint8_t *drop,
+                      int32_t init, int64_t max_states, double seconds, int64_t *states,
+                      int32_t *order, int32_t *order_len, int32_t *longest,
+                      int32_t *longest_len) {
     *order_len = 0;
     *longest_len = 0;
     if (n == 0) return OK;
@@ -341,6 +351,252 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     }
 }
 
+
+// Refuting by windows (checkers/wgl.py, "Overwritten reads and windows"): a window [a,
+// b] of the history keeps the operations invoked in it, with those invoked before a
+// that complete at a or later (spanning a) made droppable, and those still running at b
+// cut as at b (a write or compare becomes an info operation, a read or failed compare
+// goes); the operations that completed before a are gone, so the window may start in
+// any state. If no start state makes a window linearizable, neither is the history.
+// Windows of `smallest` (at least 2), twice as many, ... operations (by invocation),
+// each overlapping the next by half, are tried in turn; a window's search may memoise
+// at most `per_window` entries (more: the window tells nothing), all of them `budget`
+// in all. FAIL: a window has no linearization (its operations in *window_ops when
+// given); OUT_OF_STATES: none was found within the budget; OUT_OF_TIME.
+template <class Clock>
+static int refute(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+                  const int64_t *start, const int64_t *end, const uint8_t *drop,
+                  int32_t smallest, int64_t budget, int64_t per_window,
+                  typename Clock::time_point deadline, int64_t *states,
+                  std::vector<int32_t> *window_ops) {
+    const int64_t UNKNOWN = INT64_MAX;
+    std::vector<int32_t> by_start(n), infos;
+    for (int32_t i = 0; i < n; ++i) by_start[i] = i;
+    std::stable_sort(by_start.begin(), by_start.end(),
+                     [&](int32_t x, int32_t y) { return start[x] < start[y]; });
+    int64_t longest_call = 0;  // of the operations that complete
+    for (int32_t k = 0; k < n; ++k) {
+        int32_t i = by_start[k];
+        if (end[i] == UNKNOWN)
+            infos.push_back(i);
+        else
+            longest_call = std::max(longest_call, end[i] - start[i]);
+    }
+    std::vector<int32_t> sub;
+    std::vector<int8_t> k2;
+    std::vector<int32_t> v2, e2, order(n), longest(n);
+    std::vector<int64_t> s2, t2;
+    std::vector<uint8_t> d2;
+    std::vector<uint8_t> seen;
+    std::vector<int32_t> inits;
+    for (int32_t size = std::max(2, smallest); size < n; size *= 2) {
+        for (int32_t lo = 0; lo < n; lo += size / 2) {
+            if (Clock::now() > deadline) return OUT_OF_TIME;
+            int32_t hi = std::min(n, lo + size);
+            int64_t a = start[by_start[lo]];
+            int64_t b = hi < n ? start[by_start[hi]] - 1 : UNKNOWN - 1;
+            if (b < a) continue;  // ties at both ends: an empty window
+            sub.clear();
+            int32_t first = lo;  // the first invoked at a (ties before lo too)
+            while (first > 0 && start[by_start[first - 1]] == a) --first;
+            // spanning a: invoked before it, completing at a or later
+            int32_t back = first;
+            while (back > 0 && start[by_start[back - 1]] >= a - longest_call) --back;
+            for (int32_t k = back; k < first; ++k) {
+                int32_t i = by_start[k];
+                if (start[i] < a && end[i] != UNKNOWN && end[i] >= a) sub.push_back(i);
+            }
+            for (int32_t i : infos) {
+                if (start[i] >= a) break;
+                sub.push_back(i);
+            }
+            for (int32_t k = first; k < n && start[by_start[k]] <= b; ++k)
+                sub.push_back(by_start[k]);
+            k2.clear(); v2.clear(); e2.clear(); s2.clear(); t2.clear(); d2.clear();
+            for (int32_t i : sub) {
+                bool cut = end[i] > b;  // still running at b (or info)
+                if (cut && (kind[i] == READ || kind[i] == CAS_FAILED)) continue;
+                k2.push_back(kind[i]);
+                v2.push_back(val[i]);
+                e2.push_back(exp[i]);
+                s2.push_back(start[i]);
+                t2.push_back(cut ? UNKNOWN : end[i]);
+                d2.push_back(start[i] < a || (drop && drop[i]));
+            }
+            int32_t m = (int32_t)k2.size();
+            if (m == 0) continue;
+            // the start states worth telling apart: each value observed in the window,
+            // and one that none observes (-1: no read or compare has it)
+            inits.assign(1, -1);
+            int32_t top = 0;
+            for (int32_t j = 0; j < m; ++j) top = std::max({top, v2[j] + 1, e2[j] + 1});
+            seen.assign(top, 0);
+            for (int32_t j = 0; j < m; ++j) {
+                int32_t c = k2[j] == READ ? v2[j] : k2[j] == WRITE ? -1 : e2[j];
+                if (c >= 0 && !seen[c]) {
+                    seen[c] = 1;
+                    inits.push_back(c);
+                }
+            }
+            bool refuted = true;
+            for (int32_t s0 : inits) {
+                int64_t room = std::min(per_window, budget - *states);
+                if (room <= 0) return OUT_OF_STATES;
+                double left = std::chrono::duration<double>(deadline - Clock::now()).count();
+                int64_t used = 0;
+                int32_t ol = 0, ll = 0;
+                int rc = wgl_search(m, k2.data(), v2.data(), e2.data(), s2.data(), t2.data(),
+                                    d2.data(), s0, room, std::max(0.0, left), &used,
+                                    order.data(), &ol, longest.data(), &ll);
+                *states += used;
+                if (rc == OUT_OF_TIME) return OUT_OF_TIME;
+                if (rc != FAIL) {  // linearizable from s0, or undecided: no proof here
+                    refuted = false;
+                    break;
+                }
+            }
+            if (refuted) {
+                if (window_ops) {
+                    window_ops->clear();
+                    for (int32_t i : sub)
+                        if (!(end[i] > b && (kind[i] == READ || kind[i] == CAS_FAILED)))
+                            window_ops->push_back(i);
+                }
+                return FAIL;
+            }
+        }
+    }
+    return OUT_OF_STATES;
+}
+
+// refute, timed by the steady clock, for `seconds`.
+static int refute_for(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+                      const int64_t *start, const int64_t *end, const uint8_t *drop,
+                      int32_t smallest, int64_t budget, int64_t per_window, double seconds,
+                      int64_t *states, std::vector<int32_t> *window_ops) {
+    using clock = std::chrono::steady_clock;
+    auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                       std::chrono::duration<double>(seconds));
+    return refute<clock>(n, kind, val, exp, start, end, drop, smallest, budget, per_window,
+                         deadline, states, window_ops);
+}
+
+// A read no linearization can place (checkers/wgl.py, "Overwritten reads and windows"):
+// one of value v such that some acknowledged operation y that surely takes effect and
+// leaves a value other than v completed before the read's (shifted) invocation, after
+// every operation that may write v and may go before the read had completed (an info
+// write never has). Whatever wrote the v the read returned precedes y, which precedes
+// the read: it cannot be the last write before it. Returns such a read's position, or
+// -1.
+static int32_t overwritten_read(int32_t n, const int8_t *kind, const int32_t *val,
+                                const int64_t *start, const int64_t *end, const uint8_t *drop) {
+    const int64_t UNKNOWN = INT64_MAX, NONE = INT64_MIN;
+    std::vector<int32_t> ys, reads;
+    int32_t codes = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        bool writes = kind[i] == WRITE || kind[i] == CAS;
+        if (writes && end[i] != UNKNOWN && !(drop && drop[i])) ys.push_back(i);
+        if (kind[i] == READ && end[i] != UNKNOWN && !(drop && drop[i])) reads.push_back(i);
+        if (writes || kind[i] == READ) codes = std::max(codes, val[i] + 1);
+    }
+    if (ys.empty() || reads.empty()) return -1;
+    // the writers of each value by invocation, with the latest completion so far
+    std::vector<int32_t> at(codes + 1, 0);
+    for (int32_t i = 0; i < n; ++i)
+        if ((kind[i] == WRITE || kind[i] == CAS) && val[i] >= 0) ++at[val[i] + 1];
+    for (int32_t c = 0; c < codes; ++c) at[c + 1] += at[c];
+    std::vector<std::pair<int64_t, int64_t>> writers(at[codes]);  // (start, latest end)
+    {
+        std::vector<int32_t> fill(at.begin(), at.end() - 1);
+        for (int32_t i = 0; i < n; ++i)
+            if ((kind[i] == WRITE || kind[i] == CAS) && val[i] >= 0)
+                writers[fill[val[i]]++] = {start[i], end[i]};
+        for (int32_t c = 0; c < codes; ++c) {
+            auto b = writers.begin() + at[c], e = writers.begin() + at[c + 1];
+            std::sort(b, e);
+            for (auto p = b; p != e; ++p)
+                if (p != b) p->second = std::max(p->second, (p - 1)->second);
+        }
+    }
+    std::sort(ys.begin(), ys.end(), [&](int32_t x, int32_t y) { return end[x] < end[y]; });
+    std::sort(reads.begin(), reads.end(),
+              [&](int32_t x, int32_t y) { return start[x] < start[y]; });
+    // the latest-invoked overwrite completed so far, and the latest of another value
+    int64_t s1 = NONE, s2 = NONE;
+    int32_t v1 = INT32_MIN;
+    size_t k = 0;
+    for (int32_t r : reads) {
+        for (; k < ys.size() && end[ys[k]] < start[r]; ++k) {
+            int32_t y = ys[k];
+            if (start[y] > s1) {
+                if (val[y] != v1) s2 = s1;
+                s1 = start[y];
+                v1 = val[y];
+            } else if (val[y] != v1 && start[y] > s2) {
+                s2 = start[y];
+            }
+        }
+        int32_t v = val[r];
+        int64_t t = v1 != v ? s1 : s2;  // the latest overwrite of v before the read
+        if (t == NONE) continue;
+        int64_t last = NONE;  // the latest completion of a write of v that may go first
+        if (v >= 0 && v < codes) {
+            auto b = writers.begin() + at[v], e = writers.begin() + at[v + 1];
+            auto p = std::upper_bound(b, e, std::make_pair(end[r], INT64_MAX));
+            if (p != b) last = (p - 1)->second;
+        }
+        if (last < t) return r;
+    }
+    return -1;
+}
+
+// The search as the checker runs it: WGL first, with a small memo (most linearizable
+// histories need little); where that runs out, an overwritten read, then windows try to
+// refute the history (with as much work), then WGL again with eight times the memo, and
+// so on, all within max_states memoised entries in all (each full search's memo is its
+// own). A history whose violation lies in a few operations is refuted without the
+// search of everything before them (checkers/wgl.py, "Overwritten reads and windows").
+// A refuted history's longest prefix is the last full search's.
+static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+                  const int64_t *start, const int64_t *end, const uint8_t *drop, int32_t init,
+                  int64_t max_states, double seconds, int64_t *states, int32_t *order,
+                  int32_t *order_len, int32_t *longest, int32_t *longest_len) {
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
+                                             std::chrono::duration<double>(seconds));
+    auto left = [&] {
+        return std::max(0.0, std::chrono::duration<double>(deadline - clock::now()).count());
+    };
+    const int64_t first = std::max<int64_t>(FIRST_TIER, FIRST_TIER_PER_OP * (int64_t)n);
+    int64_t tier = first;
+    int64_t spent = 0;
+    while (true) {
+        int64_t room = std::min(tier, max_states - spent);
+        int64_t used = 0;
+        int rc = wgl_search(n, kind, val, exp, start, end, drop, init, room, left(), &used,
+                            order, order_len, longest, longest_len);
+        spent += used;
+        *states += used;
+        if (rc != OUT_OF_STATES || spent >= max_states) return rc;
+        if (tier == first && overwritten_read(n, kind, val, start, end, drop) >= 0) {
+            *order_len = 0;
+            return FAIL;
+        }
+        used = 0;
+        rc = refute<clock>(n, kind, val, exp, start, end, drop, WINDOW_OPS,
+                           std::min(tier, max_states - spent),
+                           std::max<int64_t>(WINDOW_MIN_STATES, tier / WINDOW_SHARE),
+                           deadline, &used, nullptr);
+        spent += used;
+        *states += used;
+        if (rc == FAIL || rc == OUT_OF_TIME) {
+            *order_len = 0;
+            return rc;
+        }
+        if (spent >= max_states) return OUT_OF_STATES;
+        tier *= 8;
+    }
+}
 
 // The values read.invoke - completion (> 0) at which the shifted real-time order
 // changes, queried without listing them all (checkers/wgl.py, _Candidates).

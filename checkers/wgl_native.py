@@ -1,5 +1,5 @@
 """The compiled search (wgl_compiled.pyx, built with the package where it can be): its
-three functions, or None where it is not built (checkers/wgl.py then runs the
+functions, or None where it is not built (checkers/wgl.py then runs the
 pure-Python search and warns once)."""
 
 from __future__ import annotations
@@ -8,5 +8,8 @@ try:  # optional: the checker falls back to pure Python
     from leaseline.checkers.wgl_compiled import encode as compiled_encode
     from leaseline.checkers.wgl_compiled import linearizable as compiled_search
     from leaseline.checkers.wgl_compiled import min_delta as compiled_min_delta
+    from leaseline.checkers.wgl_compiled import overwritten as compiled_overwritten
+    from leaseline.checkers.wgl_compiled import refute as compiled_refute
 except ImportError:  # pragma: no cover - depends on the installation
     compiled_encode = compiled_search = compiled_min_delta = None
+    compiled_overwritten = compiled_refute = None

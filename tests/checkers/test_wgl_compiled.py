@@ -17,16 +17,20 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from repo_paths import ROOT
 
+from bench.gen_cas_history import generate_cas
 from leaseline.checkers import min_delta as tuning
 from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
+from leaseline.checkers.search_columns import HistoryOperations, encode
 from leaseline.checkers.search_limits import SearchLimits
 from leaseline.checkers.wgl import compiled_available, linearizable
+from leaseline.checkers.wgl_compiled import overwritten, refute
 from leaseline.checkers.wgl_reference import linearizable_reference
 
 VALUES = [None, "0", "1", "2"]
@@ -154,3 +158,45 @@ def test_without_the_compiled_search_the_checker_warns_once_and_still_decides() 
     assert out.stdout.split() == ["violation", "1000000"]  # before the cas completes
     assert out.stderr.count("compiled WGL search") == 1, out.stderr
     assert "Traceback" not in out.stderr
+
+
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.lists(st.integers(0, 15), min_size=7, max_size=7))
+def test_what_refutes_a_history_is_sound(
+    case: tuple[list[Operation], Model, str | None], per_op: list[int]
+) -> None:
+    # the two ways the compiled search proves a history not linearizable without
+    # searching all of it (wgl_core.hpp: a window with no linearization from any start
+    # state, here from 2 operations up; a read surely overwritten): each only where no
+    # order of all the operations exists, and a refuted window's operations are a
+    # sub-history with none either (the counterexample's start)
+    ops, model, initial = case
+    shift = per_op[:len(ops)]
+    e = encode(ops, initial)
+    start = e.invoke - np.asarray(shift, dtype=np.int64)
+    rc, _, window = refute(e.kind, e.val, e.exp, start, e.complete, e.drop, 2, 10**6, 10**6,
+                           60.0)
+    at = overwritten(e.kind, e.val, start, e.complete, e.drop)
+    if rc == 1:
+        assert not brute(ops, model, initial, shift)
+        assert not brute([ops[i] for i in window], model, initial, [shift[i] for i in window])
+    else:
+        assert rc == 3
+    if at >= 0:
+        assert ops[at].f == READ and not brute(ops, model, initial, shift)
+
+
+def test_a_dense_stale_read_is_refuted_not_searched() -> None:
+    # 1k cas operations, about 17 in flight, one read of an overwritten value near the
+    # end: a search of every order before it memoises over 33 M entries without an
+    # answer; the overwritten read decides it at once
+    g = generate_cas(1000, stale=True, seed=5, think_ms=0.2)
+    h = g.history
+    limits = lim()
+    out = linearizable(HistoryOperations(h), CasRegister(), h.initial, 0, limits)
+    assert not out.ok and limits.states <= 100_000
+    e = encode(HistoryOperations(h), h.initial)
+    at = overwritten(e.kind, e.val, e.invoke, e.complete, e.drop)
+    assert int(e.index[at]) == g.stale_read
+    linear = generate_cas(1000, stale=False, seed=5, think_ms=0.2).history
+    assert linearizable(HistoryOperations(linear), CasRegister(), linear.initial, 0, lim()).ok
