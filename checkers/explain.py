@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import networkx as nx
+import numpy as np
 
 from leaseline.checkers.faults import fault_periods
 from leaseline.checkers.models import Model
@@ -38,14 +39,21 @@ from leaseline.checkers.ops import (
     KeyHistory,
     Operation,
 )
+from leaseline.checkers.search_columns import HistoryOperations, encode
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
-from leaseline.checkers.wgl import linearizable
+from leaseline.checkers.wgl import compiled_fits, linearizable
+from leaseline.checkers.wgl_native import compiled_overwritten, compiled_refute
 from leaseline.checkers.zone import Witness
 
 # A counterexample with more operations than this is not shown (its graph is quadratic).
 MAX_SHOWN = 200
 # Shrinking deletes runs of operations first while more than this many are left.
 QUICK_SHRINK_ABOVE = 400
+# The compiled refutation's smallest windows (operations), and the most one window's
+# search may memoise there (checkers/wgl.py, "Overwritten reads and windows").
+WINDOW_OPS = 16
+WINDOW_STATES = 20_000
+WINDOWS_STATES = 200_000  # all windows together
 
 
 def _ms(t: int) -> float | None:
@@ -158,18 +166,20 @@ def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int,
                      ) -> list[tuple[int, int, str, bool]]:
     """Real-time order among rows at the shifted invokes, transitively reduced.
     own_shift: {row: shift} for reads that move by their own shift, not lease_ns."""
-    def start(r: int) -> int:
-        if h.f[r] != READ:
-            return int(h.invoke[r])
-        return int(h.invoke[r]) - (own_shift or {}).get(r, lease_ns)
-
-    before = {(a, b) for a in rows for b in rows
-              if a != b and h.complete[a] != UNKNOWN_END and int(h.complete[a]) < start(b)}
-    out = []
-    for a, b in before:
-        if not any((a, c) in before and (c, b) in before for c in rows):
-            out.append((a, b, "real-time", False))
-    return out
+    at = np.asarray(list(rows), dtype=np.int64)
+    start = h.invoke[at] - np.where(h.f[at] == READ, np.int64(lease_ns), np.int64(0))
+    for k, r in enumerate(at.tolist()):
+        if own_shift and r in own_shift and h.f[r] == READ:
+            start[k] = int(h.invoke[r]) - own_shift[r]
+    end = h.complete[at]
+    # before[i, j]: row i completed before row j's shifted invoke (an info one never did)
+    before = (end[:, None] < start[None, :]) & (end != UNKNOWN_END)[:, None]
+    np.fill_diagonal(before, False)
+    b = before.astype(np.int32)
+    through = (b @ b) > 0  # i before some c before j: implied, not drawn
+    i, j = np.nonzero(before & ~through)
+    return [(int(at[x]), int(at[y]), "real-time", False)
+            for x, y in zip(i.tolist(), j.tolist(), strict=True)]
 
 
 def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int,
@@ -259,23 +269,28 @@ def minimal_ops(
 
     ends = sorted({o.complete for o in ops if o.complete != UNKNOWN_END})
     keep = list(ops)  # known not linearizable at delta (the caller's verdict)
+    ever_written = {o.value for o in ops if o.f in (WRITE, CAS)} | {h.initial}
     try:
-        lo, hi = 0, len(ends) - 1  # find the earliest cut time at which it fails
-        hi_known = False
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if bad(_cut(ops, ends[mid])):
-                hi, hi_known = mid, True
-            else:
-                lo = mid + 1
-        if ends and (hi_known or bad(_cut(ops, ends[lo]))):
-            keep = _cut(ops, ends[lo])
+        few = _refuted(h, ops, model, delta, read_shift, limits)
+        if few is not None and (kept_index is None or any(o.index == kept_index for o in few)
+                                ) and _supported(few, ever_written, h.initial) and bad(few):
+            keep = few  # a few operations the compiled search refuted: shrink those
+        else:
+            lo, hi = 0, len(ends) - 1  # find the earliest cut time at which it fails
+            hi_known = False
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if bad(_cut(ops, ends[mid])):
+                    hi, hi_known = mid, True
+                else:
+                    lo = mid + 1
+            if ends and (hi_known or bad(_cut(ops, ends[lo]))):
+                keep = _cut(ops, ends[lo])
         # delete one at a time, newest first (then every operation left is needed);
         # on a long prefix, first runs of them, halving the run while more than
         # QUICK_SHRINK_ABOVE are left. Never drop the write a kept read returned (that
         # would trade the real anomaly for a read of a never-written value), nor the last
         # operation of the prefix to complete (the one that cannot be linearized).
-        ever_written = {o.value for o in ops if o.f in (WRITE, CAS)} | {h.initial}
         last = max(keep, key=lambda o: -1 if o.complete == UNKNOWN_END else o.complete)
         run = len(keep) // 2
         while run > 1 and len(keep) > QUICK_SHRINK_ABOVE:
@@ -301,6 +316,40 @@ def minimal_ops(
         return None  # not shrunk within the work allowed: too many to show
     pos = {(o.index): r for r, o in enumerate(ops)}
     return sorted(pos[o.index] for o in keep)
+
+
+def _refuted(h: KeyHistory, ops: list[Operation], model: Model, delta: int,
+             read_shift: dict[int, int] | None, limits: SearchLimits
+             ) -> list[Operation] | None:
+    """A few of ops (h's rows) with no order at Δ = delta by the compiled search's
+    refutations, to shrink instead of a prefix of the history: a read of an overwritten
+    value with the write it returned and the overwrite (three operations), else the
+    operations of a window with no linearization from any state (None: neither found,
+    or the compiled search does not fit)."""
+    if compiled_overwritten is None or not compiled_fits(ops, model):
+        return None
+    e = encode(HistoryOperations(h), h.initial)
+    reads = e.kind == READ
+    shift = np.where(reads, np.int64(delta), np.int64(0))
+    for index, s in (read_shift or {}).items():
+        shift[(e.index == index) & reads] = s
+    start = e.invoke - shift
+    r = compiled_overwritten(e.kind, e.val, start, e.complete, e.drop)
+    if r >= 0:
+        writes = (e.kind == WRITE) | (e.kind == CAS)
+        over = np.flatnonzero(writes & (e.complete != UNKNOWN_END) & (e.complete < start[r])
+                              & (e.val != e.val[r]))
+        rows = [int(over[np.argmax(start[over])]), r] if len(over) else [r]
+        mine = np.flatnonzero(writes & (e.val == e.val[r]) & (start <= e.complete[r]))
+        if len(mine):
+            rows.append(int(mine[np.argmax(e.complete[mine])]))
+        return [ops[i] for i in sorted(rows)]
+    seconds = max(0.0, limits.deadline - time.monotonic())
+    room = min(limits.room(), WINDOWS_STATES)
+    rc, states, window = compiled_refute(e.kind, e.val, e.exp, start, e.complete, e.drop,
+                                         WINDOW_OPS, room, min(room, WINDOW_STATES), seconds)
+    limits.states += states
+    return [ops[i] for i in sorted(window)] if rc == 1 else None
 
 
 def _supported(ops: list[Operation], ever_written: set[str | None], initial: str | None) -> bool:
