@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -87,6 +88,15 @@ func casRegister(initial string) porcupine.Model {
 	}
 }
 
+// cpuSeconds is this process's CPU time so far (user and system, all threads).
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return math.NaN()
+	}
+	return float64(ru.Utime.Sec+ru.Stime.Sec) + float64(ru.Utime.Usec+ru.Stime.Usec)/1e6
+}
+
 // peakRSS is this process's peak resident set (VmHWM) in MB, -1 where unknown.
 func peakRSS() float64 {
 	data, err := os.ReadFile("/proc/self/status")
@@ -140,13 +150,17 @@ func main() {
 		}
 		// the least of up to 5 runs while they take under 10 ms (small times are mostly
 		// cache and scheduler noise); the Leaseline side times the same way
+		// CPU time too (the process's, its collector included): on a loaded machine wall
+		// time mostly measures the other jobs
 		var res porcupine.CheckResult
-		secs := math.Inf(1)
+		secs, cpu := math.Inf(1), math.Inf(1)
 		for k := 0; k < 5 && secs < 0.01 || k == 0; k++ {
 			runtime.GC()
+			c0 := cpuSeconds()
 			start := time.Now()
 			res = porcupine.CheckOperationsTimeout(casRegister(text(c.Initial)), ops, *timeout)
 			secs = math.Min(secs, time.Since(start).Seconds())
+			cpu = math.Min(cpu, cpuSeconds()-c0)
 		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
@@ -154,7 +168,7 @@ func main() {
 			porcupine.Ok: "ok", porcupine.Illegal: "illegal", porcupine.Unknown: "unknown",
 		}[res]
 		_ = out.Encode(map[string]interface{}{
-			"name": c.Name, "result": verdict, "seconds": secs,
+			"name": c.Name, "result": verdict, "seconds": secs, "cpu_seconds": cpu,
 			"heap_sys_mb": float64(ms.HeapSys) / (1 << 20), "peak_rss_mb": peakRSS(),
 		})
 	}
