@@ -288,9 +288,10 @@ def minimal_ops(
                 keep = _cut(ops, ends[lo])
         # delete one at a time, newest first (then every operation left is needed);
         # on a long prefix, first runs of them, halving the run while more than
-        # QUICK_SHRINK_ABOVE are left. Never drop the write a kept read returned (that
-        # would trade the real anomaly for a read of a never-written value), nor the last
-        # operation of the prefix to complete (the one that cannot be linearized).
+        # QUICK_SHRINK_ABOVE are left. Never drop the write a kept read returned or a kept
+        # compare expected (that would trade the real anomaly for a read of a
+        # never-written value), nor the last operation of the prefix to complete (the one
+        # that cannot be linearized).
         last = max(keep, key=lambda o: -1 if o.complete == UNKNOWN_END else o.complete)
         run = len(keep) // 2
         while run > 1 and len(keep) > QUICK_SHRINK_ABOVE:
@@ -353,9 +354,12 @@ def _refuted(h: KeyHistory, ops: list[Operation], model: Model, delta: int,
 
 
 def _supported(ops: list[Operation], ever_written: set[str | None], initial: str | None) -> bool:
-    """Every read of a value the history wrote still has a write of it among ops."""
+    """Every read of a value the history wrote, and every compare-and-set that expected
+    one, still has a write of it among ops."""
     written = {o.value for o in ops if o.f in (WRITE, CAS)} | {initial}
-    return all(o.value in written or o.value not in ever_written for o in ops if o.f == READ)
+    return all(o.value in written or o.value not in ever_written for o in ops if o.f == READ
+               ) and all(o.expected in written or o.expected not in ever_written
+                         for o in ops if o.f == CAS)
 
 
 def _cut(ops: list[Operation], t: int) -> list[Operation]:

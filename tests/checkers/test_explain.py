@@ -7,6 +7,7 @@ import json
 import networkx as nx
 from checker_histories import MS, cas, history, r, w
 
+from bench.gen_cas_history import generate_cas
 from leaseline.checkers.decide import VIOLATION, check_key
 from leaseline.checkers.explain import nemesis_in_force
 from leaseline.checkers.ops import NemesisEvent
@@ -71,3 +72,17 @@ def test_wgl_counterexample_is_small() -> None:
     assert any(o["f"] == "read" and o["value"] == 1 for o in ce["ops"])
     g = nx.node_link_graph(ce["graph"], edges="edges")
     assert any(d["cycle"] for _, _, d in g.edges(data=True))
+
+
+def test_a_dense_stale_read_gets_a_counterexample_of_three_operations() -> None:
+    # about 17 cas operations in flight, one read of a value overwritten before it was
+    # invoked: shrinking from the whole history ran out of work and showed nothing; the
+    # compiled search's refutation names the read, the write it returned and the write
+    # that overwrote it
+    g = generate_cas(1000, stale=True, seed=5, think_ms=0.2)
+    res = check_key(g.history, 0)
+    assert res.status == VIOLATION and res.exact
+    ce = res.counterexample
+    assert ce is not None and len(ce["ops"]) == 3
+    assert g.stale_read in [o["index"] for o in ce["ops"]]
+    assert sum(o["f"] == "read" for o in ce["ops"]) == 1
