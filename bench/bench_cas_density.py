@@ -29,6 +29,7 @@ from leaseline.checkers.decide import Budget, check_key
 from leaseline.checkers.ops import UNKNOWN_END, KeyHistory
 
 INFO_RATE = 0.005
+SEEDS = range(5, 15)
 
 
 def in_flight(h: KeyHistory) -> float:
@@ -45,7 +46,7 @@ def in_flight(h: KeyHistory) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=1000)
-    ap.add_argument("--clients", default="20,30,40,60")
+    ap.add_argument("--clients", default="20,30,40,60,80")
     ap.add_argument("--seconds", type=float, default=60.0, help="check_key's budget")
     a = ap.parse_args(argv)
     try:
@@ -60,9 +61,12 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|")
     for c in clients:
         for stale in (False, True):
-            g = generate_cas(a.ops, clients=c, info_rate=INFO_RATE, stale=stale, seed=5,
-                             think_ms=0.2)
-            if stale and g.stale_read is None:
+            for seed in SEEDS:  # the first that lets a stale read be planted
+                g = generate_cas(a.ops, clients=c, info_rate=INFO_RATE, stale=stale,
+                                 seed=seed, think_ms=0.2)
+                if not stale or g.stale_read is not None:
+                    break
+            else:
                 print(f"| {a.ops} | {c} | - | stale | (no stale read could be planted) |")
                 continue
             h = g.history

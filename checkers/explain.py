@@ -331,13 +331,17 @@ def _refuted(h: KeyHistory, ops: list[Operation], model: Model, delta: int,
         return None
     e = encode(HistoryOperations(h), h.initial)
     reads = e.kind == READ
+    writes = (e.kind == WRITE) | (e.kind == CAS)
     shift = np.where(reads, np.int64(delta), np.int64(0))
     for index, s in (read_shift or {}).items():
         shift[(e.index == index) & reads] = s
     start = e.invoke - shift
-    r = compiled_overwritten(e.kind, e.val, start, e.complete, e.drop)
+    # a read of a value nobody wrote is explained by itself (the shrinking finds it):
+    # look past it, for a stale read (droppable, it refutes nothing)
+    unwritten = reads & ~np.isin(e.val, e.val[writes]) & (e.val != e.init)
+    drop = unwritten.astype(np.uint8) if unwritten.any() else e.drop
+    r = compiled_overwritten(e.kind, e.val, start, e.complete, drop)
     if r >= 0:
-        writes = (e.kind == WRITE) | (e.kind == CAS)
         over = np.flatnonzero(writes & (e.complete != UNKNOWN_END) & (e.complete < start[r])
                               & (e.val != e.val[r]))
         rows = [int(over[np.argmax(start[over])]), r] if len(over) else [r]
@@ -347,7 +351,7 @@ def _refuted(h: KeyHistory, ops: list[Operation], model: Model, delta: int,
         return [ops[i] for i in sorted(rows)]
     seconds = max(0.0, limits.deadline - time.monotonic())
     room = min(limits.room(), WINDOWS_STATES)
-    rc, states, window = compiled_refute(e.kind, e.val, e.exp, start, e.complete, e.drop,
+    rc, states, window = compiled_refute(e.kind, e.val, e.exp, start, e.complete, drop,
                                          WINDOW_OPS, room, min(room, WINDOW_STATES), seconds)
     limits.states += states
     return [ops[i] for i in sorted(window)] if rc == 1 else None
