@@ -13,6 +13,7 @@ times are those of key_stage, in the same order (ww, then rw, then wr; per_key.p
 the derivation)."""
 
 from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int32_t, int64_t, uint8_t
+from libc.string cimport memcpy
 from libcpp.string cimport string
 from libcpp.unordered_map cimport unordered_map
 from libcpp.vector cimport vector
@@ -229,9 +230,8 @@ def group_by_key(list keys, const int64_t[::1] key, const int64_t[::1] txn,
 cdef object _arr(vector[int64_t] &v):
     out = np.empty(v.size(), np.int64)
     cdef int64_t[::1] o = out
-    cdef Py_ssize_t i
-    for i in range(<Py_ssize_t>v.size()):
-        o[i] = v[i]
+    if v.size():
+        memcpy(&o[0], v.data(), v.size() * sizeof(int64_t))
     return out
 
 

@@ -103,8 +103,41 @@ class Reader {
   std::vector<Mop> mops;
   std::vector<int64_t> scratch;
   std::unordered_map<int64_t, int64_t> pending;  // process -> row
-  std::unordered_map<std::string, int32_t> key_ids;
-  std::string key_buf;
+  // key -> id: open addressing over o.keys (a key is looked up twice per micro-op)
+  std::vector<int32_t> slots = std::vector<int32_t>(1024, -1);
+  std::vector<uint64_t> key_hash;
+
+  static uint64_t hash(const char *b, size_t m) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < m; ++i) h = (h ^ static_cast<unsigned char>(b[i])) * 1099511628211ULL;
+    return h ^ (h >> 29);
+  }
+  int32_t key_id(const char *b, size_t m) {
+    uint64_t h = hash(b, m);
+    size_t mask = slots.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      int32_t id = slots[i];
+      if (id < 0) {
+        id = static_cast<int32_t>(o.keys.size());
+        o.keys.emplace_back(b, m);
+        key_hash.push_back(h);
+        slots[i] = id;
+        if (o.keys.size() * 2 > slots.size()) grow();
+        return id;
+      }
+      const std::string &k = o.keys[id];
+      if (key_hash[id] == h && k.size() == m && std::memcmp(k.data(), b, m) == 0) return id;
+    }
+  }
+  void grow() {
+    slots.assign(slots.size() * 2, -1);
+    size_t mask = slots.size() - 1;
+    for (size_t id = 0; id < o.keys.size(); ++id) {
+      size_t i = key_hash[id] & mask;
+      while (slots[i] >= 0) i = (i + 1) & mask;
+      slots[i] = static_cast<int32_t>(id);
+    }
+  }
 
   void ws() {
     while (s < end && (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')) ++s;
@@ -310,13 +343,7 @@ class Reader {
       if (!eat(',')) return false;
       ws();
       if (!plain_string(b, m)) return false;
-      key_buf.assign(b, m);
-      auto it = key_ids.find(key_buf);
-      if (it == key_ids.end()) {
-        it = key_ids.emplace(key_buf, static_cast<int32_t>(o.keys.size())).first;
-        o.keys.push_back(key_buf);
-      }
-      mop.key = it->second;
+      mop.key = key_id(b, m);
       ws();
       if (!eat(',')) return false;
       ws();
