@@ -3,8 +3,9 @@ pins have no KV scan sessions (ScanKv is in Fluss's main branch only): there the
 in one sentence once the lease client service says so. With a Fluss checkout named by
 LEASELINE_FLUSS_SOURCE (a build of it takes minutes the first time, then comes from the
 user cache), a real cluster runs it: scans read whole buckets through Fluss's own client,
-sessions left idle past the ttl end with SCANNER_EXPIRED, and the checker's verdict and
-test.json's record of the commit are in the run folder."""
+sessions left idle past the ttl end with SCANNER_EXPIRED, bucket leadership moved off a
+running server (move-leadership) ends the sessions on it with an error, and the checker's
+verdict and test.json's record of the commit are in the run folder."""
 
 from __future__ import annotations
 
@@ -53,13 +54,17 @@ def test_kv_scan_on_the_released_jars_ends_in_one_sentence(tmp_path: Path,
                     "build (ScanKv is in no release)")
 def test_scans_of_a_source_build_keep_their_promises(tmp_path: Path,
                                                      fluss_project: str) -> None:
-    r = run_scan(tmp_path, fluss_project, "--time-limit", "30", "--sut-opt", f"source={SOURCE}")
+    r = run_scan(tmp_path, fluss_project, "--time-limit", "30", "--sut-opt", f"source={SOURCE}",
+                 "--nemesis", "move-leadership", "--nemesis-interval", "8")
     run = (tmp_path / "latest").resolve()
     results = json.loads((run / "results.json").read_text())
     found = results["kv_scan"]
     assert r.returncode == 0, (r.stderr[-2000:], found["violations"][:3])
     assert found["rows_checked"] > 0 and found["scans_read_whole"] > 0
     assert found["continued_within_ttl"] > 0 and found["expired_as_promised"] > 0
+    records = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert any(x["f"] == "start-move-leadership" and x["type"] == "ok" and x["value"]["moved"]
+               for x in records)
     build = json.loads((run / "test.json").read_text())["sut_build"]
     head = subprocess.run(["git", "-C", SOURCE, "rev-parse", "HEAD"], capture_output=True,
                           text=True).stdout.strip()
