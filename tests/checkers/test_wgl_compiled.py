@@ -160,7 +160,7 @@ def test_without_the_compiled_search_the_checker_warns_once_and_still_decides() 
     assert "Traceback" not in out.stderr
 
 
-@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.lists(st.integers(0, 15), min_size=7, max_size=7))
 def test_what_refutes_a_history_is_sound(
     case: tuple[list[Operation], Model, str | None], per_op: list[int]
