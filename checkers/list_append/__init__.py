@@ -45,7 +45,11 @@ order is the history's record order, as Elle's; the lease's is by time.
 Stages. `key_stage` (per_key.py) is a pure function of one key's micro-ops and the txn
 table, to map over keys on Spark; `graph_stage` (check.py) runs on the driver;
 `check_history` runs both. The result is the dict of ARCHITECTURE.md, "The list-append
-checker".
+checker". Where the optional extension checkers/la_compiled.pyx is built, the jsonl
+reader, the per-key stage of every key that shows no anomaly (columns.py), the real-time
+sweep, the edges' merge and the SCCs run compiled; a key that may show one still goes
+through key_stage, and without the extension everything runs as above in Python, to the
+same columns and verdicts.
 """
 
 from leaseline.checkers.list_append.check import (
