@@ -24,7 +24,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from leaseline.checkers.faults import fault_periods
@@ -113,6 +112,8 @@ def build(
     lease_ns: int,
 ) -> dict[str, Any]:
     """edges: (row, row, type, cycle)."""
+    import networkx as nx  # ~0.1 s to import: only a counterexample pays it
+
     rows = list(dict.fromkeys(rows))
     ops = [op_record(h, r, roles.get(r, "")) for r in rows]
     g = nx.DiGraph(key=h.key, file=h.file, lease_ms=lease_ns / 1e6)

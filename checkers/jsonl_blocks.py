@@ -26,7 +26,6 @@ from typing import Any, BinaryIO, Literal
 
 import msgspec
 import numpy as np
-import pandas as pd
 
 from leaseline.checkers.errors import HistoryFormatError
 from leaseline.checkers.importers.jsonl import (
@@ -135,12 +134,16 @@ def _objects(items: list[Any]) -> np.ndarray:
 
 def _factorized(items: list[str | None]) -> tuple[np.ndarray, np.ndarray]:
     """(int32 codes, distinct values + None last): code -1 (null) picks that None."""
+    import pandas as pd  # here, not at the top: `leaseline check` of a txn history never needs it
+
     codes, uniques = pd.factorize(_objects(items))
     return codes.astype(np.int32), _objects([*uniques, None])
 
 
 def _codes(items: list[str], known: dict[str, int]) -> np.ndarray:
     """type / f names -> their codes (-1: unknown, find_problem names it)."""
+    import pandas as pd
+
     codes, uniques = pd.factorize(_objects(items), use_na_sentinel=False)
     return np.array([known.get(u, -1) for u in uniques], dtype=np.int8)[codes]
 

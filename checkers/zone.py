@@ -69,7 +69,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 
 from leaseline.checkers.ops import READ, UNKNOWN_END, WRITE, KeyHistory
 
@@ -138,6 +137,10 @@ def _codes(h: KeyHistory) -> tuple[np.ndarray, int, int]:
     f = h.f
     if np.any((f != READ) & (f != WRITE)):
         raise NotUniqueValues("compare-and-set operations")
+    # pandas costs ~0.4 s to import: only a register key's zone pays it, never
+    # `leaseline check` of a transaction or scan history.
+    import pandas as pd
+
     codes, uniques = pd.factorize(h.value, use_na_sentinel=True)
     codes = np.asarray(codes, dtype=np.int64)
     n_codes = len(uniques)

@@ -124,3 +124,19 @@ def test_a_run_folder_of_txns_gets_its_result_in_results_json(tmp_path: Path) ->
     assert saved["list_append"]["status"] == "lease-bounded"
     assert saved["list_append"]["stale_reads"][0]["staleness_ms"] == 20.0
     assert [e["f"] for e in saved["nemesis"]] == ["start-pause"]
+
+
+def test_checking_a_txn_history_never_imports_pandas_or_networkx(tmp_path: Path) -> None:
+    """They cost about half a second to import, more than checking 20k transactions:
+    only register keys (zone, frames) and drawn counterexamples need them."""
+    import subprocess
+    import sys
+
+    history = stale_history(tmp_path)
+    probe = ("import sys; from leaseline.cli import main\n"
+             "try:\n    main(['check', '--lease-ms', '5', sys.argv[1]])\n"
+             "except SystemExit as e:\n    code = e.code\n"
+             "print(code, 'pandas' in sys.modules, 'networkx' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe, str(history)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out[-3:] == ["1", "False", "False"]
