@@ -4,23 +4,18 @@ error text as the Spark job on local[2], for every kind of history the job handl
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonl_histories import MS, H, stale
-from repo_paths import ROOT
 from test_job import CORPUS
 
+from bench.gen_history import generate
 from leaseline.checkers import job
 from leaseline.checkers.errors import HistoryFormatError
 from leaseline.checkers.job import AUTO, check_histories, uses_spark
-
-sys.path.insert(0, str(ROOT))  # bench/: not installed
-
-from bench.gen_history import generate  # noqa: E402
 
 KNOSSOS = sorted(CORPUS.rglob("*.edn"))[:6] if CORPUS.is_dir() else []
 

@@ -24,13 +24,11 @@ from conftest import images_of
 from jsonl_histories import H, stale
 from repo_paths import ROOT
 
+from bench.gen_history import generate
 from leaseline.harness.clusters.docker import images
 from leaseline.harness.clusters.docker.cluster import COMPOSE_FILE, Cluster
 from leaseline.harness.clusters.docker.compose import compose_command
 from leaseline.harness.errors import EnvironmentProblem
-
-sys.path.insert(0, str(ROOT))  # bench/ is not an installed package
-from bench.gen_history import generate  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.spark, pytest.mark.slow]
 
