@@ -213,6 +213,15 @@ def loop_report(costs: dict[str, float], args: argparse.Namespace) -> None:
                   f"(target <= 2)")
 
 
+def open_writers(stack: contextlib.ExitStack, folder: Path, old: Any) -> dict[str, Any]:
+    """This checkout's HistoryWriter, and the baseline revision's beside it when given."""
+    writers = {RECORDING: stack.enter_context(HistoryWriter(folder / HISTORY, MonotonicClock()))}
+    if old is not None:
+        writers[BASELINE] = stack.enter_context(
+            old.HistoryWriter(folder / "baseline.jsonl", old.MonotonicClock()))
+    return writers
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", type=float, default=0.5, help="seconds per phase")
@@ -228,11 +237,7 @@ def main() -> None:
     old = baseline_module(args.baseline) if args.baseline else None
     if args.loop:
         with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-            writers = {RECORDING: stack.enter_context(
-                HistoryWriter(Path(tmp) / HISTORY, MonotonicClock()))}
-            if old is not None:
-                writers[BASELINE] = stack.enter_context(
-                    old.HistoryWriter(Path(tmp) / "baseline.jsonl", old.MonotonicClock()))
+            writers = open_writers(stack, Path(tmp), old)
             costs = loop_costs(writers, args)
         loop_report(costs, args)
         return
@@ -250,11 +255,7 @@ def main() -> None:
         endpoint = Endpoint(container.attrs["NetworkSettings"]["IPAddress"], 6379)
         time.sleep(1)
         with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-            writers = {RECORDING: stack.enter_context(
-                HistoryWriter(Path(tmp) / HISTORY, MonotonicClock()))}
-            if old is not None:
-                writers[BASELINE] = stack.enter_context(
-                    old.HistoryWriter(Path(tmp) / "baseline.jsonl", old.MonotonicClock()))
+            writers = open_writers(stack, Path(tmp), old)
             phases = run_phases(endpoint, writers, args)
         report(phases, args)
     finally:
