@@ -240,9 +240,13 @@ def _bulk(rng: np.random.Generator, txns: int, keys: int, clients: int, per_key:
     # values: an effective append is its position + 1; one that never took effect gets a
     # value above any position, unique in its key (no read can show it)
     value = np.where(effective, seen + 1, per_key + 1 + np.arange(m))
+    # the micro-op columns are kept until the file is written: the narrowest types that
+    # hold them (at 10 M txns, 25 M micro-ops)
     return {"invoke": invoke, "complete": complete, "client": client, "outcome": outcome,
-            "n_micro": n_micro, "m_append": m_append, "key_id": key_id, "value": value,
-            "seen": seen, "windows": np.array(starts, dtype=np.int64)}
+            "n_micro": n_micro.astype(np.int8), "m_append": m_append,
+            "key_id": key_id.astype(np.int64 if key_id.max(initial=0) >> 31 else np.int32),
+            "value": value.astype(np.int64 if value.max(initial=0) >> 31 else np.int32),
+            "seen": seen.astype(np.int16), "windows": np.array(starts, dtype=np.int64)}
 
 
 def _processes(client: np.ndarray, outcome: np.ndarray, invoke: np.ndarray,
@@ -258,30 +262,42 @@ def _processes(client: np.ndarray, outcome: np.ndarray, invoke: np.ndarray,
     return client + clients * generation
 
 
-def _txn_texts(b: dict[str, np.ndarray], per_key: int) -> tuple[pa.Array, pa.Array]:
-    """The JSON text of each bulk transaction's value at invocation and at completion,
-    assembled by pyarrow's string kernels (no Python object per micro-op)."""
-    prefix = pa.array(["[" + ",".join(str(v) for v in range(1, p + 1)) + "]"
-                       for p in range(per_key + 1)])
-    key = pc.cast(pa.array(b["key_id"]), pa.string())
-    append = pa.array(b["m_append"])
-    inv = pc.if_else(append,
-                     pc.binary_join_element_wise('["append","k', key, '",',
-                                                 pc.cast(pa.array(b["value"]), pa.string()),
-                                                 "]", ""),
-                     pc.binary_join_element_wise('["r","k', key, '",null]', ""))
-    done = pc.if_else(append, inv, pc.binary_join_element_wise(
-        '["r","k', key, '",', pc.take(prefix, pa.array(b["seen"])), "]", ""))
-    offsets = pa.array(np.r_[0, np.cumsum(b["n_micro"])].astype(np.int32))
+class _TxnTexts:
+    """The JSON text of bulk transactions' values at invocation and at completion,
+    assembled by pyarrow's string kernels (no Python object per micro-op) for the
+    transactions a chunk of events names, so the whole history's text is never held."""
 
-    def per_txn(micro: pa.Array) -> pa.Array:
-        joined = pc.binary_join(pa.ListArray.from_arrays(offsets, micro), ",")
-        return pc.binary_join_element_wise("[", joined, "]", "")
+    def __init__(self, b: dict[str, np.ndarray], per_key: int) -> None:
+        self.b = b
+        self.first = np.r_[0, np.cumsum(b["n_micro"], dtype=np.int64)]
+        self.prefix = pa.array(["[" + ",".join(str(v) for v in range(1, p + 1)) + "]"
+                                for p in range(per_key + 1)])
 
-    inv_txn = per_txn(inv)
-    # fail/info: the completion carries the value as invoked (its reads unknown)
-    done_txn = pc.if_else(pa.array(b["outcome"] == 0), per_txn(done), inv_txn)
-    return inv_txn, done_txn
+    def of(self, t: np.ndarray) -> tuple[pa.Array, pa.Array]:
+        """(at invocation, at completion) of bulk transactions `t`, in that order."""
+        b = self.b
+        count = b["n_micro"][t].astype(np.int64)
+        offsets = np.r_[0, np.cumsum(count)]
+        # the micro-ops of t, txn after txn: each txn's first micro-op, then the next ones
+        mi = np.repeat(self.first[t] - offsets[:-1], count) + np.arange(offsets[-1])
+        key = pc.cast(pa.array(b["key_id"][mi]), pa.string())
+        append = pa.array(b["m_append"][mi])
+        inv = pc.if_else(append,
+                         pc.binary_join_element_wise('["append","k', key, '",',
+                                                     pc.cast(pa.array(b["value"][mi]),
+                                                             pa.string()), "]", ""),
+                         pc.binary_join_element_wise('["r","k', key, '",null]', ""))
+        done = pc.if_else(append, inv, pc.binary_join_element_wise(
+            '["r","k', key, '",', pc.take(self.prefix, pa.array(b["seen"][mi])), "]", ""))
+        off = pa.array(offsets.astype(np.int32))
+
+        def per_txn(micro: pa.Array) -> pa.Array:
+            joined = pc.binary_join(pa.ListArray.from_arrays(off, micro), ",")
+            return pc.binary_join_element_wise("[", joined, "]", "")
+
+        inv_txn = per_txn(inv)
+        # fail/info: the completion carries the value as invoked (its reads unknown)
+        return inv_txn, pc.if_else(pa.array(b["outcome"][t] == 0), per_txn(done), inv_txn)
 
 
 def _plant_text(micro: list[list], reads: bool) -> str:
@@ -293,7 +309,7 @@ def generate(out: Path | str, txns: int = 20_000, keys: int = 1000, clients: int
              appends_per_key: int = 32, fail_rate: float = 0.01, info_rate: float = 0.01,
              plants: tuple[str, ...] = PLANT_NAMES, lease_ms: float = 100.0, seed: int = 1,
              mean_latency_ms: float = 1.0, nodes: int = 5,
-             chunk_lines: int = 2_000_000) -> Generated:
+             chunk_lines: int = 500_000) -> Generated:
     """Write a list-append history of `txns` bulk transactions plus the named plants."""
     rng = np.random.default_rng(seed)
     table = _plants(lease_ms)
@@ -301,12 +317,13 @@ def generate(out: Path | str, txns: int = 20_000, keys: int = 1000, clients: int
     b = _bulk(rng, txns, keys, clients, appends_per_key, fail_rate, info_rate, mean_latency_ms,
               lengths)
     windows = b["windows"].tolist()
-    inv_txn, done_txn = _txn_texts(b, appends_per_key)
+    texts = _TxnTexts(b, appends_per_key)
     process = _processes(b["client"], b["outcome"], b["invoke"], clients)
-    node = rng.integers(1, nodes + 1, txns)
+    node = rng.integers(1, nodes + 1, txns).astype(np.int8)
     invoke, complete, outcome = b["invoke"], b["complete"], b["outcome"]
     n_bulk_keys = len(np.unique(b["key_id"]))
-    del b
+    for name in ("invoke", "complete", "client"):
+        del b[name]
 
     # the plants: transactions numbered after the bulk, each in its quiet window
     planted: list[Plant] = []
@@ -327,11 +344,9 @@ def generate(out: Path | str, txns: int = 20_000, keys: int = 1000, clients: int
     complete = np.r_[complete, p_done]
     outcome = np.r_[outcome, np.array([r[2] for r in rows], dtype=np.int64)]
     process = np.r_[process, PLANT_PROCESS + np.arange(len(rows))]
-    node = np.r_[node, np.ones(len(rows), dtype=np.int64)]
-    inv_txn = pa.concat_arrays([inv_txn, pa.array([_plant_text(r[3], False) for r in rows],
-                                                  pa.string())])
-    done_txn = pa.concat_arrays([done_txn, pa.array(
-        [_plant_text(r[3], r[2] == 0) for r in rows], pa.string())])
+    node = np.r_[node, np.ones(len(rows), dtype=np.int8)]
+    p_inv_txn = pa.array([_plant_text(r[3], False) for r in rows], pa.string())
+    p_done_txn = pa.array([_plant_text(r[3], r[2] == 0) for r in rows], pa.string())
     total = txns + len(rows)
 
     # events: invocation and completion of every transaction, in time order = index order
@@ -355,8 +370,13 @@ def generate(out: Path | str, txns: int = 20_000, keys: int = 1000, clients: int
         for lo in range(0, 2 * total, chunk_lines):
             sl = slice(lo, min(lo + chunk_lines, 2 * total))
             t, inv = ev_txn[sl], ev_inv[sl]
-            value = pc.if_else(pa.array(inv), pc.take(inv_txn, pa.array(t)),
-                               pc.take(done_txn, pa.array(t)))
+            u, at_u = np.unique(t, return_inverse=True)  # bulk txns first, then plants
+            bulk = int(np.searchsorted(u, txns))
+            inv_u, done_u = texts.of(u[:bulk])
+            inv_u = pa.concat_arrays([inv_u, pc.take(p_inv_txn, pa.array(u[bulk:] - txns))])
+            done_u = pa.concat_arrays([done_u, pc.take(p_done_txn, pa.array(u[bulk:] - txns))])
+            at = pa.array(at_u.ravel())
+            value = pc.if_else(pa.array(inv), pc.take(inv_u, at), pc.take(done_u, at))
             parts = [
                 '{"index":', pc.cast(pa.array(np.arange(sl.start, sl.stop)), pa.string()),
                 ',"time":', pc.cast(pa.array(ev_time[sl]), pa.string()),
