@@ -235,6 +235,13 @@ cdef object _arr(vector[int64_t] &v):
     return out
 
 
+cdef object _taken(vector[int64_t] &v):
+    """_arr(v), then v's memory freed."""
+    out = _arr(v)
+    vector[int64_t]().swap(v)
+    return out
+
+
 cdef bint _groups_fine(vector[int64_t] &grouped, Py_ssize_t a, Py_ssize_t b,
                        const int64_t[::1] txn, const uint8_t[::1] is_append,
                        const int64_t[::1] value, const int64_t[::1] read_off,
@@ -534,8 +541,10 @@ def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
     cdef uint8_t[::1] kv = kind
     for q in range(<Py_ssize_t>e_kind.size()):
         kv[q] = e_kind[q]
-    return (flagged, (_arr(e_src), _arr(e_dst), kind, _arr(e_val), _arr(e_prev), _arr(e_key)),
-            (_arr(s_txn), _arr(s_time), _arr(s_by), _arr(s_key)))
+    vector[uint8_t]().swap(e_kind)
+    # each column copied out, then its vector freed: never all of them twice
+    edges = (_taken(e_src), _taken(e_dst), kind, _taken(e_val), _taken(e_prev), _taken(e_key))
+    return (flagged, edges, (_taken(s_txn), _taken(s_time), _taken(s_by), _taken(s_key)))
 
 
 def realtime_sweep(Py_ssize_t n, const int8_t[::1] what, const int64_t[::1] who):
@@ -637,60 +646,117 @@ def sccs(Py_ssize_t n, const int64_t[::1] offsets, const int64_t[::1] targets):
 cdef extern from *:
     """
     #include <algorithm>
+    #include <cstdint>
     #include <vector>
-    struct LlEdge { int64_t d; uint8_t k; };
-    // edges by source (one counting sort), each source's targets sorted, duplicates
-    // merged with the OR of their kinds
-    static void ll_merge(int64_t n, int64_t m, const int64_t *src, const int64_t *dst,
-                         const uint8_t *kind, std::vector<int64_t> &os,
-                         std::vector<int64_t> &od, std::vector<uint8_t> &ok) {
-        std::vector<int64_t> start(n + 1, 0);
-        for (int64_t e = 0; e < m; ++e) ++start[src[e] + 1];
-        for (int64_t v = 0; v < n; ++v) start[v + 1] += start[v];
-        std::vector<int64_t> fill(start.begin(), start.end() - 1);
-        std::vector<LlEdge> by(m);
-        for (int64_t e = 0; e < m; ++e) by[fill[src[e]]++] = LlEdge{dst[e], kind[e]};
-        os.reserve(m);
-        od.reserve(m);
-        ok.reserve(m);
-        for (int64_t v = 0; v < n; ++v) {
-            LlEdge *b = by.data() + start[v], *e = by.data() + start[v + 1];
-            if (b == e) continue;
-            std::sort(b, e, [](const LlEdge &x, const LlEdge &y) { return x.d < y.d; });
-            int64_t last = -1;
-            for (LlEdge *p = b; p < e; ++p) {
-                if (p->d == last) {
-                    ok.back() |= p->k;
-                } else {
-                    last = p->d;
-                    os.push_back(v);
-                    od.push_back(p->d);
-                    ok.push_back(p->k);
+    // edges by source (one counting sort over every part), each source's targets sorted,
+    // duplicates merged with the OR of their kinds; prepare() leaves each source's unique
+    // edges at the front of its bucket and returns how many there are, fill() writes them
+    // into arrays of that size. A target is held in 32 bits where the txns' ids fit.
+    template <typename Id> struct LlEdgeT { Id d; uint8_t k; };
+    template <typename Id> struct LlMergeT {
+        std::vector<int64_t> start, uniq;
+        std::vector<LlEdgeT<Id>> by;
+        int64_t prepare(int64_t n, const std::vector<const int64_t *> &src,
+                        const std::vector<const int64_t *> &dst,
+                        const std::vector<const uint8_t *> &kind,
+                        const std::vector<int64_t> &len) {
+            int64_t m = 0;
+            for (int64_t x : len) m += x;
+            start.assign(n + 1, 0);
+            for (size_t p = 0; p < len.size(); ++p)
+                for (int64_t e = 0; e < len[p]; ++e) ++start[src[p][e] + 1];
+            for (int64_t v = 0; v < n; ++v) start[v + 1] += start[v];
+            std::vector<int64_t> fill(start.begin(), start.end() - 1);
+            by.resize(m);
+            for (size_t p = 0; p < len.size(); ++p)
+                for (int64_t e = 0; e < len[p]; ++e)
+                    by[fill[src[p][e]]++] = LlEdgeT<Id>{static_cast<Id>(dst[p][e]), kind[p][e]};
+            std::vector<int64_t>().swap(fill);
+            uniq.assign(n, 0);
+            int64_t total = 0;
+            for (int64_t v = 0; v < n; ++v) {
+                LlEdgeT<Id> *b = by.data() + start[v], *e = by.data() + start[v + 1];
+                if (b == e) continue;
+                std::sort(b, e, [](const LlEdgeT<Id> &x, const LlEdgeT<Id> &y) {
+                    return x.d < y.d; });
+                LlEdgeT<Id> *w = b;
+                for (LlEdgeT<Id> *q = b + 1; q < e; ++q) {
+                    if (q->d == w->d) w->k |= q->k;
+                    else *++w = *q;
+                }
+                uniq[v] = w - b + 1;
+                total += uniq[v];
+            }
+            return total;
+        }
+        void fill(int64_t *os, int64_t *od, uint8_t *ok) {
+            int64_t p = 0, n = static_cast<int64_t>(uniq.size());
+            for (int64_t v = 0; v < n; ++v) {
+                const LlEdgeT<Id> *b = by.data() + start[v];
+                for (int64_t i = 0; i < uniq[v]; ++i, ++p) {
+                    os[p] = v;
+                    od[p] = b[i].d;
+                    ok[p] = b[i].k;
                 }
             }
+            std::vector<LlEdgeT<Id>>().swap(by);
         }
-    }
+    };
+    struct LlMerge {
+        bool wide = false;
+        LlMergeT<uint32_t> narrow_m;
+        LlMergeT<int64_t> wide_m;
+        int64_t prepare(int64_t n, const std::vector<const int64_t *> &src,
+                        const std::vector<const int64_t *> &dst,
+                        const std::vector<const uint8_t *> &kind,
+                        const std::vector<int64_t> &len) {
+            wide = n > static_cast<int64_t>(UINT32_MAX);
+            return wide ? wide_m.prepare(n, src, dst, kind, len)
+                        : narrow_m.prepare(n, src, dst, kind, len);
+        }
+        void fill(int64_t *os, int64_t *od, uint8_t *ok) {
+            if (wide) wide_m.fill(os, od, ok);
+            else narrow_m.fill(os, od, ok);
+        }
+    };
     """
-    void ll_merge(int64_t n, int64_t m, const int64_t *src, const int64_t *dst,
-                  const uint8_t *kind, vector[int64_t] &os, vector[int64_t] &od,
-                  vector[uint8_t] &ok) nogil
+    cppclass LlMerge:
+        int64_t prepare(int64_t n, vector[const int64_t *] &src, vector[const int64_t *] &dst,
+                        vector[const uint8_t *] &kind, vector[int64_t] &len) nogil
+        void fill(int64_t *os, int64_t *od, uint8_t *ok) nogil
 
 
-def merge_sorted(Py_ssize_t n, const int64_t[::1] src, const int64_t[::1] dst,
-                 const uint8_t[::1] kind):
+def merge_parts(Py_ssize_t n, list parts):
     """graph.merge_edges: one edge per (src, dst) with the OR of their kinds, sorted by
-    (src, dst): a counting sort by source, then each source's few targets sorted."""
-    cdef Py_ssize_t E = src.shape[0], i
-    cdef vector[int64_t] o_src, o_dst
-    cdef vector[uint8_t] o_kind
-    if E:
+    (src, dst), from the parts' (src int64, dst int64, kind uint8) columns as they are (no
+    concatenation): a counting sort by source, then each source's few targets sorted."""
+    cdef LlMerge mg
+    cdef vector[const int64_t *] s, d
+    cdef vector[const uint8_t *] k
+    cdef vector[int64_t] ln
+    cdef const int64_t[::1] a, b
+    cdef const uint8_t[::1] c
+    for part in parts:  # the arrays stay alive in `parts` while their pointers are used
+        a, b, c = part[0], part[1], part[2]
+        if a.shape[0] != b.shape[0] or a.shape[0] != c.shape[0]:
+            raise ValueError("an edge part's columns differ in length")
+        if a.shape[0]:
+            s.push_back(&a[0])
+            d.push_back(&b[0])
+            k.push_back(&c[0])
+            ln.push_back(a.shape[0])
+    cdef int64_t u
+    with nogil:
+        u = mg.prepare(n, s, d, k, ln)
+    o_src = np.empty(u, np.int64)
+    o_dst = np.empty(u, np.int64)
+    o_kind = np.empty(u, np.uint8)
+    cdef int64_t[::1] vs = o_src, vd = o_dst
+    cdef uint8_t[::1] vk = o_kind
+    if u:
         with nogil:
-            ll_merge(n, E, &src[0], &dst[0], &kind[0], o_src, o_dst, o_kind)
-    k = np.empty(o_kind.size(), np.uint8)
-    cdef uint8_t[::1] kv = k
-    for i in range(<Py_ssize_t>o_kind.size()):
-        kv[i] = o_kind[i]
-    return _arr(o_src), _arr(o_dst), k
+            mg.fill(&vs[0], &vd[0], &vk[0])
+    return o_src, o_dst, o_kind
 
 
 cdef extern from *:

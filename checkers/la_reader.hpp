@@ -7,6 +7,7 @@
 // or "nemesis") are kept raw for the Python side to decode.
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
@@ -26,7 +27,10 @@ struct Flat {
   std::vector<int64_t> index, invoke_index, process, t_invoke, t_complete;
   std::vector<int8_t> ttype;
   std::vector<int64_t> mop_start{0};  // row r's micro-ops: [mop_start[r], mop_start[r+1])
-  // micro-ops in row order; a read's list is elems[off, off+len), len -1: unknown
+  // micro-ops in row order; a read's list is elems[off, off+len), len -1: unknown. The
+  // reads of a key are mostly prefixes of one list: each is checked against the longest
+  // read of its key so far and shares its elements when it is a prefix of it (or extends
+  // it), so elems holds each key's list once plus the reads that disagree with it.
   std::vector<int32_t> key;
   std::vector<uint8_t> app;
   std::vector<int64_t> val, roff, rlen;
@@ -89,6 +93,21 @@ class Reader {
 
   bool finish() {
     pending.clear();
+    // elems: every key's longest list, then the reads that disagreed with theirs
+    std::vector<int64_t> base(canon.size() + 1, 0);
+    for (size_t k = 0; k < canon.size(); ++k) base[k + 1] = base[k] + canon[k].size();
+    std::vector<int64_t> all;
+    all.reserve(base.back() + o.elems.size());
+    for (auto &c : canon) {
+      all.insert(all.end(), c.begin(), c.end());
+      std::vector<int64_t>().swap(c);
+    }
+    all.insert(all.end(), o.elems.begin(), o.elems.end());
+    for (size_t j = 0; j < o.roff.size(); ++j) {
+      int64_t &off = o.roff[j];
+      off = off < 0 ? base[-1 - off] : off + base.back();
+    }
+    o.elems.swap(all);
     return true;
   }
 
@@ -106,6 +125,7 @@ class Reader {
   // key -> id: open addressing over o.keys (a key is looked up twice per micro-op)
   std::vector<int32_t> slots = std::vector<int32_t>(1024, -1);
   std::vector<uint64_t> key_hash;
+  std::vector<std::vector<int64_t>> canon;  // key id -> its longest read so far
 
   static uint64_t hash(const char *b, size_t m) {
     uint64_t h = 1469598103934665603ULL;
@@ -121,6 +141,7 @@ class Reader {
         id = static_cast<int32_t>(o.keys.size());
         o.keys.emplace_back(b, m);
         key_hash.push_back(h);
+        canon.emplace_back();
         slots[i] = id;
         if (o.keys.size() * 2 > slots.size()) grow();
         return id;
@@ -435,15 +456,25 @@ class Reader {
     return true;
   }
 
-  // a read's list into elems: appended (at an invocation) or replacing row j's (at a
-  // completion); a null read is unknown (-1), or empty at an ok completion
+  // a read's list: appended (at an invocation) or replacing row j's (at a completion);
+  // a null read is unknown (-1), or empty at an ok completion. A list that agrees with
+  // its key's longest so far is stored as a prefix of it (off -1 - key until finish()
+  // places the keys' lists), any other in elems.
   void put_read(const Mop &m, bool replace, bool completed_ok, int64_t j = -1) {
     int64_t off = 0, len = 0;
     if (m.f == 1) {
       if (m.vkind == 1) {
-        off = o.elems.size();
         len = m.hi - m.lo;
-        o.elems.insert(o.elems.end(), scratch.begin() + m.lo, scratch.begin() + m.hi);
+        const int64_t *x = scratch.data() + m.lo;
+        std::vector<int64_t> &c = canon[m.key];
+        size_t common = std::min<size_t>(len, c.size());
+        if (common == 0 || std::memcmp(x, c.data(), common * sizeof(int64_t)) == 0) {
+          if (static_cast<size_t>(len) > c.size()) c.insert(c.end(), x + c.size(), x + len);
+          off = -1 - static_cast<int64_t>(m.key);
+        } else {
+          off = o.elems.size();
+          o.elems.insert(o.elems.end(), x, x + len);
+        }
       } else {
         len = completed_ok ? 0 : -1;
       }

@@ -94,26 +94,30 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
     if process:
         order_parts.append(gr.process_edges(txns.process, ok))
     lease_ns = int(round(lease_ms * 1e6)) if txns.has_time else 0
-    graphs = {}
-    if realtime:
-        # Elle's real-time order is the history's: completion index < invocation index
-        graphs[0] = gr.merge_edges(n, data + [gr.realtime_edges(
-            txns.invoke_index, txns.index, ok, possible)])
-        if lease_ns > 0:
-            shifted = txns.t_invoke - np.where(txns.read_only, lease_ns, 0)
-            tie = np.where(txns.read_only, -1, txns.invoke_index)
-            graphs[lease_ns] = gr.merge_edges(n, data + [gr.realtime_edges(
-                shifted, txns.t_complete, ok, possible, tie, txns.index)])
-    else:
-        graphs[0] = gr.merge_edges(n, data + order_parts)
-    lease_key = lease_ns if lease_ns in graphs else 0
 
+    def graph(lk: int) -> gr.Graph:
+        if not realtime:
+            return gr.merge_edges(n, data + order_parts)
+        if lk == 0:  # Elle's real-time order is the history's: completion < invocation index
+            return gr.merge_edges(n, data + [gr.realtime_edges(
+                txns.invoke_index, txns.index, ok, possible)])
+        shifted = txns.t_invoke - np.where(txns.read_only, lease_ns, 0)
+        tie = np.where(txns.read_only, -1, txns.invoke_index)
+        return gr.merge_edges(n, data + [gr.realtime_edges(
+            shifted, txns.t_complete, ok, possible, tie, txns.index)])
+
+    lease_key = lease_ns if realtime and lease_ns > 0 else 0
     cycles_at: dict[int, dict[str, list[list[tuple[int, int, int]]]]] = {}
     timeouts_at: dict[int, list[dict[str, Any]]] = {}
     exists_at: dict[int, dict[str, list[dict[str, Any]]]] = {}
-    for lk, g in graphs.items():
+    empty_at: dict[int, bool] = {}
+    for lk in dict.fromkeys((0, lease_key)):
+        # one graph at a time: its cycles are all that is kept of it
+        g = graph(lk)
         exists_at[lk] = {}
         cycles_at[lk], timeouts_at[lk] = _cycles(g, search_budget, exists_at[lk], txns.index)
+        empty_at[lk] = not len(g.src)
+        del g
 
     def found_at(lk: int) -> dict[str, Any]:
         f: dict[str, Any] = dict(found_keyed)
@@ -124,7 +128,7 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
         ruled = cm.impossible_models(f)
         f.update({t: ws for t, ws in exists_at[lk].items()
                   if cm.canonical(t[: -len("-cycle-exists")]) not in ruled})
-        if len(graphs[lk].src) == 0:
+        if empty_at[lk]:
             f["empty-transaction-graph"] = [{}]
         return f
 

@@ -77,14 +77,16 @@ def merge_edges(n: int, parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray
     """One edge per (src, dst) with the OR of their kinds."""
     if not parts:
         return Graph(n, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
+    native = compiled()
+    if native is not None:  # straight from the parts: no concatenated copy of every edge
+        return Graph(n, *native.merge_parts(n, [
+            (np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64),
+             np.ascontiguousarray(k, np.uint8)) for a, b, k in parts]))
     src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
     dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
     kind = np.concatenate([p[2] for p in parts]).astype(np.uint8, copy=False)
     if not len(src):
         return Graph(n, src, dst, kind)
-    native = compiled()
-    if native is not None:
-        return Graph(n, *native.merge_sorted(n, src, dst, kind))
     code = src * n + dst
     order = np.argsort(code, kind="stable")
     code, kind = code[order], kind[order]
@@ -170,12 +172,11 @@ def csr(n: int, src: np.ndarray, dst: np.ndarray, kind: np.ndarray
 def csr_arrays(n: int, src: np.ndarray, dst: np.ndarray, kind: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(offsets, targets, kinds) as int64 arrays (kinds uint8), edges in source order."""
-    if len(src) and bool((src[1:] >= src[:-1]).all()):  # merge_edges' order already
-        order = np.arange(len(src))
-    else:
-        order = np.argsort(src, kind="stable")
     counts = np.bincount(src, minlength=n)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    if not len(src) or bool((src[1:] >= src[:-1]).all()):  # merge_edges' order: no copy
+        return offsets, dst.astype(np.int64, copy=False), kind
+    order = np.argsort(src, kind="stable")
     return offsets, dst[order].astype(np.int64), kind[order]
 
 
@@ -255,7 +256,7 @@ class Budget(Exception):
 def inner_edges(g: Graph, comps: Sequence[Sequence[int]]
                 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Each component's own edges (both ends inside it), in one pass over the graph."""
-    comp_of = np.full(g.n, -1, np.int64)
+    comp_of = np.full(g.n, -1, np.int32 if len(comps) < 2**31 else np.int64)
     for i, c in enumerate(comps):
         comp_of[np.asarray(c, np.int64)] = i
     cs = comp_of[g.src]
