@@ -32,7 +32,8 @@ MEANING = {
                     "order.",
     "internal": "a transaction contradicts its own earlier micro-operations.",
     "lost-write": "an acknowledged append that no read shows, although reads show later "
-                  "appends of its key.",
+                  "appends of its key; or one that reads showed and every read begun "
+                  "after them lacks.",
     "future-read": "a transaction reads an element that it appends itself only later.",
     "lost-update": "two transactions read the same version of a key and both append to it.",
     "empty-transaction-graph": "no transaction could be ordered against another: nothing "
@@ -91,6 +92,13 @@ def witness_lines(name: str, witness: Any) -> list[str]:
     if name == "duplicate-elements":
         return [f"T{op} read {key} = {elle_list(witness.get('read'))}: element "
                 f"{witness.get('element')} appears more than once"]
+    if name == "lost-write" and witness.get("seen_by") is not None:
+        after = witness.get("after_ms")
+        gap = f" {after:,.1f} ms" if isinstance(after, int | float) else ""
+        return [f"T{op}'s acknowledged append of {witness.get('element')} to {key} was read "
+                f"by T{witness['seen_by']}, then lost: T{witness.get('reader')} began{gap} "
+                f"after T{witness['seen_by']} ended and lacks it, as does every read begun "
+                f"after it"]
     if name == "lost-write":
         return [f"T{op}'s acknowledged append of {witness.get('element')} to {key} is in no "
                 f"read, though reads show its later appends "
@@ -112,7 +120,7 @@ def witness_txns(witness: Any) -> list[int]:
     for e in witness.get("cycle") or []:
         if isinstance(e, dict):
             out += [v for v in (e.get("from"), e.get("to")) if isinstance(v, int)]
-    for k in ("op", "ops", "txn", "reader", "writer"):
+    for k in ("op", "ops", "txn", "seen_by", "reader", "writer"):
         v = witness.get(k)
         out += [v] if isinstance(v, int) else [x for x in v if isinstance(x, int)] if isinstance(
             v, list) else []

@@ -19,10 +19,11 @@ found on the way: duplicates, orders two reads contradict, reads of aborted or
 intermediate state (G1a, G1b), a committed append on aborted state (dirty-update),
 contradictions inside one txn (internal, future-read), two txns that read one state
 and both append (lost-update), and acknowledged appends that reads skip although they
-show later ones (lost-write). A consistency model prohibits a set of these
-(checkers/list_append/models.py, Elle's relations); the history is invalid when a
-prohibited one is found, unknown when a search ran out of budget or the graph is empty,
-valid otherwise, and `not` names the weakest models the found anomalies rule out.
+show later ones, or that reads showed and every read begun after them lacks (lost-write).
+A consistency model prohibits a set of these (checkers/list_append/models.py, Elle's
+relations); the history is invalid when a prohibited one is found, unknown when a
+search ran out of budget or the graph is empty, valid otherwise, and `not` names the
+weakest models the found anomalies rule out.
 
 Info transactions count both ways: their appends are in the order when a read shows
 them, their reads are unknown, and they receive real-time edges but never give any (they

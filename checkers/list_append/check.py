@@ -27,6 +27,7 @@ from leaseline.checkers.list_append.per_key import (
     key_stage,
     split_by_key,
 )
+from leaseline.checkers.list_append.vanished import vanished_writes
 
 DEFAULT_MODEL = "strict-serializable"
 UNKNOWN_TYPES = frozenset({"empty-transaction-graph", "cycle-search-timeout"})
@@ -119,9 +120,18 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
         empty_at[lk] = not len(g.src)
         del g
 
+    # keys whose reads are no prefixes of one order have no order to lose elements from
+    unordered = {w.get("key") for t in ("incompatible-order", "duplicate-elements")
+                 for w in found_keyed.get(t, ())}
+
     def found_at(lk: int) -> dict[str, Any]:
         f: dict[str, Any] = dict(found_keyed)
         f.update(cycles_at[lk])
+        if any(t.endswith("-realtime") for t in cycles_at[lk]):
+            # only a real-time cycle can hold an element read and then lost for good
+            lost = _merged_lost(f.get("lost-write", []), vanished_writes(txns, lk, unordered))
+            if lost:
+                f["lost-write"] = lost
         if timeouts_at[lk]:
             f["cycle-search-timeout"] = timeouts_at[lk]
         # a cycle-exists says nothing the anomalies found do not already say (Elle)
@@ -183,6 +193,13 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
         "txns": n,
         "keys": len(keys),
     }
+
+
+def _merged_lost(never_read: list[dict[str, Any]], vanished: list[dict[str, Any]]
+                 ) -> list[dict[str, Any]]:
+    """per_key's lost writes (never read), then those read and lost later, once each."""
+    seen = {(w.get("key"), w.get("element")) for w in never_read}
+    return never_read + [w for w in vanished if (w["key"], w["element"]) not in seen]
 
 
 def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | None = None,

@@ -18,7 +18,9 @@ model is weaker), as Elle reports it.
 Leaseline's additions: `lost-write` (an acknowledged append no read shows although reads
 show appends begun after it completed) implies G-single-item-realtime, the cycle it
 forms: a reader of the longest state anti-depends on the lost append, which completed
-before a txn whose append that reader saw began. `garbage-read` (a read of an element
+before a txn whose append that reader saw began; an append read and then lacking from
+every read begun after (checkers/list_append/vanished.py) closes the same kind of cycle
+through the last read that showed it. `garbage-read` (a read of an element
 no transaction appended) implies G1a, a read of data no committed transaction wrote.
 """
 

@@ -32,7 +32,8 @@ Anomalies found here (each a list of JSON-able witnesses):
   future-read         an ok txn's read shows an element it appends only later;
   lost-update         two ok txns read the same state of k and both append to k;
   lost-write          an ok append no read shows, although reads show appends of k by
-                      txns invoked after it completed.
+                      txns invoked after it completed (one that reads showed and then
+                      lacked for good is found after the graph: vanished.py).
 For the lease (checkers/list_append/check.py), each read of a read-only ok txn gets the
 time its state was superseded: the earliest completion of an ok txn appending an element
 after that state (observed later in the order, or never observed).

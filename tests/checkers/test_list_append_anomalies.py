@@ -191,6 +191,30 @@ def test_lost_write() -> None:
     assert "lost-write" not in check(*txns, consistency_model="serializable")["anomaly_types"]
 
 
+def test_lost_write_read_then_gone() -> None:
+    """An append a read showed, then lacking from every read that began after that read
+    ended (a failover threw it away): lost, with the read that saw it and the one that
+    did not, and never excused by a lease shorter than the gap between them."""
+    txns = (T([("append", "x", 1)], at=(0, 10)), T([("append", "x", 2)], at=(0, 10)),
+            T([("r", "x", [1, 2])], at=(20, 30)), T([("r", "x", [1])], at=(80, 90)),
+            T([("r", "x", [1])], at=(100, 110)))
+    res = check(*txns)
+    (w,) = res["anomalies"]["lost-write"]
+    assert (w["element"], w["op"], w["seen_by"], w["reader"]) == (2, 3, 5, 9)
+    assert w["after_ms"] == 70.0 and res["status"] == "violation"
+    assert "lost-write" in check(*txns, lease_ms=60)["anomaly_types"]
+    excused = check(*txns, lease_ms=80)  # both later reads may be 80 ms stale
+    assert "lost-write" not in excused["anomaly_types"]
+    assert "lost-write" in excused["lease_bounded_types"]
+    # read again later: a stale read, not a lost write
+    again = check(*txns, T([("r", "x", [1, 2])], at=(120, 130)))
+    assert "lost-write" not in again["anomaly_types"]
+    assert "G-single-item-realtime" in again["anomaly_types"]
+    # the later read overlapping the one that saw it: nothing lost for sure
+    assert "lost-write" not in check(*txns[:3], T([("r", "x", [1])], at=(25, 90)))[
+        "anomalies"]
+
+
 def test_empty_graph_and_budget_are_unknown() -> None:
     res = check(T([("append", "x", 1)]), consistency_model="serializable")
     assert res["valid"] == "unknown" and res["anomaly_types"] == ["empty-transaction-graph"]

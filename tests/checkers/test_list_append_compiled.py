@@ -316,3 +316,21 @@ def test_split_by_key_of_the_compiled_reader_s_columns(tmp_path: Path) -> None:
                           txns.t_invoke, txns.t_complete, list(txns.mops), True,
                           txns.read_only)
     assert split_by_key(txns) == split_by_key(listed)
+
+
+@needs_compiled
+def test_lost_writes_read_then_gone_alike_from_either_reader(tmp_path: Path) -> None:
+    """vanished.py reads the compiled reader's key columns or the Python txn lists: an
+    append read on one node, then missing from the final reads, is lost either way."""
+    records = (_txn(0, 0, [["append", "x", 1], ["append", "y", 1]])
+               + _txn(1, 1, [["append", "x", 2]]) + _txn(2, 2, [["r", "x", [1, 2]]])
+               + _txn(3, 3, [["r", "y", [1]], ["r", "x", [1]]])
+               + _txn(4, 4, [["r", "x", [1]]]))
+    path = tmp_path / "h.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    (_, fast), (_, slow) = _read_both(path)
+    assert isinstance(fast.mops, history.FlatMops) and not isinstance(slow.mops,
+                                                                      history.FlatMops)
+    found = [check_txns(t)["anomalies"]["lost-write"] for t in (fast, slow)]
+    assert found[0] == found[1] == [{"key": "x", "op": 3, "element": 2, "seen_by": 5,
+                                     "reader": 9, "after_ms": 15e-6}]

@@ -45,6 +45,11 @@ def test_each_witness_is_said_in_words() -> None:
     assert witness_txns(cycle) == [12, 40]
     assert "real-time" in meaning("G-single-item-realtime")
     assert headline(r) == "not strict-serializable: G-single-item-realtime, duplicate-elements"
+    gone = {"key": "x", "op": 3, "element": 2, "seen_by": 5, "reader": 9, "after_ms": 1250.0}
+    assert witness_lines("lost-write", gone) == [
+        "T3's acknowledged append of 2 to x was read by T5, then lost: T9 began 1,250.0 ms "
+        "after T5 ended and lacks it, as does every read begun after it"]
+    assert witness_txns(gone) == [3, 5, 9]
 
 
 def test_a_valid_result_with_stale_reads_is_said_to_be_within_the_lease() -> None:
