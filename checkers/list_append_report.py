@@ -76,6 +76,10 @@ def edge_text(edge: dict[str, Any]) -> str:
     return f"T{edge.get('from')} < T{edge.get('to')}: {edge.get('kind')}{on}"
 
 
+NOT_SHORTEST = ("(not proven shortest: the search ran out of budget before ruling out a "
+                "shorter cycle of this type)")
+
+
 def is_cycle(witness: Any) -> bool:
     return isinstance(witness, dict) and isinstance(witness.get("cycle"), list)
 
@@ -85,7 +89,8 @@ def witness_lines(name: str, witness: Any) -> list[str]:
     if not isinstance(witness, dict):
         return [str(witness)]
     if is_cycle(witness):
-        return [edge_text(e) for e in witness["cycle"] if isinstance(e, dict)]
+        return [edge_text(e) for e in witness["cycle"] if isinstance(e, dict)] + (
+            [NOT_SHORTEST] if witness.get("shortest") is False else [])
     if witness.get("why"):
         return [str(witness["why"])]
     key, op = witness.get("key"), witness.get("op")

@@ -108,7 +108,7 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
             shifted, txns.t_complete, ok, possible, tie, txns.index)])
 
     lease_key = lease_ns if realtime and lease_ns > 0 else 0
-    cycles_at: dict[int, dict[str, list[list[tuple[int, int, int]]]]] = {}
+    cycles_at: dict[int, dict[str, list[gr.Cycle]]] = {}
     timeouts_at: dict[int, list[dict[str, Any]]] = {}
     exists_at: dict[int, dict[str, list[dict[str, Any]]]] = {}
     empty_at: dict[int, bool] = {}
@@ -164,7 +164,7 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
 
     # witnesses: the verdict's (at the lease), and the lease-0 ones the lease excuses
     nodes = {a for lk in cycles_at for cs in cycles_at[lk].values() for c in cs
-             for a, _, _ in c}
+             for a, _, _ in c.steps}
     explainer = Explainer(txns, keys, cols.src, cols.dst, cols.kind, cols.edge_key,
                           cols.value, cols.prev, nodes)
     shown: dict[str, Any] = {}
@@ -172,7 +172,7 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
         src_found, lk = (found_l, lease_key) if t in rep_l else (found0, 0)
         ws = src_found[t]
         if t in cycles_at[lk]:
-            ws = [explainer.cycle(c) for c in ws]
+            ws = [explainer.cycle(c.steps, c.shortest) for c in ws]
         shown[t] = ws
     return {
         "checker": "list-append",
@@ -204,10 +204,10 @@ def _merged_lost(never_read: list[dict[str, Any]], vanished: list[dict[str, Any]
 
 def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | None = None,
             index: np.ndarray | None = None
-            ) -> tuple[dict[str, list[list[tuple[int, int, int]]]], list[dict[str, Any]]]:
+            ) -> tuple[dict[str, list[gr.Cycle]], list[dict[str, Any]]]:
     """Cycles by type, and the searches that ran out of budget; for an SCC where one did,
     `exists` gets Elle's fallback: which models a cycle in it rules out anyway."""
-    found: dict[str, list[list[tuple[int, int, int]]]] = {}
+    found: dict[str, list[gr.Cycle]] = {}
     timeouts: list[dict[str, Any]] = []
     if not len(g.src):
         return found, timeouts
@@ -227,16 +227,24 @@ def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | 
                 sub = gr.Sub.of(comp, *edges, mask)
                 subs[mask] = (sub, sub.components())
             sub, parts = subs[mask]
+            # a shortest cycle in each component of the type's subgraph, on one budget;
+            # running out counts as a timeout only when no cycle of the type was found
             left = [budget]
-            try:
-                for part in parts:
+            mine: list[gr.Cycle] = []
+            for part in parts:
+                if len(found.get(t, ())) + len(mine) >= MAX_WITNESSES or (mine and left[0] <= 0):
+                    break
+                try:
                     cyc = gr.find_cycle(sub, part, t, left)
-                    if cyc is not None:
-                        found.setdefault(t, []).append(cyc)
-                        break
-            except gr.Budget:
-                timeouts.append({"type": t, "scc_size": len(comp)})
-                timed_out = True
+                except gr.Budget:
+                    if not mine:
+                        timeouts.append({"type": t, "scc_size": len(comp)})
+                        timed_out = True
+                    break
+                if cyc is not None:
+                    mine.append(cyc)
+            if mine:
+                found.setdefault(t, []).extend(mine)
         if timed_out and exists is not None:
             for model, mask in gr.CYCLE_EXISTS:
                 parts = gr.Sub.of(comp, *edges, mask).components()

@@ -92,7 +92,11 @@ class Explainer:
         shown = elle_list(read) if read is not None else f"[... {prev}]"
         return f"{A} read {key} = {shown} and {B} appended {v} after it"
 
-    def cycle(self, steps: list[tuple[int, int, int]]) -> dict[str, Any]:
+    def cycle(self, steps: list[tuple[int, int, int]], shortest: bool = True
+              ) -> dict[str, Any]:
+        """A cycle witness; `shortest`: no shorter cycle of its type in its component
+        (false when the search's budget ran out before that was proven)."""
         return {"txns": [int(self.txns.index[a]) for a, _, _ in steps],
-                "cycle": [self.edge(a, b, k) for a, b, k in steps]}
+                "cycle": [self.edge(a, b, k) for a, b, k in steps],
+                "shortest": shortest}
 

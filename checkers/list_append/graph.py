@@ -1,5 +1,5 @@
 """The graph stage: the union of the keys' edges with process and real-time order, its
-strongly connected components, and one cycle per anomaly type in each.
+strongly connected components, and a shortest cycle per anomaly type in each.
 
 Edges are numpy columns (src, dst, kind bits); a pair of txns related several ways is one
 edge with several bits. Real-time edges are the transitive reduction of "a completed
@@ -21,19 +21,20 @@ Cycle types (Adya; Elle's names and classification):
   G-nonadjacent-item ww and wr plus two or more rw, no two consecutive (round the cycle)
   G2-item            ww, wr, rw with two or more rw, two of them consecutive
 and each with -process or -realtime: that kind allowed too, and at least one used.
-A search is a breadth-first search over (txn, state) where the state counts what the
-path used so far; it starts from each candidate first edge (an rw edge for the types that
-need one, a wr for G1c, any edge otherwise) in turn; each search finds the shortest cycle
-through its first edge, and in a small component a few more first edges are tried after
-the first found, for a shorter one. Each search has a budget of
-expanded states; running out is reported as `cycle-search-timeout` (verdict unknown
-unless something prohibited is found anyway).
+Each type gets a shortest simple cycle in each SCC of its subgraph (`find_cycle`): a
+breadth-first search over (txn, state), where the state counts what the path used so
+far, from the head of each candidate first edge, each stopped at the length of the best
+cycle found so far; then, only where a shorter closed walk than that cycle exists (a walk
+through some txn twice, which can happen for the types that need two things of a cycle,
+say an rw edge and a real-time one), a depth-first search over simple paths. The searches
+of one (SCC, type) share a budget of expanded states: running out before any cycle is
+found is reported as `cycle-search-timeout` (verdict unknown unless something prohibited
+is found anyway); after, the best cycle found is reported, marked not proven shortest.
 """
 
 from __future__ import annotations
 
 import functools
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -43,8 +44,7 @@ from leaseline.checkers.list_append.history import compiled
 from leaseline.checkers.list_append.per_key import PROCESS, REALTIME, RW, WR, WW
 
 SEARCH_BUDGET = 500_000  # expanded (txn, state) pairs per (SCC, type): about a second
-SHORTER_TRIES = 16  # first edges tried after a cycle is found, for a shorter one,
-SHORTER_SCC = 200   # in components of at most this many txns
+SHORTEN_BUDGET = 100_000  # of which at most this much once a cycle is found, for shorter
 
 # base type -> (allowed kinds, wr required, rw rule)
 _BASE: dict[str, tuple[int, bool, str]] = {
@@ -364,14 +364,38 @@ def _accepts(s: int, last_kind: int, first: int, need_wr: bool, extra: int,
     return True
 
 
-def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int]
-               ) -> list[tuple[int, int, int]] | None:
-    """A cycle of `cycle_type` inside `nodes` (one SCC of its allowed kinds), as
-    (from, to, kind) steps, or None. `budget` is a one-item list, spent as it goes.
+@dataclass
+class Cycle:
+    """A cycle as (from, to, kind) steps; `shortest` when no cycle of its type in its
+    component is shorter (proven: the search ran to the end within its budget)."""
 
-    Candidate first edges: rw for the types that need one (those whose head reaches the
-    tail without rw first: the rw-free subgraph's SCCs say so at once), else wr for G1c,
-    else the variant's kind, else ww."""
+    steps: list[tuple[int, int, int]]
+    shortest: bool
+
+
+@functools.cache
+def _accept_table(first: int, need_wr: bool, extra: int, rw_rule: str) -> list[list[bool]]:
+    """[state][bit]: a path in `state` whose last edge has kind `bit` closes a cycle."""
+    return [[_accepts(st, bit, first, need_wr, extra, rw_rule) for bit in range(REALTIME + 1)]
+            for st in range(32)]
+
+
+def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int]
+               ) -> Cycle | None:
+    """A shortest simple cycle of `cycle_type` inside `nodes` (one SCC of its allowed
+    kinds), or None. `budget` is a one-item list, spent as it goes, and cut to
+    SHORTEN_BUDGET once a cycle is found; running out before any cycle is found raises
+    Budget, after returns the best found, not proven shortest.
+
+    Every cycle of the type has an edge of one kind, its first edge here: rw for the types
+    that need one (those whose head reaches the tail without rw first: the rw-free
+    subgraph's SCCs say so at once), else wr for G1c, else the variant's kind, else ww.
+    The candidate first edges are grouped by head, and one search runs per head
+    (`_walks_from`), most candidates first; each stops at the length of the best cycle
+    found so far, so the later ones are cheap. That search is over (txn, state), exact
+    for closed walks; a walk that visits a txn twice is no cycle, so when the shortest
+    walk found is shorter than the best cycle, `_simple_from` searches simple paths,
+    length by length, to prove the best shortest or find a shorter one."""
     allowed, extra, need_wr, rw_rule = parse_type(cycle_type)
     first_kind = RW if rw_rule != "none" else (WR if need_wr else (extra or WW))
     member = set(nodes)
@@ -384,33 +408,48 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
     if present & needed != needed:
         return None
     starts = [(a, b) for a in nodes for b, k in sub.out[a] if k == first_kind and b in member]
-    if first_kind == RW:
-        rest = sub.restricted(nodes, allowed & ~RW)
-        if rw_rule == "single":
-            starts = _single_starts(rest, nodes, starts, extra)
-        else:
-            comp = {v: i for i, c in enumerate(rest.components()) for v in c}
-            starts.sort(key=lambda e: comp.get(e[0], -1) != comp.get(e[1], -2))
-    trans = _transitions(rw_rule)
-    best: list[tuple[int, int, int]] | None = None
-    tried = 0
+    if first_kind == RW and rw_rule == "single":
+        starts = _single_starts(sub.restricted(nodes, allowed & ~RW), nodes, starts, extra)
+    tails: dict[int, set[int]] = {}
     for a, b in starts:
-        if best is not None:
-            # a few more first edges for a shorter witness, within what is left of the
-            # budget; 2 edges is as short as a cycle gets
-            tried += 1
-            if tried > SHORTER_TRIES or len(best) <= 2 or len(nodes) > SHORTER_SCC:
-                break
-        try:
-            found = _search_from(sub, member, a, b, first_kind, allowed, need_wr, rw_rule,
-                                 extra, trans, budget)
-        except Budget:
+        tails.setdefault(b, set()).add(a)
+    heads = sorted(tails, key=lambda b: (-len(tails[b]), -len(sub.out[b])))
+    search = _Search(sub, member, tails, first_kind, allowed, need_wr, rw_rule, extra,
+                     _transitions(rw_rule), budget)
+    floor = 4 if rw_rule == "nonadjacent" else 2  # rw, x, rw, y at least; else a 2-cycle
+    best: list[tuple[int, int, int]] | None = None
+    walk: dict[int, int] = {}  # head -> length of the shortest closed walk through it found
+    try:
+        for b in heads:
+            limit = len(best) if best is not None else len(nodes) + 1
+            found, shortest_walk = search.walks_from(b, limit)
+            if shortest_walk is not None:
+                walk[b] = shortest_walk
+            if found is not None:
+                if best is None:
+                    budget[0] = min(budget[0], SHORTEN_BUDGET)
+                best = found
+                if len(best) <= floor:
+                    return Cycle(best, True)
+        lower = min(walk.values(), default=None)
+        # a shorter walk than the best cycle: look for simple cycles shorter than the best
+        # through the heads such walks go through, the shortest first found bounding the rest
+        b_at = 0
+        while lower is not None and b_at < len(heads) and (best is None or lower < len(best)):
+            b = heads[b_at]
+            limit = len(best) if best is not None else len(nodes) + 1
+            found = search.simple_from(b, limit) if walk.get(b, limit) < limit else None
+            if found is None:
+                b_at += 1
+                continue
             if best is None:
-                raise
-            break
-        if found is not None and (best is None or len(found) < len(best)):
+                budget[0] = min(budget[0], SHORTEN_BUDGET)
             best = found
-    return best
+    except Budget:
+        if best is None:
+            raise
+        return Cycle(best, False)
+    return None if best is None else Cycle(best, True)
 
 
 def _single_starts(rest: Sub, nodes: Sequence[int], starts: list[tuple[int, int]],
@@ -454,45 +493,158 @@ def _single_starts(rest: Sub, nodes: Sequence[int], starts: list[tuple[int, int]
             if reach_x[comp[local[b]]] >> comp[local[a]] & 1]
 
 
-def _search_from(sub: Sub, member: set[int], a: int, b: int, first: int, allowed: int,
-                 need_wr: bool, rw_rule: str, extra: int, trans: list[list[int]],
-                 budget: list[int]) -> list[tuple[int, int, int]] | None:
-    """BFS over (txn, state) for a path b ~> a that closes a -first-> b into a cycle of
-    the type; the first edge is counted in the start state."""
-    s0 = trans[0][first] if first != RW else _S_LAST_RW
-    parent: dict[tuple[int, int], tuple[int, int, int]] = {}
-    seen = {(b, s0)}
-    queue = deque([(b, s0)])
-    out = sub.out
-    left = budget[0]
-    try:
-        while queue:
-            v, s = queue.popleft()
-            left -= 1
-            if left < 0:
-                raise Budget
-            row = trans[s]
-            for w, bit in out[v]:
-                if not bit & allowed or w not in member:
+class _Steps(dict[int, list[tuple[int, int]]]):
+    """Each txn's usable steps, (target, kind bit) of the allowed kinds inside the
+    component, worked out when first asked for (a search often ends after a few)."""
+
+    def __init__(self, out: dict[int, list[tuple[int, int]]], member: set[int],
+                 allowed: int) -> None:
+        super().__init__()
+        self.all, self.member, self.allowed = out, member, allowed
+
+    def __missing__(self, v: int) -> list[tuple[int, int]]:
+        steps = [(w, bit) for w, bit in self.all[v] if bit & self.allowed and w in self.member]
+        self[v] = steps
+        return steps
+
+
+class _Search:
+    """The searches of one (component, type) from candidate first edges tail -> head.
+    A (txn, state) pair is one int, txn << 5 | state."""
+
+    def __init__(self, sub: Sub, member: set[int], tails: dict[int, set[int]], first: int,
+                 allowed: int, need_wr: bool, rw_rule: str, extra: int,
+                 trans: list[list[int]], budget: list[int]) -> None:
+        self.out = _Steps(sub.out, member, allowed)
+        self.member = member
+        self.into: dict[int, list[int]] | None = None  # the reverse of `out`, when needed
+        self.tails, self.first, self.trans, self.budget = tails, first, trans, budget
+        self.s0 = trans[0][first] if first != RW else _S_LAST_RW
+        self.accept = _accept_table(first, need_wr, extra, rw_rule)
+
+    def walks_from(self, b: int, limit: int
+                   ) -> tuple[list[tuple[int, int, int]] | None, int | None]:
+        """BFS over (txn, state) from head b for closed walks a -first-> b ~> a shorter
+        than `limit` edges: the first simple one found (a shortest simple cycle through b
+        when the BFS tree holds one), and the length of the shortest walk found."""
+        out, trans, accept, tails = self.out, self.trans, self.accept, self.tails[b]
+        start = b << 5 | self.s0
+        parent: dict[int, int] = {}  # pair -> its parent pair << 5 | the step's kind bit
+        seen = {start}
+        level = [start]
+        shortest_walk: int | None = None
+        left = self.budget[0]
+        depth = 0  # edges from b to the txns of `level`
+        try:
+            # closing from `level` gives cycles of depth + 2 edges
+            while level and depth + 2 < limit:
+                nxt: list[int] = []
+                for vs in level:
+                    left -= 1
+                    if left < 0:
+                        raise Budget
+                    row = trans[vs & 31]
+                    for w, bit in out[vs >> 5]:
+                        ns = row[bit]
+                        if ns < 0:
+                            continue
+                        if w in tails and accept[ns][bit]:
+                            if shortest_walk is None:
+                                shortest_walk = depth + 2
+                            path = self._path(parent, start, vs, w, bit)
+                            if len({x for x, _, _ in path}) == len(path):
+                                return path, shortest_walk
+                        ws = w << 5 | ns
+                        if ws not in seen:
+                            seen.add(ws)
+                            parent[ws] = vs << 5 | bit
+                            nxt.append(ws)
+                level = nxt
+                depth += 1
+        finally:
+            self.budget[0] = left
+        return None, shortest_walk
+
+    def _path(self, parent: dict[int, int], start: int, vs: int, a: int, bit: int
+              ) -> list[tuple[int, int, int]]:
+        path = [(vs >> 5, a, bit)]
+        while vs != start:
+            p = parent[vs]
+            pvs = p >> 5
+            path.append((pvs >> 5, vs >> 5, p & 31))
+            vs = pvs
+        path.append((a, start >> 5, self.first))
+        path.reverse()
+        return path
+
+    def simple_from(self, b: int, limit: int) -> list[tuple[int, int, int]] | None:
+        """Depth-first over simple paths from head b: a cycle shorter than `limit` edges,
+        or None. A path goes on only while the txns' distance to b's tails (without
+        states, a lower bound) leaves room to close it in time."""
+        out, trans, accept, tails = self.out, self.trans, self.accept, self.tails[b]
+        to_tail = self._distances_to(tails)
+        steps: list[tuple[int, int, int]] = []
+        states = [self.s0]
+        on_path = {b}
+        todo = [iter(out[b])]
+        tip = b
+        left = self.budget[0]
+        try:
+            while todo:
+                nxt = next(todo[-1], None)
+                if nxt is None:
+                    todo.pop()
+                    states.pop()
+                    if steps:
+                        on_path.discard(steps.pop()[1])
+                        tip = steps[-1][1] if steps else b
                     continue
-                ns = row[bit]
+                w, bit = nxt
+                if w in on_path:
+                    continue
+                ns = trans[states[-1]][bit]
                 if ns < 0:
                     continue
-                if w == a:
-                    if _accepts(ns, bit, first, need_wr, extra, rw_rule):
-                        path = [(v, w, bit)]
-                        node, st = v, s
-                        while (node, st) != (b, s0):
-                            pv, ps, pk = parent[(node, st)]
-                            path.append((pv, node, pk))
-                            node, st = pv, ps
-                        path.append((a, b, first))
-                        path.reverse()
-                        return path
-                elif (w, ns) not in seen:
-                    seen.add((w, ns))
-                    parent[(w, ns)] = (v, s, bit)
-                    queue.append((w, ns))
-    finally:
-        budget[0] = left
-    return None
+                left -= 1
+                if left < 0:
+                    raise Budget
+                # the first edge, the steps so far and this one
+                if w in tails and accept[ns][bit] and len(steps) + 2 < limit:
+                    return [(w, b, self.first), *steps, (tip, w, bit)]
+                if len(steps) + 2 + to_tail.get(w, limit) >= limit:
+                    continue
+                steps.append((tip, w, bit))
+                states.append(ns)
+                on_path.add(w)
+                todo.append(iter(out[w]))
+                tip = w
+        finally:
+            self.budget[0] = left
+        return None
+
+    def _distances_to(self, targets: set[int]) -> dict[int, int]:
+        """Each txn's fewest steps to one of `targets` (0 for those), by BFS backwards."""
+        if self.into is None:
+            self.into = {v: [] for v in self.member}
+            for v in self.member:
+                for w, _ in self.out[v]:
+                    self.into[w].append(v)
+        into = self.into
+        dist = dict.fromkeys(targets, 0)
+        level = list(targets)
+        d = 0
+        left = self.budget[0]
+        while level:
+            d += 1
+            nxt = []
+            for w in level:
+                left -= 1
+                for v in into[w]:
+                    if v not in dist:
+                        dist[v] = d
+                        nxt.append(v)
+            level = nxt
+        self.budget[0] = left
+        if left < 0:
+            raise Budget
+        return dist
