@@ -24,7 +24,9 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from bench.gen_history import generate
 
@@ -55,11 +57,25 @@ def tree_cpu_seconds() -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def stage1_side_by_side(path: Path, ranges_n: int = 4) -> None:
-    """CPU of read_range with and without the compiled decoder, on the same ranges in turn."""
-    import pickle
+def _block_digest(blob: bytes) -> int:
+    """A block's columns, values as objects whichever form they were sent in."""
     import zlib
 
+    from leaseline.checkers import jsonl_blocks
+
+    block = jsonl_blocks.block_columns(blob)
+    if "index" in block:
+        block["value"] = jsonl_blocks._object_values(block)
+        block.pop("value_int", None)
+        block.pop("value_null", None)
+    # by value: pickle's bytes differ where one reader shares an int object the other
+    # does not
+    return zlib.crc32(repr([(name, v.dtype, v.tolist()) if hasattr(v, "tolist") else (name, v)
+                            for name, v in sorted(block.items())]).encode())
+
+
+def stage1_side_by_side(path: Path, ranges_n: int = 4) -> None:
+    """CPU of read_range with and without the compiled decoder, on the same ranges in turn."""
     from leaseline.checkers import jsonl_blocks
 
     compiled = jsonl_blocks._compiled_columns
@@ -75,13 +91,59 @@ def stage1_side_by_side(path: Path, ranges_n: int = 4) -> None:
             t = time.process_time()
             blocks = jsonl_blocks.read_range(str(path), 0, start, end, 20)
             cpu[arm] += time.process_time() - t
-            got[arm] = [(b, zlib.crc32(pickle.dumps(pickle.loads(x)))) for b, x in blocks]
+            got[arm] = [(b, _block_digest(x)) for b, x in blocks]
         jsonl_blocks._compiled_columns = compiled
         if got["compiled"] != got["msgspec"]:
             print(f"stage 1: range {start}-{end}: the two readers' blocks DIFFER")
     mb = sum(e - s for s, e in spans) / 1e6
     print(f"stage 1 alone on {mb:.0f} MB: compiled decoder {cpu['compiled']:.2f} CPU-s, "
           f"msgspec {cpu['msgspec']:.2f} CPU-s ({cpu['msgspec'] / cpu['compiled']:.1f}x)")
+
+
+def _same_history(a: Any, b: Any) -> bool:
+    import numpy as np
+
+    if a.__class__ is not b.__class__:
+        return False
+    if not hasattr(a, "index"):  # a RecordProblem
+        return vars(a) == vars(b)
+    return all(np.array_equal(x, y) and x.dtype == y.dtype if isinstance(x, np.ndarray)
+               else x == y
+               for x, y in ((getattr(a, f.name), getattr(b, f.name)) for f in fields(a)))
+
+
+def stage2_side_by_side(path: Path, ranges_n: int = 4, buckets: int = 20) -> None:
+    """CPU of stage 2's pairing (Bucket.histories) with and without the compiled one-pass
+    pairing, on the same buckets in turn (pair_key per key without it), and that both
+    give the same KeyHistory for every key."""
+    from leaseline.checkers import jsonl_blocks
+
+    compiled = jsonl_blocks._pair_compiled
+    if compiled is None:
+        print("stage 2: the compiled pairing is not built here")
+        return
+    by_bucket: dict[int, list[bytes]] = {}
+    for start, end in jsonl_blocks.ranges(path.stat().st_size)[:ranges_n]:
+        for b, blob in jsonl_blocks.read_range(str(path), 0, start, end, buckets):
+            by_bucket.setdefault(b, []).append(blob)
+    cpu = {"compiled": 0.0, "pair_key": 0.0}
+    same, keys = True, 0
+    for i, blobs in enumerate(by_bucket.values()):
+        got = {}
+        for arm in (("compiled", "pair_key"), ("pair_key", "compiled"))[i % 2]:
+            jsonl_blocks._pair_compiled = compiled if arm == "compiled" else None
+            t = time.process_time()
+            got[arm] = list(jsonl_blocks.Bucket(blobs).histories([str(path)]))
+            cpu[arm] += time.process_time() - t
+        jsonl_blocks._pair_compiled = compiled
+        keys += len(got["compiled"])
+        same &= len(got["compiled"]) == len(got["pair_key"]) and all(
+            x[:2] == y[:2] and _same_history(x[2], y[2])
+            for x, y in zip(got["compiled"], got["pair_key"], strict=True))
+    print(f"stage 2 alone on the same ranges ({keys} keys): compiled pairing "
+          f"{cpu['compiled']:.2f} CPU-s, pair_key {cpu['pair_key']:.2f} CPU-s "
+          f"({cpu['pair_key'] / cpu['compiled']:.1f}x), "
+          + ("the same histories" if same else "the histories DIFFER"))
 
 
 def main() -> int:
@@ -136,6 +198,7 @@ def main() -> int:
     print("planted anomalies found with their exact Δ, no other key flagged" if not problems
           else "\n".join(problems))
     stage1_side_by_side(path)
+    stage2_side_by_side(path)
     return 1 if problems else 0
 
 

@@ -41,7 +41,7 @@ from leaseline.checkers.decide import (
     check_key,
 )
 from leaseline.checkers.errors import HistoryFormatError
-from leaseline.checkers.importers.jsonl import RecordProblem, locate_problem, pair_key
+from leaseline.checkers.importers.jsonl import RecordProblem, locate_problem
 from leaseline.checkers.jsonl_blocks import (
     Bucket,
     bucket_count,
@@ -142,13 +142,10 @@ def _jsonl_bucket(
         yield _row(files[fid], None, problem_what="a line is not a valid history record")
     for fid, events in bucket.nemesis.items():
         yield _row(files[fid], None) | {"nemesis": _nemesis_text(events)}
-    for fid, key, frame in bucket.groups():
-        path = files[fid]
-        try:
-            history = pair_key(frame, file=path, key=key, nemesis=bucket.nemesis.get(fid, []))
-        except RecordProblem as e:
-            yield _row(path, key, problem_index=e.index, problem_process=e.process,
-                       problem_what=e.what)
+    for fid, key, history in bucket.histories(files):
+        if isinstance(history, RecordProblem):
+            yield _row(files[fid], key, problem_index=history.index,
+                       problem_process=history.process, problem_what=history.what)
             continue
         yield _check(history, lease_ns, budget, checker)
 

@@ -3,9 +3,11 @@
 `read_range` (stage 1, one task per byte range of a file) decodes the range's lines with
 msgspec, keeps the client records as columns and splits them into buckets by
 crc32(file, key), one pickled block per bucket; its nemesis records (few) go to every
-bucket. Spark moves the blocks (opaque bytes: no JVM parsing, sorting or Arrow conversion)
-so that every block of a bucket meets in one task, where a `Bucket` (stage 2) concatenates
-them and yields one frame per (file, key) for `pair_key`, and each file's nemesis events.
+bucket. Spark moves the blocks (opaque bytes: no JVM parsing, sorting or Arrow conversion;
+int columns in their narrowest type, see _packed) so that every block of a bucket meets in
+one task, where a `Bucket` (stage 2) concatenates them and yields each (file, key)'s
+KeyHistory (paired in one pass over the bucket by checkers/pair_compiled.pyx where it is
+built, else by `pair_key` key by key), and each file's nemesis events.
 A task holds one range or one bucket: about RANGE_BYTES or BUCKET_BYTES of history text,
 or the largest key if one key is bigger than that.
 
@@ -30,17 +32,26 @@ import numpy as np
 from leaseline.checkers.errors import HistoryFormatError
 from leaseline.checkers.importers.jsonl import (
     CLIENT_FS,
+    INFO,
     NEMESIS,
+    OK,
     TYPE_CODES,
     TYPES,
+    RecordProblem,
     nemesis_events,
+    pair_key,
     parse_line,
 )
+from leaseline.checkers.ops import READ, UNKNOWN_END, KeyHistory
 
 try:  # optional: msgspec reads every range where it is not built (a cluster's executors)
     from leaseline.checkers.jsonl_compiled import columns as _compiled_columns
 except ImportError:  # pragma: no cover - depends on the installation
     _compiled_columns = None
+try:  # optional: pair_key pairs every key where it is not built
+    from leaseline.checkers import pair_compiled as _pair_compiled
+except ImportError:  # pragma: no cover - depends on the installation
+    _pair_compiled = None
 
 RANGE_BYTES = 64 << 20  # stage 1: bytes of history text per task
 BUCKET_BYTES = 128 << 20  # stage 2: history text per bucket, on average
@@ -64,7 +75,8 @@ class _Record(msgspec.Struct, kw_only=True, gc=False):
 
 _DECODER = msgspec.json.Decoder(_Record)
 _NEMESIS_FIELDS = ("index", "time", "type", "f", "value")
-_ARRAYS = ("index", "time", "process", "type", "f", "key_code", "node_code", "value")
+_ARRAYS = ("index", "time", "process", "type", "f", "key_code", "node_code")
+_INT_VALUES = ("value_int", "value_null")  # the compiled decoder's values when all are ints
 
 
 def ranges(size: int, range_bytes: int = RANGE_BYTES) -> list[tuple[int, int]]:
@@ -120,6 +132,15 @@ class _Columns:
             setattr(cols, name, array)
         cols.keys, cols.nodes = _objects([*keys, None]), _objects([*nodes, None])
         return cols
+
+    def values(self) -> np.ndarray:
+        """The values as decoded objects, whichever form they are kept in."""
+        if hasattr(self, "value_int"):
+            return _object_values({"value_int": self.value_int, "value_null": self.value_null})
+        return self.value
+
+    def value_names(self) -> tuple[str, ...]:
+        return _INT_VALUES if hasattr(self, "value_int") else ("value",)
 
     def valid(self) -> bool:
         """What parse_line checks beyond msgspec's types: the int64 range, a client's key."""
@@ -226,14 +247,73 @@ def read_range(
         out = [(b, blob) for b in range(buckets)]
     of = np.array([zlib.crc32(k.encode("utf-8", "surrogatepass"), fid) % buckets
                    for k in cols.keys[:-1]], dtype=np.int64)[cols.key_code]  # no null key
-    order = np.argsort(of, kind="stable")
+    # numpy sorts 16-bit codes stably by radix, in linear time
+    order = np.argsort(of.astype(np.uint16) if buckets <= 1 << 16 else of, kind="stable")
     bounds = np.searchsorted(of[order], np.arange(buckets + 1))
     for b in np.flatnonzero(np.diff(bounds)):
         rows = order[bounds[b]:bounds[b + 1]]
-        block = {name: getattr(cols, name)[rows] for name in _ARRAYS}
+        block = {name: _packed(name, getattr(cols, name)[rows])
+                 for name in (*_ARRAYS, *cols.value_names())}
         block |= {"fid": fid, "keys": cols.keys, "nodes": cols.nodes}
         out.append((int(b), pickle.dumps(block, protocol=5)))
     return out
+
+
+# What a block's int columns cost in the shuffle is their bytes (Spark copies them several
+# times between Python, the JVM and its files): each is sent in the narrowest int type
+# its values fit, index and time as differences (a range's records are in file order, so
+# those are small), the null mask as bits. _unpacked restores them exactly (differences
+# wrap around int64 and back).
+_DELTAS = ("index", "time")
+_NARROW = (np.int8, np.int16, np.int32)
+
+
+def _narrow(a: np.ndarray) -> np.ndarray:
+    if not len(a):
+        return a
+    lo, hi = a.min(), a.max()
+    for dtype in _NARROW:
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return a.astype(dtype)
+    return a
+
+
+def _packed(name: str, a: np.ndarray) -> Any:
+    if name in _DELTAS and len(a):
+        with np.errstate(over="ignore"):
+            return ("delta", int(a[0]), _narrow(np.diff(a, prepend=a[:1])))
+    if a.dtype == np.bool_:
+        return ("bits", len(a), np.packbits(a))
+    if a.dtype.kind == "i" and a.dtype.itemsize > 1:
+        return ("narrow", a.dtype.str, _narrow(a))
+    return a
+
+
+def _unpacked(packed: Any) -> np.ndarray:
+    if not isinstance(packed, tuple):
+        return packed
+    how, x, a = packed
+    if how == "delta":
+        with np.errstate(over="ignore"):
+            out = np.cumsum(a, dtype=np.int64)
+            out += np.int64(x)
+        return out
+    if how == "bits":
+        return np.unpackbits(a, count=x).view(np.bool_)
+    return a.astype(x)
+
+
+def block_columns(blob: bytes) -> dict[str, Any]:
+    """A stage-1 block as Bucket reads it: its columns in their own types (tests, benches)."""
+    return _block(pickle.loads(blob))
+
+
+def _block(block: dict[str, Any]) -> dict[str, Any]:
+    if "index" not in block:
+        return block
+    return {name: _unpacked(v) if name not in ("fid", "keys", "nodes") else v
+            for name, v in block.items()}
 
 
 def unreadable_block(fid: int, why: str) -> bytes:
@@ -245,8 +325,9 @@ def unreadable_block(fid: int, why: str) -> bytes:
 class Bucket:
     """Stage 2: the blocks of one bucket. `unreadable`: files a range could not open, and
     why; `bad`: files a range found a bad line in;
-    `nemesis`: each file's nemesis events; `groups()`: (fid, key, frame) per (file, key),
-    frames in the shape pair_key reads."""
+    `nemesis`: each file's nemesis events; `histories()`: (fid, key, KeyHistory or the
+    RecordProblem its records break) per (file, key); `groups()`: (fid, key, frame) per
+    (file, key), frames in the shape pair_key reads."""
 
     def __init__(self, blocks: Iterable[bytes]) -> None:
         self.bad: set[int] = set()
@@ -254,7 +335,7 @@ class Bucket:
         nemesis: dict[int, list[dict[str, Any]]] = {}
         self._parts: list[dict[str, Any]] = []
         for blob in blocks:
-            block = pickle.loads(blob)
+            block = _block(pickle.loads(blob))
             if "unreadable" in block:
                 self.unreadable[block["unreadable"]] = block["why"]
             elif "bad" in block:
@@ -265,31 +346,155 @@ class Bucket:
                 self._parts.append(block)
         self.nemesis = {fid: nemesis_events(recs) for fid, recs in nemesis.items()}
 
-    def groups(self) -> Iterator[tuple[int, str, dict[str, np.ndarray]]]:
+    def _concatenated(self) -> tuple[list[tuple[int, str]], np.ndarray, dict[str, np.ndarray]]:
+        """Every part's records, in the parts' order: the (file, key) pairs, each record's
+        code into them, and the columns (node as codes into `nodes`, -1 a null)."""
         parts, self._parts = self._parts, []
-        if not parts:
-            return
         # one code per (file, key) across the blocks: each block's key codes index its `keys`.
         # A dict, not pd.factorize of joined strings: before pandas 3.1 it hashed strings
         # only up to a NUL character.
         pairs: dict[tuple[int, str], int] = {}
         codes = np.array([pairs.setdefault((p["fid"], k), len(pairs))
-                          for p in parts for k in p["keys"]], dtype=np.int64)
-        uniques = list(pairs)
-        firsts = np.cumsum([0] + [len(p["keys"]) for p in parts])[:-1]
+                          for p in parts for k in p["keys"][:-1]], dtype=np.int64)
+        firsts = np.cumsum([0] + [len(p["keys"]) - 1 for p in parts])[:-1]
         group = np.concatenate([codes[first + p["key_code"]]
                                 for first, p in zip(firsts, parts, strict=True)])
         cols = {name: np.concatenate([p[name] for p in parts])
-                for name in ("index", "time", "process", "type", "f", "value")}
-        cols["node"] = np.concatenate([p["nodes"][p["node_code"]] for p in parts])
-        del parts
-        order = np.argsort(group, kind="stable")
-        group = group[order]
-        cols = {name: c[order] for name, c in cols.items()}  # each group is now a slice
-        starts = np.flatnonzero(np.diff(group, prepend=-1))
-        for s, e in zip(starts, np.append(starts[1:], len(order)), strict=True):
-            fid, key = uniques[group[s]]
-            frame = {name: c[s:e] for name, c in cols.items()}
-            frame["line"] = np.full(e - s, -1, dtype=np.int64)
-            frame["key"] = np.full(e - s, key, dtype=object)
-            yield fid, key, frame
+                for name in ("index", "time", "process", "type", "f")}
+        if all("value_int" in p for p in parts):
+            cols["value_int"] = np.concatenate([p["value_int"] for p in parts])
+            cols["value_null"] = np.concatenate([p["value_null"] for p in parts])
+        else:
+            cols["value"] = np.concatenate([_object_values(p) for p in parts])
+        # node codes into one list of every part's nodes, -1 (null) kept
+        nodes: dict[str, int] = {}
+        node_maps = [np.array([nodes.setdefault(x, len(nodes)) for x in p["nodes"][:-1]]
+                              + [-1], dtype=np.int32) for p in parts]
+        cols["node_code"] = np.concatenate([m[p["node_code"]]
+                                            for m, p in zip(node_maps, parts, strict=True)])
+        cols["nodes"] = _objects([*nodes, None])
+        return list(pairs), group, cols
+
+    def groups(self) -> Iterator[tuple[int, str, dict[str, np.ndarray]]]:
+        if not self._parts:
+            return
+        uniques, group, cols = self._concatenated()
+        yield from _frames(uniques, group, cols, np.arange(len(uniques)))
+
+    def histories(self, files: list[str]) -> Iterator[tuple[int, str, KeyHistory | RecordProblem]]:
+        """Each (file, key)'s KeyHistory, as pair_key makes it from the frame groups()
+        gives (with the file's nemesis events), or the RecordProblem it raises. Where the
+        compiled pairing is built and every value is an int or null, the whole bucket is
+        paired in one pass (pair_compiled.pairs) and only keys it flags go to pair_key."""
+        if not self._parts:
+            return
+        uniques, group, cols = self._concatenated()
+        if _pair_compiled is None or "value_int" not in cols:
+            for fid, key, frame in _frames(uniques, group, cols, np.arange(len(uniques))):
+                yield fid, key, self._paired(frame, files[fid], key, fid)
+            return
+        import pandas as pd
+
+        n_groups = len(uniques)
+        by_index = np.argsort(cols["index"], kind="stable")  # runs: the ranges, in order
+        pcode, processes = pd.factorize(cols["process"])
+        inv, comp, flagged = _pair_compiled.pairs(
+            by_index, group, np.ascontiguousarray(pcode, dtype=np.int64),
+            max(len(processes), 1), cols["type"], cols["f"], n_groups)
+        has = comp >= 0
+        at = np.where(has, comp, inv)
+        ctype = np.where(has, cols["type"][at], INFO)
+        f = cols["f"][inv]
+        keep = ((ctype == OK) | ((ctype == INFO) & (f != READ))) & ~flagged[group[inv]]
+        inv, comp, has, ctype, f = inv[keep], comp[keep], has[keep], ctype[keep], f[keep]
+        g = group[inv]
+        time = cols["time"]
+        invoke, index = time[inv], cols["index"][inv]
+        by_time = _by_time(g, invoke, index, n_groups)
+        inv, comp, has, ctype, f, g = (a[by_time] for a in (inv, comp, has, ctype, f, g))
+        invoke, index = invoke[by_time], index[by_time]
+        # reads report what the completion returned; writes what the invocation asked
+        vrow = np.where(f == READ, comp, inv)
+        value = _pair_compiled.texts(cols["value_int"][vrow],
+                                     cols["value_null"][vrow].view(np.uint8))
+        at = np.where(has, comp, inv)
+        complete = np.where(ctype == OK, time[at], UNKNOWN_END).astype(np.int64)
+        complete_index = np.where(has, cols["index"][at], -1).astype(np.int64)
+        node_code = cols["node_code"]
+        code = np.where(has & (node_code[at] >= 0), node_code[at], node_code[inv])
+        node = cols["nodes"][code]
+        process = cols["process"][inv].astype(object)
+        expected = np.full(len(inv), None, dtype=object)
+        bounds = np.searchsorted(g, np.arange(n_groups + 1))
+        present = np.bincount(group, minlength=n_groups) > 0  # blocks name every range's keys
+        flagged_groups = set(np.flatnonzero(flagged).tolist())
+        frames = _frames(uniques, group, cols, np.array(sorted(flagged_groups), dtype=np.int64))
+        for c, (fid, key) in enumerate(uniques):
+            if not present[c]:
+                continue
+            if c in flagged_groups:
+                _, _, frame = next(frames)
+                yield fid, key, self._paired(frame, files[fid], key, fid)
+                continue
+            s, e = bounds[c], bounds[c + 1]
+            yield fid, key, KeyHistory(
+                file=files[fid], key=key, model="register", index=index[s:e],
+                process=process[s:e], f=f[s:e], value=value[s:e], expected=expected[s:e],
+                invoke=invoke[s:e], complete=complete[s:e], node=node[s:e],
+                complete_index=complete_index[s:e], initial=None,
+                nemesis=list(self.nemesis.get(fid, [])))
+
+    def _paired(self, frame: dict[str, np.ndarray], path: str, key: str, fid: int
+                ) -> KeyHistory | RecordProblem:
+        try:
+            return pair_key(frame, file=path, key=key, nemesis=self.nemesis.get(fid, []))
+        except RecordProblem as e:
+            return e
+
+
+def _by_time(g: np.ndarray, invoke: np.ndarray, index: np.ndarray, n_groups: int
+             ) -> np.ndarray:
+    """The order of operations by (group, invoke, index), given them in index order. A
+    stable sort by group alone keeps index order within each group, and is the answer
+    when that is also invoke order (invocations recorded as they happen): numpy sorts
+    16-bit codes by radix, in linear time."""
+    if n_groups <= 1 << 16:
+        by_group = np.argsort(g.astype(np.uint16), kind="stable")
+        gs, inv = g[by_group], invoke[by_group]
+        if np.all((gs[1:] != gs[:-1]) | (inv[1:] >= inv[:-1])):
+            return by_group
+    return np.lexsort((index, invoke, g))
+
+
+def _object_values(part: dict[str, Any]) -> np.ndarray:
+    """A block's values as decoded objects (int, None, str, list...)."""
+    if "value" in part:
+        return part["value"]
+    values = part["value_int"].astype(object)
+    values[part["value_null"]] = None
+    return values
+
+
+def _frames(uniques: list[tuple[int, str]], group: np.ndarray, cols: dict[str, np.ndarray],
+            wanted: np.ndarray) -> Iterator[tuple[int, str, dict[str, np.ndarray]]]:
+    """The frames (pair_key's shape) of the groups `wanted` (ascending codes), each with
+    its records in the parts' order."""
+    if not len(wanted):
+        return
+    rows = np.flatnonzero(np.isin(group, wanted)) if len(wanted) < len(uniques) else \
+        np.arange(len(group))
+    order = rows[np.argsort(group[rows], kind="stable")]
+    sub = group[order]
+    values = (cols["value"] if "value" in cols
+              else _object_values({"value_int": cols["value_int"],
+                                   "value_null": cols["value_null"]}))
+    starts = np.flatnonzero(np.diff(sub, prepend=-1))
+    for s, e in zip(starts, np.append(starts[1:], len(order)), strict=True):
+        at = order[s:e]
+        fid, key = uniques[sub[s]]
+        frame = {name: cols[name][at] for name in ("index", "time", "process", "type", "f")}
+        frame["value"] = values[at]
+        frame["node"] = cols["nodes"][cols["node_code"][at]]
+        frame["line"] = np.full(e - s, -1, dtype=np.int64)
+        frame["key"] = np.full(e - s, key, dtype=object)
+        yield fid, key, frame

@@ -13,7 +13,9 @@ are cut out whole and decoded by msgspec; the nemesis lines are returned as text
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeASCII
-from libc.stdint cimport int8_t, int32_t, int64_t
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memcmp
 
 import msgspec
 import numpy as np
@@ -130,17 +132,110 @@ cdef inline int8_t _f_code(const char *s, Py_ssize_t a, Py_ssize_t b):
     return -1
 
 
+cdef class _Names:
+    """Distinct names (keys, nodes) of one text by their bytes, as codes 0, 1, ... in order
+    of first appearance: an open-addressing table of (hash, code) over the text, so a name
+    seen before costs a hash and a memcmp, no Python object. `names`: their str."""
+
+    cdef const char *s
+    cdef int32_t *slots
+    cdef uint64_t *hashes
+    cdef Py_ssize_t *starts
+    cdef Py_ssize_t *lens
+    cdef Py_ssize_t mask, n, cap
+    cdef list names
+
+    def __cinit__(self, bytes text):
+        self.s = PyBytes_AS_STRING(text)
+        self.mask, self.n, self.cap = 1023, 0, 512
+        self.slots = <int32_t *>malloc(1024 * sizeof(int32_t))
+        self.hashes = <uint64_t *>malloc(1024 * sizeof(uint64_t))
+        self.starts = <Py_ssize_t *>malloc(512 * sizeof(Py_ssize_t))
+        self.lens = <Py_ssize_t *>malloc(512 * sizeof(Py_ssize_t))
+        if not (self.slots and self.hashes and self.starts and self.lens):
+            raise MemoryError()
+        for i in range(1024):
+            self.slots[i] = -1
+        self.names = []
+
+    def __dealloc__(self):
+        free(self.slots)
+        free(self.hashes)
+        free(self.starts)
+        free(self.lens)
+
+    cdef int32_t code(self, Py_ssize_t a, Py_ssize_t b) except -2:
+        """The code of the name s[a:b] (printable ASCII, checked by the caller)."""
+        cdef uint64_t h = 14695981039346656037ULL
+        cdef Py_ssize_t k, i, m = b - a
+        cdef int32_t c
+        for k in range(a, b):
+            h = (h ^ <uint8_t>self.s[k]) * 1099511628211ULL
+        i = <Py_ssize_t>(h & <uint64_t>self.mask)
+        while True:
+            c = self.slots[i]
+            if c < 0:
+                break
+            if self.hashes[i] == h and self.lens[c] == m \
+                    and memcmp(self.s + self.starts[c], self.s + a, m) == 0:
+                return c
+            i = (i + 1) & self.mask
+        c = <int32_t>self.n
+        if self.n == self.cap:
+            self._grow_codes()
+        self.starts[c], self.lens[c] = a, m
+        self.slots[i], self.hashes[i] = c, h
+        self.n += 1
+        self.names.append(PyUnicode_DecodeASCII(self.s + a, m, NULL))
+        if 2 * self.n > self.mask:
+            self._rehash()
+        return c
+
+    cdef void _grow_codes(self) except *:
+        cdef Py_ssize_t cap = 2 * self.cap
+        cdef Py_ssize_t *starts = <Py_ssize_t *>realloc(self.starts, cap * sizeof(Py_ssize_t))
+        if not starts:
+            raise MemoryError()
+        self.starts = starts
+        cdef Py_ssize_t *lens = <Py_ssize_t *>realloc(self.lens, cap * sizeof(Py_ssize_t))
+        if not lens:
+            raise MemoryError()
+        self.lens, self.cap = lens, cap
+
+    cdef void _rehash(self) except *:
+        cdef Py_ssize_t size = 2 * (self.mask + 1), k, i
+        cdef int32_t *slots = <int32_t *>malloc(size * sizeof(int32_t))
+        cdef uint64_t *hashes = <uint64_t *>malloc(size * sizeof(uint64_t))
+        if not (slots and hashes):
+            free(slots)
+            free(hashes)
+            raise MemoryError()
+        for k in range(size):
+            slots[k] = -1
+        for k in range(self.mask + 1):
+            if self.slots[k] >= 0:
+                i = <Py_ssize_t>(self.hashes[k] & <uint64_t>(size - 1))
+                while slots[i] >= 0:
+                    i = (i + 1) & (size - 1)
+                slots[i], hashes[i] = self.slots[k], self.hashes[k]
+        free(self.slots)
+        free(self.hashes)
+        self.slots, self.hashes, self.mask = slots, hashes, size - 1
+
+
 def columns(bytes text):
     """text (whole lines) -> (arrays, keys, nodes, nemesis lines) or None. arrays: index,
     time, process (int64), type, f (int8 codes), key_code, node_code (int32 codes into the
-    lists keys and nodes; node -1 for null), value (object: the decoded values)."""
+    lists keys and nodes; node -1 for null), and the values: where every one is an int
+    or null, value_int (int64) and value_null (bool), else value (object: the decoded
+    values). Keys and nodes are told apart by their bytes (_Names): no Python object per
+    record unless a value is neither an int nor null."""
     cdef const char *s = PyBytes_AS_STRING(text)
     cdef Py_ssize_t n = PyBytes_GET_SIZE(text), i = 0, line, a, cap = n // 60 + 16, m = 0
-    cdef int64_t v
     cdef int8_t t, f
     cdef object value
-    cdef dict key_of = {}, node_of = {}
-    cdef list nemesis = []
+    cdef _Names key_of = _Names(text), node_of = _Names(text)
+    cdef list nemesis = [], others = []
     index = np.empty(cap, dtype=np.int64)
     time = np.empty(cap, dtype=np.int64)
     process = np.empty(cap, dtype=np.int64)
@@ -148,10 +243,13 @@ def columns(bytes text):
     f_ = np.empty(cap, dtype=np.int8)
     key_code = np.empty(cap, dtype=np.int32)
     node_code = np.empty(cap, dtype=np.int32)
-    values = []
+    value_int = np.empty(cap, dtype=np.int64)
+    value_null = np.zeros(cap, dtype=np.uint8)
     cdef int64_t[::1] vi = index, vt = time, vp = process
     cdef int8_t[::1] vty = type_, vf = f_
     cdef int32_t[::1] vk = key_code, vn = node_code
+    cdef int64_t[::1] vv = value_int
+    cdef uint8_t[::1] vnull = value_null
     decode = msgspec.json.decode
     while i < n:
         line = i
@@ -209,25 +307,24 @@ def columns(bytes text):
         a = _name(s, i, n)
         if a < 0:
             return None
-        name = PyUnicode_DecodeASCII(s + i + 1, a - i - 1, NULL)
-        vk[m] = key_of.setdefault(name, len(key_of))
+        vk[m] = key_of.code(i + 1, a)
         i = _lit(s, a + 1, n, b',"value":')
         if i < 0:
             return None
-        a = _int(s, i, n, &v)
-        if a >= 0:
-            value = v
-        elif _lit(s, i, n, b'null') > 0:
-            value, a = None, i + 4
-        else:
-            a = _skip(s, i, n)
-            if a < 0:
-                return None
-            try:
-                value = decode(text[i:a])
-            except msgspec.DecodeError:
-                return None
-        values.append(value)
+        a = _int(s, i, n, &vv[m])
+        if a < 0:
+            vv[m] = 0
+            if _lit(s, i, n, b'null') > 0:
+                vnull[m], a = 1, i + 4
+            else:
+                a = _skip(s, i, n)
+                if a < 0:
+                    return None
+                try:
+                    value = decode(text[i:a])
+                except msgspec.DecodeError:
+                    return None
+                others.append((m, value))
         i = _lit(s, a, n, b',"node":')
         if i < 0:
             return None
@@ -239,8 +336,7 @@ def columns(bytes text):
             a = _name(s, i, n)
             if a < 0:
                 return None
-            name = PyUnicode_DecodeASCII(s + i + 1, a - i - 1, NULL)
-            vn[m] = node_of.setdefault(name, len(node_of))
+            vn[m] = node_of.code(i + 1, a)
             i = a + 1
         a = _lit(s, i, n, b',"error":')
         if a > 0:
@@ -263,8 +359,16 @@ def columns(bytes text):
         if vi[m] == INT64_MIN or vt[m] == INT64_MIN or vp[m] == INT64_MIN:
             return None
         m += 1
-    value_arr = np.fromiter(values, dtype=object, count=m)  # lists stay elements
     arrays = {"index": index[:m], "time": time[:m], "process": process[:m], "type": type_[:m],
-              "f": f_[:m], "key_code": key_code[:m], "node_code": node_code[:m],
-              "value": value_arr}
-    return arrays, list(key_of), list(node_of), nemesis
+              "f": f_[:m], "key_code": key_code[:m], "node_code": node_code[:m]}
+    if not others:
+        arrays["value_int"] = value_int[:m]
+        arrays["value_null"] = value_null[:m].view(np.bool_)
+    else:
+        values = value_int[:m].tolist()
+        for k in np.flatnonzero(value_null[:m]).tolist():
+            values[k] = None
+        for k, value in others:
+            values[k] = value
+        arrays["value"] = np.fromiter(values, dtype=object, count=m)  # lists stay elements
+    return arrays, key_of.names, node_of.names, nemesis

@@ -145,7 +145,7 @@ def _columns_equal(a: Any, b: Any) -> None:
     for name in ("index", "time", "process", "type", "f", "key_code", "node_code"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
     assert list(a.keys) == list(b.keys) and list(a.nodes) == list(b.nodes)
-    for x, y in zip(a.value, b.value, strict=True):
+    for x, y in zip(a.values(), b.values(), strict=True):
         assert x.__class__ is y.__class__ and (x == y or x != x), (x, y)
 
 
@@ -194,3 +194,108 @@ def test_the_compiled_decoder_reads_what_msgspec_reads_or_leaves_the_range_to_it
     assert jsonl_blocks._compiled_columns(good + base.encode() + b"\n") is not None
     for other in others:
         assert jsonl_blocks._compiled_columns(good + other.encode() + b"\n") is None, other
+
+
+def test_compiled_int_values_are_the_values_msgspec_reads() -> None:
+    """Where every value is an int or null the compiled decoder keeps them as int64 and a
+    null mask: the same values as msgspec's objects, keys and nodes coded alike."""
+    from leaseline.checkers import jsonl_blocks
+    from leaseline.harness.store.history import Line, encode_lines
+
+    if jsonl_blocks._compiled_columns is None:
+        pytest.skip("the compiled decoder is not built here")
+    names = [f"k{i}" for i in range(3000)]  # more names than the table's first size
+    lines = [Line(i, 10 * i, i % 7, "invoke" if i % 2 == 0 else "ok", "write",
+                  names[(i * 7919) % len(names)], None if i % 5 == 0 else (-1) ** i * i * 10**12,
+                  None if i % 3 == 0 else f"n{i % 4}") for i in range(20_000)]
+    text = encode_lines(lines, inexact=False)
+    compiled = jsonl_blocks._compiled(text)
+    assert compiled is not None and hasattr(compiled[0], "value_int")
+    jsonl_blocks_compiled, jsonl_blocks._compiled_columns = jsonl_blocks._compiled_columns, None
+    try:
+        plain = jsonl_blocks._fast(text)
+    finally:
+        jsonl_blocks._compiled_columns = jsonl_blocks_compiled
+    assert plain is not None
+    _columns_equal(compiled[0], plain[0])
+
+
+def _random_history(seed: int, ops: int = 3000) -> list[Any]:
+    """Clients on a few keys: ok / fail / info completions, invocations left pending, null
+    and negative values, a process moving between keys, and on three keys a broken rule
+    (a completion with nothing pending, a compare-and-set whose value is no pair, a
+    completion's f not its invocation's)."""
+    import random
+
+    rnd = random.Random(seed)
+    lines: list[Any] = []
+    pending: dict[int, dict[str, Any]] = {}
+    i, next_process = 0, 8
+    processes = list(range(8))
+    while i < ops:
+        p = rnd.choice(processes)
+        if p in pending:
+            inv = pending.pop(p)
+            type_ = rnd.choices(["ok", "fail", "info"], [8, 1, 1])[0]
+            value = inv["value"] if inv["f"] != "read" else rnd.choice([None, 1, -3, i])
+            lines.append(rec(i, p, type_, inv["f"], inv["key"], value)
+                         | {"node": rnd.choice([None, "n1", "n2"])})
+            if type_ == "info":
+                processes[processes.index(p)] = next_process
+                next_process += 1
+        else:
+            f = rnd.choice(["read", "write", "write"])
+            inv = rec(i, p, "invoke", f, f"k{rnd.randrange(6)}",
+                      None if f == "read" else rnd.choice([i, -i, None]))
+            pending[p] = inv
+            lines.append(inv)
+        i += 1
+    lines.append(rec(i, 0, "ok", "write", "k7", 1))  # a completion with nothing pending
+    lines += [rec(i + 1, 1, "invoke", "cas", "k8", 5), rec(i + 2, 1, "ok", "cas", "k8", 5)]
+    lines += [rec(i + 3, 2, "invoke", "write", "k9", 1), rec(i + 4, 2, "ok", "read", "k9", 1)]
+    return lines
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_bucket_pairing_gives_pair_keys_histories(tmp_path: Path, seed: int) -> None:
+    """Bucket.histories (the compiled one-pass pairing) gives, key by key, the KeyHistory
+    pair_key makes of groups()' frame, or the same RecordProblem."""
+    import numpy as np
+
+    from leaseline.checkers import jsonl_blocks
+    from leaseline.checkers.importers.jsonl import RecordProblem, pair_key
+
+    if jsonl_blocks._pair_compiled is None or jsonl_blocks._compiled_columns is None:
+        pytest.skip("the compiled pairing is not built here")
+    from leaseline.harness.store.history import Line, encode_lines
+
+    recs = _random_history(seed)
+    text = encode_lines([Line(r["index"], r["time"], r["process"], r["type"], r["f"], r["key"],
+                              r["value"], r["node"]) for r in recs], inexact=False)
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(text)
+    files = [str(path), str(path)]
+    blobs = [blob for fid in (0, 1) for start, end in ranges(len(text), 20_000)
+             for _, blob in read_range(str(path), fid, start, end, 1)]
+    want = {}
+    for fid, key, frame in Bucket(blobs).groups():
+        try:
+            want[fid, key] = pair_key(frame, file=files[fid], key=key, nemesis=[])
+        except RecordProblem as e:
+            want[fid, key] = e
+    got = {(fid, key): h for fid, key, h in Bucket(blobs).histories(files)}
+    assert got.keys() == want.keys() and len(got) == 2 * 9
+    assert sum(isinstance(h, RecordProblem) for h in got.values()) == 6
+    for k, w in want.items():
+        g = got[k]
+        if isinstance(w, RecordProblem):
+            assert isinstance(g, RecordProblem) and (g.index, g.process, g.what) == (
+                w.index, w.process, w.what)
+            continue
+        assert (g.file, g.key, g.model, g.initial) == (w.file, w.key, w.model, w.initial)
+        for name in ("index", "process", "f", "value", "expected", "invoke", "complete", "node",
+                     "complete_index"):
+            a, b = getattr(g, name), getattr(w, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), (k, name)
+            assert [x.__class__ for x in a.tolist()] == [x.__class__ for x in b.tolist()]
+        assert len(g) > 0
