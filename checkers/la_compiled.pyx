@@ -249,7 +249,7 @@ cdef bint _groups_fine(vector[int64_t] &grouped, Py_ssize_t a, Py_ssize_t b,
                        const int8_t[::1] types, vector[int64_t] &rd,
                        unordered_map[int64_t, int64_t] &writer,
                        unordered_map[int64_t, int64_t] &last_app,
-                       unordered_map[int64_t, int64_t] &pos):
+                       unordered_map[int64_t, int64_t] &pos) noexcept nogil:
     """Whether key_stage would find nothing in the txns with several micro-ops on one
     key (the key's reads are known to be prefixes of its order, so a read's state is its
     length): per_key's G1b, _own_order_cases, _internal_cases, _lost_update_cases."""
@@ -340,21 +340,91 @@ cdef bint _groups_fine(vector[int64_t] &grouped, Py_ssize_t a, Py_ssize_t b,
     return True
 
 
-def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
-               const uint8_t[::1] is_append, const int64_t[::1] value,
-               const int64_t[::1] read_off, const int64_t[::1] read_len,
-               const int64_t[::1] elements, const int8_t[::1] types,
-               const int64_t[::1] t_invoke, const int64_t[::1] t_complete,
-               const uint8_t[::1] read_only):
-    """The per-key stage of every key that shows no anomaly. Returns (flagged uint8[K]:
-    1 where per_key.key_stage must decide, edges (src, dst, kind, value, prev, key), stale
-    reads (txn, time, by, key)) for the unflagged keys, in key order."""
-    cdef Py_ssize_t K = key_start.shape[0] - 1
-    flagged = np.zeros(K, np.uint8)
-    cdef uint8_t[::1] flag = flagged
-    cdef vector[int64_t] e_src, e_dst, e_val, e_prev, e_key
-    cdef vector[uint8_t] e_kind
-    cdef vector[int64_t] s_txn, s_time, s_by, s_key
+cdef extern from *:
+    """
+    #include <algorithm>
+    #include <cstdint>
+    #include <cstring>
+    #include <memory>
+    #include <vector>
+    // a column grown in blocks: no doubling (its slack is under one block) and no copy of
+    // what it holds while it grows, so a 10 M txn history's edges are held about once
+    template <typename T> struct LlChunked {
+        static constexpr size_t B = size_t(1) << 16;
+        std::vector<std::unique_ptr<T[]>> blocks;
+        size_t n = 0;
+        void push_back(T x) {
+            if ((n & (B - 1)) == 0) blocks.emplace_back(new T[B]);
+            blocks.back()[n & (B - 1)] = x;
+            ++n;
+        }
+        size_t size() const { return n; }
+        void copy_to(T *dst) const {
+            for (size_t i = 0, left = n; left; ++i) {
+                size_t k = std::min(B, left);
+                std::memcpy(dst + i * B, blocks[i].get(), k * sizeof(T));
+                left -= k;
+            }
+        }
+        void clear() {
+            std::vector<std::unique_ptr<T[]>>().swap(blocks);
+            n = 0;
+        }
+    };
+    // one range of keys' output of clean_keys: edges and stale reads, in key order
+    struct LlKeyOut {
+        LlChunked<int64_t> e_src, e_dst, e_val, e_prev, e_key;
+        LlChunked<uint8_t> e_kind;
+        LlChunked<int64_t> s_txn, s_time, s_by, s_key;
+    };
+    """
+    cppclass LlChunked[T]:
+        void push_back(T) nogil
+        size_t size() nogil
+        void copy_to(T *) nogil
+        void clear() nogil
+
+    cppclass LlKeyOut:
+        LlChunked[int64_t] e_src, e_dst, e_val, e_prev, e_key
+        LlChunked[uint8_t] e_kind
+        LlChunked[int64_t] s_txn, s_time, s_by, s_key
+
+
+cdef class _KeyRange:
+    """clean_keys' work on keys [k0, k1), run without the GIL (so two run at once)."""
+    cdef LlKeyOut out
+    cdef Py_ssize_t k0, k1
+    cdef object args
+
+    def __init__(self, Py_ssize_t k0, Py_ssize_t k1, tuple args):
+        self.k0, self.k1, self.args = k0, k1, args
+
+    def run(self):
+        (key_start, txn, is_append, value, read_off, read_len, elements, types, t_invoke,
+         t_complete, read_only, flag) = self.args
+        _clean_range(self.k0, self.k1, key_start, txn, is_append, value, read_off, read_len,
+                     elements, types, t_invoke, t_complete, read_only, flag, self.out)
+
+
+cdef _clean_range(Py_ssize_t k0, Py_ssize_t k1, const int64_t[::1] key_start,
+                  const int64_t[::1] txn, const uint8_t[::1] is_append,
+                  const int64_t[::1] value, const int64_t[::1] read_off,
+                  const int64_t[::1] read_len, const int64_t[::1] elements,
+                  const int8_t[::1] types, const int64_t[::1] t_invoke,
+                  const int64_t[::1] t_complete, const uint8_t[::1] read_only,
+                  uint8_t[::1] flag, LlKeyOut &out):
+    with nogil:
+        _clean_keys_nogil(k0, k1, key_start, txn, is_append, value, read_off, read_len,
+                          elements, types, t_invoke, t_complete, read_only, flag, out)
+
+
+cdef void _clean_keys_nogil(Py_ssize_t k0, Py_ssize_t k1, const int64_t[::1] key_start,
+                            const int64_t[::1] txn, const uint8_t[::1] is_append,
+                            const int64_t[::1] value, const int64_t[::1] read_off,
+                            const int64_t[::1] read_len, const int64_t[::1] elements,
+                            const int8_t[::1] types, const int64_t[::1] t_invoke,
+                            const int64_t[::1] t_complete, const uint8_t[::1] read_only,
+                            uint8_t[::1] flag, LlKeyOut &out) noexcept nogil:
     cdef unordered_map[int64_t, int64_t] writer, pos, last_app
     cdef vector[int64_t] grouped  # first micro-op of each txn with several on the key
     cdef vector[int64_t] app_t, app_v, rd, order, a_prev, a_state
@@ -364,7 +434,7 @@ def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
     cdef Py_ssize_t k, a, b, i, j, q, longest, ln, run_start = 0
     cdef int64_t t, v, w, prev, st, best_t, best_w, latest, m, off, lo
     cdef bint bad
-    for k in range(K):
+    for k in range(k0, k1):
         a, b = key_start[k], key_start[k + 1]
         bad = False
         writer.clear()
@@ -505,14 +575,14 @@ def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
                 if w != t and types[w] != T_FAIL:
                     wr_s.push_back(w); wr_d.push_back(t); wr_v.push_back(v)
         for q in range(<Py_ssize_t>ww_s.size()):
-            e_src.push_back(ww_s[q]); e_dst.push_back(ww_d[q]); e_kind.push_back(K_WW)
-            e_val.push_back(ww_v[q]); e_prev.push_back(ww_p[q]); e_key.push_back(k)
+            out.e_src.push_back(ww_s[q]); out.e_dst.push_back(ww_d[q]); out.e_kind.push_back(K_WW)
+            out.e_val.push_back(ww_v[q]); out.e_prev.push_back(ww_p[q]); out.e_key.push_back(k)
         for q in range(<Py_ssize_t>rw_s.size()):
-            e_src.push_back(rw_s[q]); e_dst.push_back(rw_d[q]); e_kind.push_back(K_RW)
-            e_val.push_back(rw_v[q]); e_prev.push_back(rw_p[q]); e_key.push_back(k)
+            out.e_src.push_back(rw_s[q]); out.e_dst.push_back(rw_d[q]); out.e_kind.push_back(K_RW)
+            out.e_val.push_back(rw_v[q]); out.e_prev.push_back(rw_p[q]); out.e_key.push_back(k)
         for q in range(<Py_ssize_t>wr_s.size()):
-            e_src.push_back(wr_s[q]); e_dst.push_back(wr_d[q]); e_kind.push_back(K_WR)
-            e_val.push_back(wr_v[q]); e_prev.push_back(NO_PREV); e_key.push_back(k)
+            out.e_src.push_back(wr_s[q]); out.e_dst.push_back(wr_d[q]); out.e_kind.push_back(K_WR)
+            out.e_val.push_back(wr_v[q]); out.e_prev.push_back(NO_PREV); out.e_key.push_back(k)
         # supersession of states, for the staleness of read-only txns
         best_t, best_w = NEVER_T, -1
         for q in range(<Py_ssize_t>app_t.size()):
@@ -535,16 +605,100 @@ def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
             if read_only[t]:
                 m = read_len[i]
                 if sup_by[m] >= 0:
-                    s_txn.push_back(t); s_time.push_back(sup_time[m]); s_by.push_back(sup_by[m])
-                    s_key.push_back(k)
-    kind = np.empty(e_kind.size(), np.uint8)
-    cdef uint8_t[::1] kv = kind
-    for q in range(<Py_ssize_t>e_kind.size()):
-        kv[q] = e_kind[q]
-    vector[uint8_t]().swap(e_kind)
-    # each column copied out, then its vector freed: never all of them twice
-    edges = (_taken(e_src), _taken(e_dst), kind, _taken(e_val), _taken(e_prev), _taken(e_key))
-    return (flagged, edges, (_taken(s_txn), _taken(s_time), _taken(s_by), _taken(s_key)))
+                    out.s_txn.push_back(t); out.s_time.push_back(sup_time[m]); out.s_by.push_back(sup_by[m])
+                    out.s_key.push_back(k)
+
+
+KEYS_IN_TWO = 10_000  # micro-ops from which clean_keys splits its keys over two threads
+
+
+def clean_keys(const int64_t[::1] key_start, const int64_t[::1] txn,
+               const uint8_t[::1] is_append, const int64_t[::1] value,
+               const int64_t[::1] read_off, const int64_t[::1] read_len,
+               const int64_t[::1] elements, const int8_t[::1] types,
+               const int64_t[::1] t_invoke, const int64_t[::1] t_complete,
+               const uint8_t[::1] read_only):
+    """The per-key stage of every key that shows no anomaly. Returns (flagged uint8[K]:
+    1 where per_key.key_stage must decide, edges (src, dst, kind, value, prev, key), stale
+    reads (txn, time, by, key)) for the unflagged keys, in key order. Keys are independent:
+    from KEYS_IN_TWO micro-ops on, the first half of the micro-ops' keys runs on a second
+    thread, the rest here, and their outputs are joined in key order."""
+    cdef Py_ssize_t K = key_start.shape[0] - 1, mid
+    flagged = np.zeros(K, np.uint8)
+    args = (key_start, txn, is_append, value, read_off, read_len, elements, types, t_invoke,
+            t_complete, read_only, flagged)
+    total = key_start[K] if K > 0 else 0
+    if K > 1 and total >= KEYS_IN_TWO:
+        mid = int(np.searchsorted(key_start, total // 2))
+        mid = min(max(mid, 1), K - 1)
+        ranges = [_KeyRange(0, mid, args), _KeyRange(mid, K, args)]
+        import threading
+
+        other = threading.Thread(target=ranges[0].run)
+        other.start()
+        try:
+            ranges[1].run()
+        finally:
+            other.join()
+    else:
+        ranges = [_KeyRange(0, K, args)]
+        ranges[0].run()
+    # each column copied out, then its vectors freed: never all of them twice
+    cdef list parts = ranges
+    edges = tuple(_joined(parts, c) for c in ("e_src", "e_dst", "e_kind", "e_val", "e_prev",
+                                              "e_key"))
+    stale = tuple(_joined(parts, c) for c in ("s_txn", "s_time", "s_by", "s_key"))
+    return flagged, edges, stale
+
+
+cdef LlChunked[int64_t] *_column(_KeyRange r, str name):
+    if name == "e_src":
+        return &r.out.e_src
+    if name == "e_dst":
+        return &r.out.e_dst
+    if name == "e_val":
+        return &r.out.e_val
+    if name == "e_prev":
+        return &r.out.e_prev
+    if name == "e_key":
+        return &r.out.e_key
+    if name == "s_txn":
+        return &r.out.s_txn
+    if name == "s_time":
+        return &r.out.s_time
+    if name == "s_by":
+        return &r.out.s_by
+    return &r.out.s_key
+
+
+cdef object _joined(list parts, str name):
+    """One output column of every range, in range order; the ranges' blocks freed."""
+    cdef _KeyRange r
+    cdef LlChunked[int64_t] *v
+    cdef Py_ssize_t n = 0, at = 0
+    cdef uint8_t[::1] kv
+    if name == "e_kind":
+        for r in parts:
+            n += r.out.e_kind.size()
+        kind = np.empty(n, np.uint8)
+        kv = kind
+        for r in parts:
+            if r.out.e_kind.size():
+                r.out.e_kind.copy_to(&kv[at])
+                at += r.out.e_kind.size()
+            r.out.e_kind.clear()
+        return kind
+    for r in parts:
+        n += _column(r, name).size()
+    out = np.empty(n, np.int64)
+    cdef int64_t[::1] o = out
+    for r in parts:
+        v = _column(r, name)
+        if v.size():
+            v.copy_to(&o[at])
+            at += v.size()
+        v.clear()
+    return out
 
 
 def realtime_sweep(Py_ssize_t n, const int8_t[::1] what, const int64_t[::1] who):
@@ -647,6 +801,7 @@ cdef extern from *:
     """
     #include <algorithm>
     #include <cstdint>
+    #include <thread>
     #include <vector>
     // edges by source (one counting sort over every part), each source's targets sorted,
     // duplicates merged with the OR of their kinds; prepare() leaves each source's unique
@@ -673,8 +828,23 @@ cdef extern from *:
                     by[fill[src[p][e]]++] = LlEdgeT<Id>{static_cast<Id>(dst[p][e]), kind[p][e]};
             std::vector<int64_t>().swap(fill);
             uniq.assign(n, 0);
+            // sources are independent: the first half of the edges' sources on a second
+            // thread when there are many
+            int64_t mid = std::upper_bound(start.begin(), start.end(), m / 2) - start.begin();
+            mid = std::min<int64_t>(std::max<int64_t>(mid - 1, 0), n);
+            if (m >= (1 << 16)) {
+                std::thread other([&] { sort_sources(0, mid); });
+                sort_sources(mid, n);
+                other.join();
+            } else {
+                sort_sources(0, n);
+            }
             int64_t total = 0;
-            for (int64_t v = 0; v < n; ++v) {
+            for (int64_t v = 0; v < n; ++v) total += uniq[v];
+            return total;
+        }
+        void sort_sources(int64_t lo, int64_t hi) {
+            for (int64_t v = lo; v < hi; ++v) {
                 LlEdgeT<Id> *b = by.data() + start[v], *e = by.data() + start[v + 1];
                 if (b == e) continue;
                 std::sort(b, e, [](const LlEdgeT<Id> &x, const LlEdgeT<Id> &y) {
@@ -685,9 +855,7 @@ cdef extern from *:
                     else *++w = *q;
                 }
                 uniq[v] = w - b + 1;
-                total += uniq[v];
             }
-            return total;
         }
         void fill(int64_t *os, int64_t *od, uint8_t *ok) {
             int64_t p = 0, n = static_cast<int64_t>(uniq.size());
@@ -729,7 +897,9 @@ cdef extern from *:
 def merge_parts(Py_ssize_t n, list parts):
     """graph.merge_edges: one edge per (src, dst) with the OR of their kinds, sorted by
     (src, dst), from the parts' (src int64, dst int64, kind uint8) columns as they are (no
-    concatenation): a counting sort by source, then each source's few targets sorted."""
+    concatenation): a counting sort by source, then each source's few targets sorted.
+    `parts` is emptied once the edges are sorted, so columns nothing else holds are freed
+    before the merged ones are made."""
     cdef LlMerge mg
     cdef vector[const int64_t *] s, d
     cdef vector[const uint8_t *] k
@@ -748,6 +918,9 @@ def merge_parts(Py_ssize_t n, list parts):
     cdef int64_t u
     with nogil:
         u = mg.prepare(n, s, d, k, ln)
+    a = b = c = None
+    part = None
+    parts.clear()
     o_src = np.empty(u, np.int64)
     o_dst = np.empty(u, np.int64)
     o_kind = np.empty(u, np.uint8)
@@ -762,14 +935,26 @@ def merge_parts(Py_ssize_t n, list parts):
 cdef extern from *:
     """
     #include <algorithm>
+    #include <thread>
     static void ll_event_order(int64_t n, const int64_t *at, const int64_t *tie,
                                const int8_t *what, int64_t *out) {
         for (int64_t i = 0; i < n; ++i) out[i] = i;
-        std::stable_sort(out, out + n, [&](int64_t a, int64_t b) {
+        auto less = [&](int64_t a, int64_t b) {
             if (at[a] != at[b]) return at[a] < at[b];
             if (tie[a] != tie[b]) return tie[a] < tie[b];
             return what[a] < what[b];
-        });
+        };
+        if (n < (1 << 16)) {
+            std::stable_sort(out, out + n, less);
+            return;
+        }
+        // both halves sorted at once, then merged: still stable (the first half's
+        // equal elements, which come first, stay first)
+        int64_t mid = n / 2;
+        std::thread other([&] { std::stable_sort(out, out + mid, less); });
+        std::stable_sort(out + mid, out + n, less);
+        other.join();
+        std::inplace_merge(out, out + mid, out + n, less);
     }
     """
     void ll_event_order(int64_t n, const int64_t *at, const int64_t *tie,

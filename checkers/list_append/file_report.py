@@ -15,7 +15,7 @@ from typing import Any
 
 from leaseline.checkers.importers.jsonl import nemesis_events
 from leaseline.checkers.list_append.check import DEFAULT_MODEL, graph_stage
-from leaseline.checkers.list_append.history import no_gc, read_history
+from leaseline.checkers.list_append.history import no_gc, read_history, small_pages
 from leaseline.checkers.list_append.on_spark import key_results
 from leaseline.checkers.spark_session import AUTO
 
@@ -56,13 +56,14 @@ def check_txn_file(path: str | Path, fmt: str, lease_ms: float,
     """The file report of one txn history (problems: HistoryFormatError); the per-key
     stage runs on the executors of a `spark_master` given explicitly, else here
     (checkers/list_append/on_spark.py), the graph stage here."""
-    others, txns = read_history(path, fmt)
-    nemesis = [r for r in others if r.get("process") == "nemesis"] if fmt == "jsonl" else []
-    with no_gc():
-        res = graph_stage(txns, key_results(txns, spark_master),
-                          consistency_model=consistency_model or DEFAULT_MODEL,
-                          lease_ms=lease_ms)
-    completed = int((txns.index != txns.invoke_index).sum())  # txns with a completion
+    with small_pages():
+        others, txns = read_history(path, fmt)
+        nemesis = [r for r in others if r.get("process") == "nemesis"] if fmt == "jsonl" else []
+        with no_gc():
+            res = graph_stage(txns, key_results(txns, spark_master),
+                              consistency_model=consistency_model or DEFAULT_MODEL,
+                              lease_ms=lease_ms)
+        completed = int((txns.index != txns.invoke_index).sum())  # txns with a completion
     return {
         "valid": res["valid"],
         "lease_ms": lease_ms,

@@ -74,17 +74,26 @@ class Graph:
 
 
 def merge_edges(n: int, parts: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> Graph:
-    """One edge per (src, dst) with the OR of their kinds."""
+    """One edge per (src, dst) with the OR of their kinds. A list of parts is emptied
+    (compiled: once its edges are sorted), so the columns only it holds (a real-time
+    order's) are freed before the merged ones are made."""
     if not parts:
         return Graph(n, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8))
     native = compiled()
     if native is not None:  # straight from the parts: no concatenated copy of every edge
-        return Graph(n, *native.merge_parts(n, [
-            (np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64),
-             np.ascontiguousarray(k, np.uint8)) for a, b, k in parts]))
+        given = list(parts)
+        if isinstance(parts, list):
+            parts.clear()
+        for i, (a, b, k) in enumerate(given):
+            given[i] = (np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64),
+                        np.ascontiguousarray(k, np.uint8))
+        del a, b, k
+        return Graph(n, *native.merge_parts(n, given))
     src = np.concatenate([p[0] for p in parts]).astype(np.int64, copy=False)
     dst = np.concatenate([p[1] for p in parts]).astype(np.int64, copy=False)
     kind = np.concatenate([p[2] for p in parts]).astype(np.uint8, copy=False)
+    if isinstance(parts, list):
+        parts.clear()
     if not len(src):
         return Graph(n, src, dst, kind)
     code = src * n + dst
