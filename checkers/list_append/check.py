@@ -124,14 +124,23 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
     unordered = {w.get("key") for t in ("incompatible-order", "duplicate-elements")
                  for w in found_keyed.get(t, ())}
 
+    vanished: dict[int, list[dict[str, Any]]] = {}
+
+    def vanished_at(lk: int) -> list[dict[str, Any]]:
+        # only a real-time cycle can hold an element read and then lost for good, and
+        # what is lost at the lease is lost without it
+        if lk not in vanished:
+            vanished[lk] = (vanished_writes(txns, lk, unordered)
+                            if any(t.endswith("-realtime") for t in cycles_at[lk])
+                            and (lk == 0 or vanished_at(0)) else [])
+        return vanished[lk]
+
     def found_at(lk: int) -> dict[str, Any]:
         f: dict[str, Any] = dict(found_keyed)
         f.update(cycles_at[lk])
-        if any(t.endswith("-realtime") for t in cycles_at[lk]):
-            # only a real-time cycle can hold an element read and then lost for good
-            lost = _merged_lost(f.get("lost-write", []), vanished_writes(txns, lk, unordered))
-            if lost:
-                f["lost-write"] = lost
+        lost = _merged_lost(f.get("lost-write", []), vanished_at(lk))
+        if lost:
+            f["lost-write"] = lost
         if timeouts_at[lk]:
             f["cycle-search-timeout"] = timeouts_at[lk]
         # a cycle-exists says nothing the anomalies found do not already say (Elle)

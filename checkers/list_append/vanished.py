@@ -37,45 +37,67 @@ import numpy as np
 from leaseline.checkers.list_append.history import FAIL, NEVER, OK, FlatMops, Txns
 
 
-def _read_rows(txns: Txns) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray,
-                                     dict[int, tuple[int, ...]], dict[tuple[int, int], int]]:
-    """Reads with a known value (key id, txn row, length), the longest read of each key,
-    and (key id, element) -> the txn row that appended it."""
-    mops = txns.mops
-    if isinstance(mops, FlatMops):
-        keys, start, txn, app, val, off, ln = mops.grouped
-        key_of = np.repeat(np.arange(len(keys)), np.diff(start))
-        is_read = (app == 0) & (ln >= 0)
-        rk, rt, rl = key_of[is_read], txn[is_read], ln[is_read]
-        longest: dict[int, tuple[int, ...]] = {}
-        if len(rk):
-            best = np.lexsort((-rl, rk))
-            first = np.r_[True, rk[best][1:] != rk[best][:-1]]
-            elements = mops.elements
-            offs = off[is_read]
-            for i in best[first].tolist():
-                o, n = int(offs[i]), int(rl[i])
-                longest[int(rk[i])] = tuple(elements[o:o + n].tolist())
-        appended = app != 0
-        writer = dict(zip(zip(key_of[appended].tolist(), val[appended].tolist(), strict=True),
-                          txn[appended].tolist(), strict=True))
-        return list(keys), rk, rt, rl, longest, writer
-    ids: dict[str, int] = {k: i for i, k in enumerate(sorted({k for ms in mops
-                                                              for _, k, _ in ms}))}
-    rows: list[tuple[int, int, int]] = []
-    longest = {}
-    writer = {}
-    for t, ms in enumerate(mops):
-        for is_append, k, v in ms:
-            kid = ids[k]
-            if is_append:
-                writer[(kid, v)] = t
-            elif v is not None:
-                rows.append((kid, t, len(v)))
-                if len(v) > len(longest.get(kid, ())):
-                    longest[kid] = v
-    arr = np.asarray(rows, np.int64).reshape(-1, 3)
-    return list(ids), arr[:, 0], arr[:, 1], arr[:, 2], longest, writer
+class _Reads:
+    """Every read with a known value, grouped by key (key id, txn row, length), and the
+    means to look up, for one key, its longest read and the writers of its elements."""
+
+    def __init__(self, txns: Txns) -> None:
+        mops = txns.mops
+        if isinstance(mops, FlatMops):
+            keys, start, txn, app, val, off, ln = mops.grouped
+            self.keys = list(keys)
+            key_of = np.repeat(np.arange(len(keys)), np.diff(start))
+            is_read = (app == 0) & (ln >= 0)
+            self.rk, self.rt, self.rl = key_of[is_read], txn[is_read], ln[is_read]
+            self._flat = (start, txn, app, val, off, ln, mops.elements)
+            return
+        ids = {k: i for i, k in enumerate(sorted({k for ms in mops for _, k, _ in ms}))}
+        self.keys = list(ids)
+        self._flat = None
+        rows: list[tuple[int, int, int]] = []
+        self._longest: dict[int, tuple[int, ...]] = {}
+        self._writer: dict[tuple[int, int], int] = {}
+        for t, ms in enumerate(mops):
+            for is_append, k, v in ms:
+                kid = ids[k]
+                if is_append:
+                    self._writer[(kid, v)] = t
+                elif v is not None:
+                    rows.append((kid, t, len(v)))
+                    if len(v) > len(self._longest.get(kid, ())):
+                        self._longest[kid] = v
+        rows.sort()
+        arr = np.asarray(rows, np.int64).reshape(-1, 3)
+        self.rk, self.rt, self.rl = arr[:, 0], arr[:, 1], arr[:, 2]
+
+    def longest(self, kid: int) -> tuple[int, ...]:
+        if self._flat is None:
+            return self._longest.get(kid, ())
+        start, _, app, _, off, ln, elements = self._flat
+        a, b = int(start[kid]), int(start[kid + 1])
+        lens = np.where(app[a:b] == 0, ln[a:b], -1)
+        i = a + int(np.argmax(lens))
+        return tuple(elements[int(off[i]):int(off[i]) + int(ln[i])].tolist()) if ln[i] > 0 else ()
+
+    def writer(self, kid: int, element: int) -> int | None:
+        if self._flat is None:
+            return self._writer.get((kid, element))
+        start, txn, app, val, _, _, _ = self._flat
+        a, b = int(start[kid]), int(start[kid + 1])
+        hit = np.flatnonzero((app[a:b] != 0) & (val[a:b] == element))
+        return int(txn[a + hit[-1]]) if len(hit) else None
+
+
+def _composite(rk: np.ndarray, t: np.ndarray, other: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Sort keys for (key, time) pairs of two sets of times, one int64 each: times offset
+    by the key times their span, or their ranks where that could overflow."""
+    lo = int(min(t.min(), other.min()))
+    span = int(max(t.max(), other.max())) - lo + 2
+    if span * (int(rk[-1]) + 2) >= 1 << 62:
+        _, rank = np.unique(np.concatenate([t, other]), return_inverse=True)
+        t, other, lo, span = rank[:len(t)], rank[len(t):], 0, int(rank.max()) + 2
+    return rk * span + (t - lo), rk * span + (other - lo)
 
 
 def vanished_writes(txns: Txns, lease_ns: int = 0, skip: Collection[str] = ()
@@ -83,45 +105,44 @@ def vanished_writes(txns: Txns, lease_ns: int = 0, skip: Collection[str] = ()
     """lost-write witnesses of acknowledged appends that reads showed and later reads
     lacked for good (the module's docstring); keys in `skip` (whose reads do not line up
     as prefixes of one order) are left out."""
-    keys, rk, rt, rl, longest, writer = _read_rows(txns)
-    keep = txns.type[rt] != FAIL  # a failed txn's read shows nothing that happened
-    rk, rt, rl = rk[keep], rt[keep], rl[keep]
+    reads = _Reads(txns)
+    keep = txns.type[reads.rt] != FAIL  # a failed txn's read shows nothing that happened
+    rk, rt, rl = reads.rk[keep], reads.rt[keep], reads.rl[keep]
     if not len(rk):
         return []
     ok = txns.type[rt] == OK
-    comp = txns.t_complete[rt]
-    start = txns.t_invoke[rt] - np.where(txns.read_only[rt], lease_ns, 0)
     if lease_ns == 0:  # the real-time order without a lease is the history's, as Elle's
         comp, start = np.where(ok, txns.index[rt], NEVER), txns.invoke_index[rt]
-    # ranks keep the per-key composite sort keys small
-    _, rank = np.unique(np.concatenate([comp, start]), return_inverse=True)
-    r_comp, r_start = rank[:len(rk)], rank[len(rk):]
-    span = int(rank.max()) + 2
-    by_comp = np.lexsort((r_comp, rk))
-    sorted_keys = rk[by_comp] * span + r_comp[by_comp]
-    # the longest read completing at or after each position of the key's comp order:
-    # a cumulative max over the reversed order, offset so keys never mix
+    else:
+        comp = txns.t_complete[rt]
+        start = txns.t_invoke[rt] - np.where(txns.read_only[rt], lease_ns, 0)
+    comp = np.minimum(comp, int(start.max()) + 1)  # never completed: after every start
+    # m(a) for every read: in each key's completion order, the longest read from a's
+    # position on (a cumulative max over the reversed order, offset so keys never mix)
+    key_comp, key_start = _composite(rk, comp, start)
+    by_comp = np.argsort(key_comp, kind="stable")
     top = int(rl.max()) + 1
-    nkeys = len(keys)
-    rev = ((nkeys - rk[by_comp]) * top + rl[by_comp])[::-1]
-    suffix_len = np.maximum.accumulate(rev)[::-1] - (nkeys - rk[by_comp]) * top
-    at = np.searchsorted(sorted_keys, rk * span + r_start, "left")
-    m = suffix_len[np.minimum(at, len(at) - 1)]
+    lift = (int(rk[-1]) + 1 - rk[by_comp]) * top
+    suffix_len = np.maximum.accumulate((lift + rl[by_comp])[::-1])[::-1] - lift
+    m = suffix_len[np.searchsorted(key_comp[by_comp], key_start, "left")]
     m = np.where(ok, m, np.iinfo(np.int64).max)  # only ok reads lack anything for sure
-    cut = np.full(nkeys, np.iinfo(np.int64).max, np.int64)
-    np.minimum.at(cut, rk, m)
+    firsts = np.flatnonzero(np.r_[True, rk[1:] != rk[:-1]])
+    cut = np.minimum.reduceat(m, firsts)
+    longest_len = np.maximum.reduceat(rl, firsts)
     skipped = set(skip)
     out: list[dict[str, Any]] = []
-    for kid in np.flatnonzero(cut < np.iinfo(np.int64).max).tolist():
-        key, order = keys[kid], longest.get(kid, ())
-        s = int(cut[kid])
-        if s >= len(order) or key in skipped:
+    for g in np.flatnonzero(cut < longest_len).tolist():
+        kid = int(rk[firsts[g]])
+        key, s = reads.keys[kid], int(cut[g])
+        if key in skipped:
             continue
-        mine = np.flatnonzero(rk == kid)
+        order = reads.longest(kid)
+        lo, hi = firsts[g], (firsts[g + 1] if g + 1 < len(firsts) else len(rk))
+        mine = np.arange(lo, hi)
         # of the reads that lack all of them, the one that began last
         lacking = mine[m[mine] == s][np.argmax(start[mine[m[mine] == s]])]
         for i in range(s, len(order)):
-            w = writer.get((kid, order[i]))
+            w = reads.writer(kid, order[i])
             if w is None or txns.type[w] != OK:
                 continue
             showing = mine[rl[mine] > i]
