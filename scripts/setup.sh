@@ -36,10 +36,11 @@ apt_install() {
 # the project itself, editable, without resolving anything again. Installing it builds the
 # compiled WGL search (checkers/wgl_compiled.pyx: Cython from PyPI, g++ and Python's headers
 # from Debian); it is optional, so where it does not build the checker runs the pure-Python
-# search and says so. Redone when pyproject.toml, the lock or the compiled search change.
-want="$(cat "$ROOT/pyproject.toml" "$ROOT/requirements.lock" "$ROOT"/checkers/wgl_compiled.pyx \
-    "$ROOT"/checkers/wgl_core.hpp "$ROOT"/harness/store/pending_compiled.pyx \
-    "$ROOT"/checkers/jsonl_compiled.pyx \
+# search and says so. Redone when pyproject.toml, the lock or any compiled source (.pyx,
+# .hpp) changes: an editable install keeps the built modules beside their sources, so after
+# a pull the old module would otherwise still be imported.
+want="$(cd "$ROOT" && cat pyproject.toml requirements.lock \
+    $(git ls-files '*.pyx' '*.hpp' 2>/dev/null || ls -- */*.pyx */*.hpp */*/*.pyx) \
     | sha256sum | cut -d' ' -f1)"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$VENV/.deps-hash" 2>/dev/null)" != "$want" ]; then
     command -v python3 >/dev/null || apt_install python3 python3-venv
