@@ -24,9 +24,10 @@ and each with -process or -realtime: that kind allowed too, and at least one use
 Each type gets a shortest simple cycle in each SCC of its subgraph (`find_cycle`): a
 breadth-first search over (txn, state), where the state counts what the path used so
 far, from the head of each candidate first edge, each stopped at the length of the best
-cycle found so far; then, only where a shorter closed walk than that cycle exists (a walk
-through some txn twice, which can happen for the types that need two things of a cycle,
-say an rw edge and a real-time one), a depth-first search over simple paths. The searches
+cycle found so far (and kept from txns too far from the edges' tails to close a shorter
+one); then, only where a shorter closed walk than that cycle exists (a walk through some
+txn twice, which can happen for the types that need two things of a cycle, say an rw
+edge and a real-time one), a depth-first search over simple paths. The searches
 of one (SCC, type) share a budget of expanded states: running out before any cycle is
 found is reported as `cycle-search-timeout` (verdict unknown unless something prohibited
 is found anyway); after, the best cycle found is reported, marked not proven shortest.
@@ -44,7 +45,6 @@ from leaseline.checkers.list_append.history import compiled
 from leaseline.checkers.list_append.per_key import PROCESS, REALTIME, RW, WR, WW
 
 SEARCH_BUDGET = 500_000  # expanded (txn, state) pairs per (SCC, type): about a second
-SHORTEN_BUDGET = 100_000  # of which at most this much once a cycle is found, for shorter
 
 # base type -> (allowed kinds, wr required, rw rule)
 _BASE: dict[str, tuple[int, bool, str]] = {
@@ -392,19 +392,20 @@ def _accept_table(first: int, need_wr: bool, extra: int, rw_rule: str) -> list[l
 def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int]
                ) -> Cycle | None:
     """A shortest simple cycle of `cycle_type` inside `nodes` (one SCC of its allowed
-    kinds), or None. `budget` is a one-item list, spent as it goes, and cut to
-    SHORTEN_BUDGET once a cycle is found; running out before any cycle is found raises
-    Budget, after returns the best found, not proven shortest.
+    kinds), or None. `budget` is a one-item list, spent as it goes; running out before
+    any cycle is found raises Budget, after returns the best found, not proven shortest.
 
     Every cycle of the type has an edge of one kind, its first edge here: rw for the types
     that need one (those whose head reaches the tail without rw first: the rw-free
     subgraph's SCCs say so at once), else wr for G1c, else the variant's kind, else ww.
     The candidate first edges are grouped by head, and one search runs per head
-    (`_walks_from`), most candidates first; each stops at the length of the best cycle
-    found so far, so the later ones are cheap. That search is over (txn, state), exact
-    for closed walks; a walk that visits a txn twice is no cycle, so when the shortest
-    walk found is shorter than the best cycle, `_simple_from` searches simple paths,
-    length by length, to prove the best shortest or find a shorter one."""
+    (`_Search.walks_from`), most candidates first; each stops at the length of the best
+    cycle found so far, and takes no edge of the first kind into a head searched before
+    (a cycle with one was that head's to find), so the later ones are cheap. That search
+    is over (txn, state), exact for closed walks; a walk that visits a txn twice is no
+    cycle, so when the shortest walk found is shorter than the best cycle,
+    `_Search.simple_from` searches simple paths, head by head in the same order, for a
+    shorter one."""
     allowed, extra, need_wr, rw_rule = parse_type(cycle_type)
     first_kind = RW if rw_rule != "none" else (WR if need_wr else (extra or WW))
     member = set(nodes)
@@ -434,13 +435,13 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
             found, shortest_walk = search.walks_from(b, limit)
             if shortest_walk is not None:
                 walk[b] = shortest_walk
+            search.done.add(b)
             if found is not None:
-                if best is None:
-                    budget[0] = min(budget[0], SHORTEN_BUDGET)
                 best = found
                 if len(best) <= floor:
                     return Cycle(best, True)
         lower = min(walk.values(), default=None)
+        search.done.clear()
         # a shorter walk than the best cycle: look for simple cycles shorter than the best
         # through the heads such walks go through, the shortest first found bounding the rest
         b_at = 0
@@ -449,10 +450,9 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
             limit = len(best) if best is not None else len(nodes) + 1
             found = search.simple_from(b, limit) if walk.get(b, limit) < limit else None
             if found is None:
+                search.done.add(b)
                 b_at += 1
                 continue
-            if best is None:
-                budget[0] = min(budget[0], SHORTEN_BUDGET)
             best = found
     except Budget:
         if best is None:
@@ -529,6 +529,7 @@ class _Search:
         self.into: dict[int, list[int]] | None = None  # the reverse of `out`, when needed
         self.tails, self.first, self.trans, self.budget = tails, first, trans, budget
         self.s0 = trans[0][first] if first != RW else _S_LAST_RW
+        self.done: set[int] = set()  # heads searched: no first-kind edge into them
         self.accept = _accept_table(first, need_wr, extra, rw_rule)
 
     def walks_from(self, b: int, limit: int
@@ -537,6 +538,9 @@ class _Search:
         than `limit` edges: the first simple one found (a shortest simple cycle through b
         when the BFS tree holds one), and the length of the shortest walk found."""
         out, trans, accept, tails = self.out, self.trans, self.accept, self.tails[b]
+        first, done = self.first, self.done
+        # with a bound, txns too far from b's tails (without states) are not worth a visit
+        to_tail = self._distances_to(tails, limit) if limit <= len(out.member) else None
         start = b << 5 | self.s0
         parent: dict[int, int] = {}  # pair -> its parent pair << 5 | the step's kind bit
         seen = {start}
@@ -555,7 +559,7 @@ class _Search:
                     row = trans[vs & 31]
                     for w, bit in out[vs >> 5]:
                         ns = row[bit]
-                        if ns < 0:
+                        if ns < 0 or bit == first and w in done:
                             continue
                         if w in tails and accept[ns][bit]:
                             if shortest_walk is None:
@@ -565,6 +569,8 @@ class _Search:
                                 return path, shortest_walk
                         ws = w << 5 | ns
                         if ws not in seen:
+                            if to_tail is not None and depth + 2 + to_tail.get(w, limit) >= limit:
+                                continue
                             seen.add(ws)
                             parent[ws] = vs << 5 | bit
                             nxt.append(ws)
@@ -591,7 +597,8 @@ class _Search:
         or None. A path goes on only while the txns' distance to b's tails (without
         states, a lower bound) leaves room to close it in time."""
         out, trans, accept, tails = self.out, self.trans, self.accept, self.tails[b]
-        to_tail = self._distances_to(tails)
+        first, done = self.first, self.done
+        to_tail = self._distances_to(tails, limit)
         steps: list[tuple[int, int, int]] = []
         states = [self.s0]
         on_path = {b}
@@ -609,7 +616,7 @@ class _Search:
                         tip = steps[-1][1] if steps else b
                     continue
                 w, bit = nxt
-                if w in on_path:
+                if w in on_path or bit == first and w in done:
                     continue
                 ns = trans[states[-1]][bit]
                 if ns < 0:
@@ -631,8 +638,10 @@ class _Search:
             self.budget[0] = left
         return None
 
-    def _distances_to(self, targets: set[int]) -> dict[int, int]:
-        """Each txn's fewest steps to one of `targets` (0 for those), by BFS backwards."""
+    def _distances_to(self, targets: set[int], limit: int) -> dict[int, int]:
+        """Each txn's fewest steps to one of `targets` (0 for those), by BFS backwards, for
+        those fewer than `limit` - 2 steps away (no cycle through b shorter than `limit`
+        goes further from them)."""
         if self.into is None:
             self.into = {v: [] for v in self.member}
             for v in self.member:
@@ -643,7 +652,7 @@ class _Search:
         level = list(targets)
         d = 0
         left = self.budget[0]
-        while level:
+        while level and d + 3 < limit:
             d += 1
             nxt = []
             for w in level:
