@@ -40,22 +40,24 @@ cdef extern from "la_reader.hpp" namespace "llla":
         vector[int64_t] elems
         vector[string] keys
         vector[string] others
-    bint read_file(const char *path, Flat &out) except + nogil
+    bint read_file(const char *path, Flat &out, int64_t halves_from) except + nogil
+    int64_t TWO_HALVES_BYTES
 
 
-def read_jsonl(str path):
+def read_jsonl(str path, int64_t halves_from=TWO_HALVES_BYTES):
     """A history.jsonl of the usual shape (la_reader.hpp says which) as columns: a dict of
     the txns' columns (index, invoke_index, type, process, t_invoke, t_complete,
     read_only), the micro-ops grouped by key (group_by_key's tuple), `mop_start` and
     `where` (row r's micro-ops are at where[mop_start[r]:mop_start[r + 1]] of the
     grouped columns), and `others` (raw lines of the records that are no client
-    operation); None at the first thing the typed Python reader would not take."""
+    operation); None at the first thing the typed Python reader would not take. A file
+    of `halves_from` bytes or more is read in two halves at once (la_reader.hpp)."""
     cdef Flat f
     cdef bytes b = path.encode()
     cdef const char *c = b
     cdef bint ok
     with nogil:
-        ok = read_file(c, f)
+        ok = read_file(c, f, halves_from)
     if not ok:
         return None
     try:

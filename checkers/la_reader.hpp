@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -47,9 +48,23 @@ struct Mop {
   int64_t lo, hi;  // the list's elements in the scratch buffer
 };
 
+// A completion read by the second half's reader before any other record of its process
+// there: its invocation, if any, is in the first half (read_file pairs them).
+struct Orphan {
+  int64_t proc, idx, tm;
+  int8_t kind;
+  int value_kind;
+  std::vector<Mop> mops;
+  std::vector<int64_t> scratch;
+};
+
 class Reader {
  public:
-  explicit Reader(Flat &out) : o(out) {}
+  explicit Reader(Flat &out, bool second_half = false) : o(out), second(second_half) {}
+  std::vector<Orphan> orphans;
+  std::unordered_map<int64_t, bool> first_invokes;  // second half: process -> first record
+                                                    // there was an invocation
+  std::unordered_map<int64_t, int64_t> pending;     // process -> row
 
   bool line(const char *p, const char *e, int64_t pos) {
     s = p;
@@ -91,8 +106,10 @@ class Reader {
     return client(pos);
   }
 
+  // key id of a key string (adding it): the first half's reader takes the second's keys
+  int32_t key_of(const std::string &k) { return key_id(k.data(), k.size()); }
+
   bool finish() {
-    pending.clear();
     // elems: every key's longest list, then the reads that disagreed with theirs
     std::vector<int64_t> base(canon.size() + 1, 0);
     for (size_t k = 0; k < canon.size(); ++k) base[k + 1] = base[k] + canon[k].size();
@@ -121,7 +138,7 @@ class Reader {
   unsigned seen_fields;
   std::vector<Mop> mops;
   std::vector<int64_t> scratch;
-  std::unordered_map<int64_t, int64_t> pending;  // process -> row
+  bool second;
   // key -> id: open addressing over o.keys (a key is looked up twice per micro-op)
   std::vector<int32_t> slots = std::vector<int32_t>(1024, -1);
   std::vector<uint64_t> key_hash;
@@ -410,6 +427,8 @@ class Reader {
     bool is_invoke = have_type && type_s == "invoke";
     bool is_ok = have_type && type_s == "ok";
     if (value_kind != 1 && (value_kind != 0 || is_invoke || is_ok)) return false;
+    bool first_here = false;
+    if (second) first_here = first_invokes.emplace(proc, is_invoke).second;
     if (is_invoke) {
       if (pending.count(proc)) return false;
       int64_t row = o.index.size();
@@ -435,7 +454,21 @@ class Reader {
     else if (have_type && type_s == "fail") kind = FAIL;
     else return false;
     auto it = pending.find(proc);
-    if (it == pending.end()) return false;
+    if (it == pending.end()) {
+      if (!first_here) return false;
+      orphans.push_back(Orphan{proc, idx, tm, kind, value_kind, mops, {}});
+      Orphan &orphan = orphans.back();
+      for (Mop &m : orphan.mops) {  // its lists, out of the scratch buffer
+        if (m.f == 1 && m.vkind == 1) {
+          int64_t lo = orphan.scratch.size();
+          orphan.scratch.insert(orphan.scratch.end(), scratch.begin() + m.lo,
+                                scratch.begin() + m.hi);
+          m.hi = lo + (m.hi - m.lo);
+          m.lo = lo;
+        }
+      }
+      return true;
+    }
     int64_t row = it->second;
     pending.erase(it);
     o.index[row] = idx;
@@ -489,17 +522,22 @@ class Reader {
   }
 };
 
-// Reads the file: true when every line took the fast path.
-inline bool read_file(const char *path, Flat &out) {
+// Reads lines [begin, end) of the file (begin: a line's start; the last line read is
+// the one that starts before end): true when every line took the fast path.
+inline bool read_range(const char *path, int64_t begin, int64_t end, Reader &r) {
   FILE *fh = std::fopen(path, "rb");
   if (!fh) return false;
-  Reader r(out);
+  if (begin > 0 && std::fseek(fh, begin, SEEK_SET) != 0) {
+    std::fclose(fh);
+    return false;
+  }
   char *buf = nullptr;
   size_t cap = 0;
   ssize_t n;
-  int64_t pos = 0;
+  int64_t pos = 0, at = begin;
   bool ok = true;
-  while ((n = getline(&buf, &cap, fh)) != -1) {
+  while ((end < 0 || at < end) && (n = getline(&buf, &cap, fh)) != -1) {
+    at += n;
     if (!r.line(buf, buf + n, pos++)) {
       ok = false;
       break;
@@ -507,7 +545,107 @@ inline bool read_file(const char *path, Flat &out) {
   }
   std::free(buf);
   std::fclose(fh);
-  return ok && r.finish();
+  return ok;
+}
+
+// Where the second half starts: the first line start at or after the middle (-1: none).
+inline int64_t middle_line(const char *path, int64_t size) {
+  FILE *fh = std::fopen(path, "rb");
+  if (!fh) return -1;
+  int64_t at = size / 2;
+  int c = EOF;
+  if (std::fseek(fh, at - 1, SEEK_SET) == 0) {
+    while ((c = std::fgetc(fh)) != EOF && c != '\n') ++at;
+  }
+  std::fclose(fh);
+  return c == '\n' && at < size ? at : -1;
+}
+
+template <typename T> void append(std::vector<T> &a, std::vector<T> &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  std::vector<T>().swap(b);
+}
+
+// The second half's columns after the first's: keys renamed to the first's ids, rows and
+// micro-ops shifted, completions of first-half invocations applied to their rows. False
+// where the file read as a whole would have stopped (a completion without an invocation,
+// an invocation while its process's txn is open) or the completion does not fit.
+inline bool join_halves(Reader &ra, Flat &a, Reader &rb, Flat &b) {
+  std::vector<int32_t> rename(b.keys.size());
+  for (size_t k = 0; k < b.keys.size(); ++k) rename[k] = ra.key_of(b.keys[k]);
+  for (const auto &p : rb.first_invokes)
+    if (p.second && ra.pending.count(p.first)) return false;  // invoked while open
+  const int64_t rows = a.index.size(), mops = a.key.size(), elems = a.elems.size();
+  for (int64_t &x : b.roff) x += elems;
+  for (size_t j = 1; j < b.mop_start.size(); ++j) a.mop_start.push_back(b.mop_start[j] + mops);
+  std::vector<int64_t>().swap(b.mop_start);
+  for (int32_t k : b.key) a.key.push_back(rename[k]);
+  std::vector<int32_t>().swap(b.key);
+  append(a.index, b.index);
+  append(a.invoke_index, b.invoke_index);
+  append(a.process, b.process);
+  append(a.t_invoke, b.t_invoke);
+  append(a.t_complete, b.t_complete);
+  append(a.ttype, b.ttype);
+  append(a.app, b.app);
+  append(a.val, b.val);
+  append(a.roff, b.roff);
+  append(a.rlen, b.rlen);
+  append(a.elems, b.elems);
+  a.others.insert(a.others.end(), b.others.begin(), b.others.end());
+  for (const Orphan &c : rb.orphans) {
+    auto it = ra.pending.find(c.proc);
+    if (it == ra.pending.end()) return false;  // a completion without an invocation
+    int64_t row = it->second;
+    ra.pending.erase(it);
+    a.index[row] = c.idx;
+    a.ttype[row] = c.kind;
+    if (c.kind == OK) a.t_complete[row] = c.tm;
+    int64_t lo = a.mop_start[row], hi = a.mop_start[row + 1];
+    if (c.value_kind == 0) continue;  // the invocation's micro-ops stand
+    if (static_cast<int64_t>(c.mops.size()) != hi - lo) return false;
+    for (int64_t j = lo; j < hi; ++j) {
+      const Mop &m = c.mops[j - lo];
+      if (rename[m.key] != a.key[j] || (m.f == 0) != static_cast<bool>(a.app[j])) return false;
+      if (m.f == 0) {
+        if (m.v != a.val[j]) return false;
+      } else if (m.vkind == 1) {
+        a.roff[j] = a.elems.size();
+        a.rlen[j] = m.hi - m.lo;
+        a.elems.insert(a.elems.end(), c.scratch.begin() + m.lo, c.scratch.begin() + m.hi);
+      } else {
+        a.roff[j] = 0;
+        a.rlen[j] = c.kind == OK ? 0 : -1;
+      }
+    }
+  }
+  return true;
+}
+
+constexpr int64_t TWO_HALVES_BYTES = int64_t(1) << 23;  // from 8 MB on, two threads read
+
+// Reads the file: true when every line took the fast path. From halves_from bytes on, the
+// second half of the lines is read on a second thread, into columns of its own, then
+// joined after the first half's: the same columns as one reader's, key ids aside (the
+// caller orders keys by name).
+inline bool read_file(const char *path, Flat &out, int64_t halves_from = TWO_HALVES_BYTES) {
+  FILE *fh = std::fopen(path, "rb");
+  if (!fh) return false;
+  std::fseek(fh, 0, SEEK_END);
+  int64_t size = std::ftell(fh);
+  std::fclose(fh);
+  int64_t mid = size >= halves_from && size > 1 ? middle_line(path, size) : -1;
+  if (mid < 0) {
+    Reader r(out);
+    return read_range(path, 0, -1, r) && r.finish();
+  }
+  Flat second;
+  Reader ra(out), rb(second, true);
+  bool ok_b = false;
+  std::thread other([&] { ok_b = read_range(path, mid, -1, rb) && rb.finish(); });
+  bool ok_a = read_range(path, 0, mid, ra) && ra.finish();
+  other.join();
+  return ok_a && ok_b && join_halves(ra, out, rb, second);
 }
 
 }  // namespace llla
