@@ -11,7 +11,7 @@ moved just less than its own staleness, every other read moved the minimal Δ. A
 violation's text then ends with its anomaly types as the checker decided them
 (checkers/decide.py), never a guess of its own. `build` turns a set of rows into the
 counterexample dict:
-    {"text", "ops", "nemesis", "graph"}   graph = networkx node_link_data
+    {"text", "ops", "nemesis", "graph"}   graph = networkx node_link_data (built directly)
 with operations as nodes (their full record as attributes) and edges typed
 "real-time", "reads-from", "version-order"; the edges that close the contradiction
 carry cycle=True.
@@ -112,22 +112,23 @@ def build(
     lease_ns: int,
 ) -> dict[str, Any]:
     """edges: (row, row, type, cycle)."""
-    import networkx as nx  # ~0.1 s to import: only a counterexample pays it
-
     rows = list(dict.fromkeys(rows))
     ops = [op_record(h, r, roles.get(r, "")) for r in rows]
-    g = nx.DiGraph(key=h.key, file=h.file, lease_ms=lease_ns / 1e6)
-    for rec in ops:
-        g.add_node(rec["id"], **{k: v for k, v in rec.items() if k != "id"})
+    nodes = {rec["id"]: rec for rec in ops}
+    # per source, its edges in insertion order: one edge per pair, the data dependency
+    # names it
+    out: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in nodes}
     for a, b, typ, cyc in edges:
         ia, ib = int(h.index[a]), int(h.index[b])
-        if g.has_edge(ia, ib):  # one edge per pair: the data dependency names it
-            e = g.edges[ia, ib]
+        for i in (ia, ib):
+            out.setdefault(i, {})
+        e = out[ia].get(ib)
+        if e is not None:
             e["cycle"] = e["cycle"] or cyc
             if e["type"] == "real-time":
                 e["type"] = typ
             continue
-        g.add_edge(ia, ib, type=typ, cycle=cyc)
+        out[ia][ib] = {"type": typ, "cycle": cyc}
     starts = [int(h.invoke[r]) - (lease_ns if h.f[r] == READ else 0) for r in rows]
     ends = [int(h.complete[r]) for r in rows if h.complete[r] != UNKNOWN_END]
     lo = min(starts) if starts else 0
@@ -143,7 +144,23 @@ def build(
         "text": text,
         "ops": ops,
         "nemesis": nemesis,
-        "graph": nx.node_link_data(g, edges="edges"),
+        "graph": _node_link(h, lease_ns, nodes, out),
+    }
+
+
+def _node_link(h: KeyHistory, lease_ns: int, nodes: dict[int, dict[str, Any]],
+               out: dict[int, dict[int, dict[str, Any]]]) -> dict[str, Any]:
+    """The graph as networkx's node_link_data(DiGraph, edges="edges") gives it, field for
+    field (networkx.node_link_graph reads it back), built directly: importing networkx
+    took more than the whole check of a small key."""
+    return {
+        "directed": True,
+        "multigraph": False,
+        "graph": {"key": h.key, "file": h.file, "lease_ms": lease_ns / 1e6},
+        "nodes": [{k: v for k, v in nodes[i].items() if k != "id"} | {"id": i}
+                  if i in nodes else {"id": i} for i in out],
+        "edges": [e | {"source": a, "target": b}
+                  for a, targets in out.items() for b, e in targets.items()],
     }
 
 
