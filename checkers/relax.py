@@ -184,15 +184,56 @@ def _clones(ops: Sequence[Operation], n: int) -> dict[int, int]:
 
 def _trim(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
           order: list[int], delta: int) -> list[int]:
-    """The witness with each second application of a write left out where it can be."""
+    """The witness with each second application of a write left out where it can be.
+
+    A clone is an info write: leaving it out changes no completion, so no read needs
+    more shift than before (the shifts are checked once), and the order stays legal when
+    the states after it do: stepping on from the state before it, up to the first
+    operation after which the state is again the witness's (from there on nothing
+    differs), usually the next write. Clones are tried from the last one back, so
+    leaving one out moves none of the places still to try."""
     clones = _clones(ops, n)
+    if not clones or Moves(ops).largest(order) > delta:
+        return list(order)
     out = list(order)
-    moves = Moves(ops)
+    states = [model.init(initial)]  # states[q]: the state before out[q]
+    for i in out:
+        ok, state = model.step(states[-1], ops[i])
+        if not ok:
+            return _trim_by_replay(ops, model, initial, clones, out)
+        states.append(state)
+    placed = set(out)
+    for p in range(len(out) - 1, -1, -1):
+        clone = out[p]
+        if clone not in clones or clones[clone] not in placed:
+            continue  # not a clone, or the clone alone: one application
+        state, after = states[p], []
+        q = p + 1
+        while q < len(out):
+            ok, state = model.step(state, ops[out[q]])
+            if not ok:
+                break
+            if state == states[q + 1]:
+                break  # the witness's state again: the rest is unchanged
+            after.append(state)
+            q += 1
+        else:
+            ok = True
+        if ok:
+            del out[p]
+            states[p + 1:q + 1] = after
+    return out
+
+
+def _trim_by_replay(ops: Sequence[Operation], model: Model, initial: str | None,
+                    clones: dict[int, int], order: list[int]) -> list[int]:
+    """_trim of an order the model rejects: each trial replayed in full."""
+    out = list(order)
     for clone in [i for i in reversed(order) if i in clones]:
         if clones[clone] not in out:
-            continue  # the clone alone: one application
+            continue
         trial = [i for i in out if i != clone]
-        if _legal(ops, model, initial, trial) and moves.largest(trial) <= delta:
+        if _legal(ops, model, initial, trial):
             out = trial
     return out
 

@@ -51,6 +51,13 @@ def encode(const int8_t[::1] kind, list values, list expected, object initial):
         raise ValueError("columns of different lengths")
     cdef dict codes = {}
     cdef int8_t f
+    cdef int32_t code, none_code
+    val = np.empty(n, dtype=np.int32)
+    exp = np.empty(n, dtype=np.int32)
+    cdef int32_t[::1] val_v = val
+    cdef int32_t[::1] exp_v = exp
+    # the observed values, coded in order of first observation (a read's value, a
+    # compare's expected one), each code written where it is observed
     for i in range(n):
         f = kind[i]
         if f == 0:  # READ
@@ -59,15 +66,26 @@ def encode(const int8_t[::1] kind, list values, list expected, object initial):
             v = expected[i]
         else:
             continue
-        if v not in codes:
-            codes[v] = len(codes)
-    val = np.empty(n, dtype=np.int32)
-    exp = np.empty(n, dtype=np.int32)
-    cdef int32_t[::1] val_v = val
-    cdef int32_t[::1] exp_v = exp
+        c = codes.get(v)
+        if c is None:
+            code = len(codes)
+            codes[v] = code
+        else:
+            code = c
+        if f == 0:
+            val_v[i] = code
+        else:
+            exp_v[i] = code
+    # then every other column entry (most are None, or a written value)
+    none_code = codes.get(None, -1)
     for i in range(n):
-        val_v[i] = codes.get(values[i], -1)
-        exp_v[i] = codes.get(expected[i], -1)
+        f = kind[i]
+        if f != 0:
+            v = values[i]
+            val_v[i] = none_code if v is None else codes.get(v, -1)
+        if f != 2 and f != 3:
+            v = expected[i]
+            exp_v[i] = none_code if v is None else codes.get(v, -1)
     return val, exp, codes.get(initial, -1)
 
 

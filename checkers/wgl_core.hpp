@@ -104,13 +104,16 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
                               std::chrono::duration<double>(seconds));
     const int64_t UNKNOWN = INT64_MAX;
     const int32_t m = 2 * n;
-    std::vector<std::tuple<int64_t, int8_t, int32_t>> events;
-    events.reserve(m);
+    // The events in (time, call before return, operation) order: the calls sorted by
+    // start and the returns by end (each usually sorted already, or nearly), then
+    // merged, a call first where a return has the same time.
+    std::vector<std::pair<int64_t, int32_t>> calls(n), rets(n);
     for (int32_t i = 0; i < n; ++i) {
-        events.emplace_back(start[i], 0, i);
-        events.emplace_back(end[i], 1, i);
+        calls[i] = {start[i], i};
+        rets[i] = {end[i], i};
     }
-    std::sort(events.begin(), events.end());
+    if (!std::is_sorted(calls.begin(), calls.end())) std::sort(calls.begin(), calls.end());
+    if (!std::is_sorted(rets.begin(), rets.end())) std::sort(rets.begin(), rets.end());
     std::vector<int32_t> nxt(m + 1), prv(m + 1), op_of(m + 1), match(m + 1, 0), call_node(n);
     std::vector<uint8_t> is_call(m + 1, 0);  // 1: a call, 2: an info operation's call
     for (int32_t k = 0; k <= m; ++k) {
@@ -118,13 +121,16 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         prv[k] = k - 1;
     }
     nxt[m] = 0;
-    for (int32_t k = 0; k < m; ++k) {
-        int32_t node = k + 1, i = std::get<2>(events[k]);
-        op_of[node] = i;
-        if (std::get<1>(events[k]) == 0) {
+    for (int32_t k = 0, c = 0, r = 0; k < m; ++k) {
+        int32_t node = k + 1;
+        if (c < n && (r == n || calls[c].first <= rets[r].first)) {
+            int32_t i = calls[c++].second;
+            op_of[node] = i;
             is_call[node] = end[i] == INT64_MAX ? 2 : 1;
             call_node[i] = node;
         } else {
+            int32_t i = rets[r++].second;
+            op_of[node] = i;
             match[call_node[i]] = node;
         }
     }
