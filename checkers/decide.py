@@ -148,6 +148,7 @@ def check_key(history: KeyHistory, lease_ns: int, budget: Budget | None = None, 
         raise ValueError("the lease window cannot be negative")
     budget = budget or Budget()
     z = found = None
+    ops = HistoryOperations(history)  # one for every step: rows and columns built once
     if zone.applicable(history):
         # as below: a violation's staleness waits for its anomalies
         z = zone.check_zone(history, staleness=False)
@@ -157,9 +158,9 @@ def check_key(history: KeyHistory, lease_ns: int, budget: Budget | None = None, 
     else:
         # a violation's staleness waits for its anomalies: a relaxation that lowers its
         # minimal Δ replaces it
-        result, found = _by_search(history, lease_ns, budget, later=anomalies)
+        result, found = _by_search(history, lease_ns, budget, later=anomalies, ops=ops)
     if anomalies and result.status == VIOLATION:
-        _name_anomalies(history, lease_ns, budget, result, z, found)
+        _name_anomalies(history, lease_ns, budget, result, z, found, ops)
     return result
 
 
@@ -172,15 +173,16 @@ def _limits(h: KeyHistory, budget: Budget) -> tuple[SearchLimits, int]:
 
 
 def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyResult,
-                    z: zone.ZoneResult | None, verdict: DeltaSearch | None) -> None:
+                    z: zone.ZoneResult | None, verdict: DeltaSearch | None,
+                    ops: HistoryOperations) -> None:
     """result.anomalies, and its stale reads: the plain check's (each read's own shift
     with every other read at the key's minimal Δ), each naming the relaxations that
     would also explain it, and the stale-read anomaly's reads, what remains once the
     relaxation that explains the most is applied. A zone key's relaxations (z: its
     check) are decided by the zone method, else by the search (verdict: the search that
-    decided the key). The key is already invalid, so only violations pay for this."""
+    decided the key; ops: h's rows, shared with it). The key is already invalid, so only
+    violations pay for this."""
     model = search_model(h)
-    ops = HistoryOperations(h)
     shares = max(1, sum(applicable(ops, name) for name in RELAXATIONS))
     work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states // shares)
 
@@ -346,12 +348,13 @@ def search_model(h: KeyHistory) -> Model:
     return CasRegister() if h.f.max(initial=READ) >= CAS else model_for(h.model)
 
 
-def _by_search(h: KeyHistory, lease_ns: int, budget: Budget, *, later: bool = False
-               ) -> tuple[KeyResult, DeltaSearch | None]:
+def _by_search(h: KeyHistory, lease_ns: int, budget: Budget, *, later: bool = False,
+               ops: HistoryOperations | None = None) -> tuple[KeyResult, DeltaSearch | None]:
     """The verdict by the general search, and that search (None: undecided). later: a
-    violation's staleness is left to _name_anomalies."""
+    violation's staleness is left to _name_anomalies; ops: h's rows (rows and columns
+    are built only if a search needs them, once for the whole check)."""
     model = search_model(h)
-    ops = HistoryOperations(h)  # rows built only if the search needs them
+    ops = ops if ops is not None else HistoryOperations(h)
     limits, max_states = _limits(h, budget)
     try:
         found = min_delta(ops, model, h.initial, lease_ns, limits)
@@ -372,7 +375,8 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget, *, later: bool = Fa
         counterexample = explain.from_search(h, model, lease_ns, lease_ns, delta,
                                              budget.max_seconds,
                                              max(EXPLAIN_MIN_STATES,
-                                                 EXPLAIN_WORK * found.verdict_states))
+                                                 EXPLAIN_WORK * found.verdict_states),
+                                             ops=ops)
     elif status == LEASE_BOUNDED and shifted and delta is not None:
         worst = max(shifted, key=lambda s: s.shift_ns)
         row = int(np.flatnonzero(h.index == worst.index)[0])

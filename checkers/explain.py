@@ -270,15 +270,16 @@ def _stale_read_text(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int
 def minimal_ops(
     h: KeyHistory, model: Model, delta: int, seconds: float,
     read_shift: dict[int, int] | None = None, keep_row: int | None = None,
-    *, max_states: int | None = None,
+    *, max_states: int | None = None, history_ops: HistoryOperations | None = None,
 ) -> list[int] | None:
     """Rows of a small sub-history that is not linearizable at Δ = delta. read_shift
     overrides Δ for some reads (by history index); keep_row is never deleted. The
     shrinking stops, keeping the smallest such set found so far, when its searches
     together have memoised max_states entries (None: no bound) or `seconds` have passed;
     None when more than MAX_SHOWN operations are left then. The caller knows the history
-    is not linearizable so."""
-    ops = h.operations()
+    is not linearizable so. history_ops: h's rows, where the caller has them."""
+    history_ops = history_ops if history_ops is not None else HistoryOperations(h)
+    ops = history_ops.operations()
     limits = SearchLimits(time.monotonic() + seconds, 1 << 62, max_work=max_states)
     kept_index = None if keep_row is None else int(h.index[keep_row])
 
@@ -289,7 +290,7 @@ def minimal_ops(
     keep = list(ops)  # known not linearizable at delta (the caller's verdict)
     ever_written = {o.value for o in ops if o.f in (WRITE, CAS)} | {h.initial}
     try:
-        few = _refuted(h, ops, model, delta, read_shift, limits)
+        few = _refuted(history_ops, model, delta, read_shift, limits)
         if few is not None and (kept_index is None or any(o.index == kept_index for o in few)
                                 ) and _supported(few, ever_written, h.initial) and bad(few):
             keep = few  # a few operations the compiled search refuted: shrink those
@@ -337,17 +338,18 @@ def minimal_ops(
     return sorted(pos[o.index] for o in keep)
 
 
-def _refuted(h: KeyHistory, ops: list[Operation], model: Model, delta: int,
+def _refuted(history_ops: HistoryOperations, model: Model, delta: int,
              read_shift: dict[int, int] | None, limits: SearchLimits
              ) -> list[Operation] | None:
-    """A few of ops (h's rows) with no order at Δ = delta by the compiled search's
+    """A few of a history's rows with no order at Δ = delta by the compiled search's
     refutations, to shrink instead of a prefix of the history: a read of an overwritten
     value with the write it returned and the overwrite (three operations), else the
     operations of a window with no linearization from any state (None: neither found,
     or the compiled search does not fit)."""
-    if compiled_overwritten is None or not compiled_fits(ops, model):
+    if compiled_overwritten is None or not compiled_fits(history_ops, model):
         return None
-    e = encode(HistoryOperations(h), h.initial)
+    ops = history_ops.operations()
+    e = encode(history_ops, history_ops.history.initial)
     reads = e.kind == READ
     writes = (e.kind == WRITE) | (e.kind == CAS)
     shift = np.where(reads, np.int64(delta), np.int64(0))
@@ -401,11 +403,12 @@ def _cut(ops: list[Operation], t: int) -> list[Operation]:
 
 def from_search(
     h: KeyHistory, model: Model, delta: int, lease_ns: int, min_delta: int | None,
-    seconds: float, max_states: int | None = None,
+    seconds: float, max_states: int | None = None, *, ops: HistoryOperations | None = None,
 ) -> dict[str, Any] | None:
     """Counterexample of a WGL violation, shrunk within `seconds` and `max_states`
-    memoised entries (the work the caller's own verdict took)."""
-    rows = minimal_ops(h, model, delta, seconds, max_states=max_states)
+    memoised entries (the work the caller's own verdict took); ops: h's rows, where the
+    caller has them."""
+    rows = minimal_ops(h, model, delta, seconds, max_states=max_states, history_ops=ops)
     if rows is None:
         return None
     rowset = set(rows)

@@ -30,16 +30,23 @@ class Encoded:
 
 class HistoryOperations(Sequence[Operation]):
     """A KeyHistory's rows as Operations, built on first use: the compiled search reads
-    the columns, so a key decided at once never needs them."""
+    the columns, so a key decided at once never needs them. One check of a key passes
+    one of these to each of its steps (verdict, staleness, counterexample, anomaly
+    types), so that the rows and the compiled search's columns are built once."""
 
     def __init__(self, history: KeyHistory) -> None:
         self.history = history
         self._ops: list[Operation] | None = None
+        self._encoded: dict[str | None, Encoded] = {}  # by initial value
 
     def _rows(self) -> list[Operation]:
         if self._ops is None:
             self._ops = self.history.operations()
         return self._ops
+
+    def operations(self) -> list[Operation]:
+        """The rows as Operations (built once; not to be changed)."""
+        return self._rows()
 
     def __len__(self) -> int:
         return len(self.history)
@@ -116,6 +123,8 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
                        drop.astype(np.uint8) if drop.any() else np.zeros(0, dtype=np.uint8),
                        e.init, e.index[at])
     if isinstance(ops, HistoryOperations):
+        if initial in ops._encoded:
+            return ops._encoded[initial]
         h = ops.history
         kind = np.ascontiguousarray(h.f, dtype=np.int8)
         values, expected = h.value.tolist(), h.expected.tolist()
@@ -133,7 +142,16 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
         if not drop.any():
             drop = np.zeros(0, dtype=np.uint8)
     val, exp, init = _compiled_encode(kind, values, expected, initial)
-    return Encoded(kind, val, exp, invoke, complete, drop, init, index)
+    if not isinstance(ops, HistoryOperations):
+        return Encoded(kind, val, exp, invoke, complete, drop, init, index)
+    # shared by every search of the check: read-only views (some are the history's own
+    # columns), so that no search changes another's
+    columns = [np.asarray(c).view() for c in (kind, val, exp, invoke, complete, drop, index)]
+    for c in columns:
+        c.flags.writeable = False
+    kind, val, exp, invoke, complete, drop, index = columns
+    e = ops._encoded[initial] = Encoded(kind, val, exp, invoke, complete, drop, init, index)
+    return e
 
 
 def _observed(kinds: Sequence[int], values: Sequence[str | None],
