@@ -20,9 +20,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from leaseline.checkers.anomalies import RELAXATIONS, STALE_READ, VIOLATION, Anomaly
-from leaseline.checkers.models import Model
+from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import Operation
-from leaseline.checkers.relax import Relaxed, applicable, below, search_relaxed
+from leaseline.checkers.relax import (
+    Relaxed,
+    applicable,
+    below,
+    search_relaxed,
+    unwritten_read,
+)
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 
 
@@ -44,8 +50,12 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     best: Relaxed | None = None
     reported: list[str] = []
     alone: dict[str, Relaxed] = {}
+    # a register's read of a value nothing writes: no relaxation helps (each only
+    # repeats or leaves out writes), as no Δ does: nothing to search
+    hopeless = (delta_ns is None and isinstance(model, Register | CasRegister)
+                and unwritten_read(ops, initial))
     for name in RELAXATIONS:
-        if not applicable(ops, name):
+        if hopeless or not applicable(ops, name):
             continue
         known, low, got = bound(name, delta_ns) if bound else (False, None, None)
         if known and not below(low, delta_ns):

@@ -101,6 +101,21 @@ def applicable(ops: Sequence[Operation], name: str) -> bool:
     return bool((writes & (complete != UNKNOWN_END)).any())
 
 
+def unwritten_read(ops: Sequence[Operation], initial: str | None) -> bool:
+    """Does a read return a value that no write or compare-and-set writes and that is
+    not the initial one? That read is never legal, whatever writes are repeated or left
+    out and however far it moves (a compare-and-set expecting such a value is not: a
+    lost write may leave it out)."""
+    if isinstance(ops, HistoryOperations):
+        h = ops.history
+        f, values = h.f.tolist(), h.value.tolist()
+    else:
+        f, values = [o.f for o in ops], [o.value for o in ops]
+    written = {v for k, v in zip(f, values, strict=True) if k in (WRITE, CAS)}
+    written.add(initial)
+    return any(v not in written for k, v in zip(f, values, strict=True) if k == READ)
+
+
 @dataclass
 class Relaxed:
     """One relaxation's search: its minimal Δ and the operations its witness changed."""
