@@ -70,7 +70,8 @@ def _models(consistency_model: str | Sequence[str] | None) -> list[str]:
 def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
                 consistency_model: str | Sequence[str] | None = DEFAULT_MODEL,
                 lease_ms: float = 0, anomalies: Iterable[str] = (),
-                search_budget: int = gr.SEARCH_BUDGET) -> dict[str, Any]:
+                search_budget: int = gr.SEARCH_BUDGET, shortest_cycles: bool = True
+                ) -> dict[str, Any]:
     models = _models(consistency_model)
     unknown = [m for m in models if m not in cm.ALL_MODELS]
     if unknown:
@@ -116,7 +117,8 @@ def graph_stage(txns: Txns, results: Sequence[KeyResult] | KeyColumns, *,
         # one graph at a time: its cycles are all that is kept of it
         g = graph(lk)
         exists_at[lk] = {}
-        cycles_at[lk], timeouts_at[lk] = _cycles(g, search_budget, exists_at[lk], txns.index)
+        cycles_at[lk], timeouts_at[lk] = _cycles(g, search_budget, exists_at[lk], txns.index,
+                                                 shortest_cycles)
         empty_at[lk] = not len(g.src)
         del g
 
@@ -212,10 +214,11 @@ def _merged_lost(never_read: list[dict[str, Any]], vanished: list[dict[str, Any]
 
 
 def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | None = None,
-            index: np.ndarray | None = None
+            index: np.ndarray | None = None, shortest: bool = True
             ) -> tuple[dict[str, list[gr.Cycle]], list[dict[str, Any]]]:
     """Cycles by type, and the searches that ran out of budget; for an SCC where one did,
-    `exists` gets Elle's fallback: which models a cycle in it rules out anyway."""
+    `exists` gets Elle's fallback: which models a cycle in it rules out anyway. Without
+    `shortest`, the first cycle found in each component (gr.find_cycle)."""
     found: dict[str, list[gr.Cycle]] = {}
     timeouts: list[dict[str, Any]] = []
     if not len(g.src):
@@ -244,7 +247,7 @@ def _cycles(g: gr.Graph, budget: int, exists: dict[str, list[dict[str, Any]]] | 
                 if len(found.get(t, ())) + len(mine) >= MAX_WITNESSES or (mine and left[0] <= 0):
                     break
                 try:
-                    cyc = gr.find_cycle(sub, part, t, left)
+                    cyc = gr.find_cycle(sub, part, t, left, shortest)
                 except gr.Budget:
                     if not mine:
                         timeouts.append({"type": t, "scc_size": len(comp)})

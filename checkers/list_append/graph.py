@@ -389,11 +389,12 @@ def _accept_table(first: int, need_wr: bool, extra: int, rw_rule: str) -> list[l
             for st in range(32)]
 
 
-def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int]
-               ) -> Cycle | None:
+def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int],
+               shortest: bool = True) -> Cycle | None:
     """A shortest simple cycle of `cycle_type` inside `nodes` (one SCC of its allowed
     kinds), or None. `budget` is a one-item list, spent as it goes; running out before
     any cycle is found raises Budget, after returns the best found, not proven shortest.
+    Without `shortest`, the first cycle found (what bench/bench_cycles.py compares with).
 
     Every cycle of the type has an edge of one kind, its first edge here: rw for the types
     that need one (those whose head reaches the tail without rw first: the rw-free
@@ -438,8 +439,8 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
             search.done.add(b)
             if found is not None:
                 best = found
-                if len(best) <= floor:
-                    return Cycle(best, True)
+                if len(best) <= floor or not shortest:
+                    return Cycle(best, len(best) <= floor)
         lower = min(walk.values(), default=None)
         search.done.clear()
         # a shorter walk than the best cycle: look for simple cycles shorter than the best
@@ -454,6 +455,8 @@ def find_cycle(sub: Sub, nodes: Sequence[int], cycle_type: str, budget: list[int
                 b_at += 1
                 continue
             best = found
+            if not shortest:
+                return Cycle(best, len(best) <= floor)
     except Budget:
         if best is None:
             raise

@@ -6,7 +6,6 @@ edge found is far longer than the shortest."""
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -15,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from repo_paths import CORPORA
 
+from bench.bench_cycles import chain
 from leaseline.checkers.list_append import check_history, check_txns, read_history
 from leaseline.checkers.list_append import graph as gr
 from leaseline.checkers.list_append.per_key import KIND_NAMES, PROCESS, REALTIME, RW, WR, WW
@@ -134,36 +134,11 @@ def test_a_budget_cut_after_a_cycle_is_found_reports_it_not_proven_shortest() ->
         seen.add((len(found.steps), found.shortest))
         assert found.shortest == (len(found.steps) == 2)
     assert seen == {"timeout", (21, False), (2, True)}
+    first = gr.find_cycle(sub, list(range(30)), "G0", [10**6], shortest=False)
+    assert first is not None and (len(first.steps), first.shortest) == (21, False)
     w = {"txns": [1, 2], "cycle": [{"why": "T1 < T2 because"}, {"why": "T2 < T1 because"}]}
     assert witness_lines("G0", {**w, "shortest": False})[-1] == NOT_SHORTEST
     assert witness_lines("G0", {**w, "shortest": True}) == [e["why"] for e in w["cycle"]]
-
-
-def chain(n: int, j: int, x_readers: range) -> list[dict[str, Any]]:
-    """Records of n + 2 concurrent txns: T0 -wr-> T1 -wr-> ... -wr-> Tn through keys
-    k1..kn, closed by Ti -rw-> T0 for Tn and each i of `x_readers` (Ti read x empty before
-    T0's append): G-single-items of i + 1 txns; and T(j-1) -wr-> Tj -rw-> T(j-1) through
-    key y: one of 2 txns. A last txn reads x and y, so that their version orders are
-    known. No simple cycle has two rw edges: the only way on from T(j-1) is through Tj."""
-    txns: list[list[list[Any]]] = [[["append", "k1", 1], ["append", "x", 1]]]
-    for i in range(1, n):
-        mops = [["r", f"k{i}", [i]], ["append", f"k{i + 1}", i + 1]]
-        if i == j - 1:
-            mops.append(["append", "y", 1])
-        if i == j:
-            mops.append(["r", "y", []])
-        if i in x_readers:
-            mops.append(["r", "x", []])
-        txns.append(mops)
-    txns.append([["r", f"k{n}", [n]], ["r", "x", []]])
-    txns.append([["r", "x", [1]], ["r", "y", [1]]])
-    records = []
-    for p, mops in enumerate(txns):  # every invocation before every completion
-        records.append({"process": p, "type": "invoke", "f": "txn",
-                        "value": [[f, k, None if f == "r" else v] for f, k, v in mops]})
-    for p, mops in enumerate(txns):
-        records.append({"process": p, "type": "ok", "f": "txn", "value": mops})
-    return [{"index": i, **r} for i, r in enumerate(records)]
 
 
 def test_a_big_component_gets_its_shortest_cycle_not_the_first_found() -> None:
