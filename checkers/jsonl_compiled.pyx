@@ -145,8 +145,7 @@ cdef class _Names:
     cdef Py_ssize_t mask, n, cap
     cdef list names
 
-    def __cinit__(self, bytes text):
-        self.s = PyBytes_AS_STRING(text)
+    def __cinit__(self):
         self.mask, self.n, self.cap = 1023, 0, 512
         self.slots = <int32_t *>malloc(1024 * sizeof(int32_t))
         self.hashes = <uint64_t *>malloc(1024 * sizeof(uint64_t))
@@ -223,18 +222,21 @@ cdef class _Names:
         self.slots, self.hashes, self.mask = slots, hashes, size - 1
 
 
-def columns(bytes text):
-    """text (whole lines) -> (arrays, keys, nodes, nemesis lines) or None. arrays: index,
+def columns(const unsigned char[::1] text):
+    """text (whole lines: bytes, or a read-only buffer such as a file's mmap) -> (arrays, keys, nodes, nemesis lines) or None. arrays: index,
     time, process (int64), type, f (int8 codes), key_code, node_code (int32 codes into the
     lists keys and nodes; node -1 for null), and the values: where every one is an int
     or null, value_int (int64) and value_null (bool), else value (object: the decoded
     values). Keys and nodes are told apart by their bytes (_Names): no Python object per
     record unless a value is neither an int nor null."""
-    cdef const char *s = PyBytes_AS_STRING(text)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(text), i = 0, line, a, cap = n // 60 + 16, m = 0
+    cdef Py_ssize_t n = text.shape[0], i = 0, line, a, cap = n // 60 + 16, m = 0
+    cdef const char *s = b""
+    if n:
+        s = <const char *>&text[0]
     cdef int8_t t, f
     cdef object value
-    cdef _Names key_of = _Names(text), node_of = _Names(text)
+    cdef _Names key_of = _Names(), node_of = _Names()
+    key_of.s = node_of.s = s
     cdef list nemesis = [], others = []
     index = np.empty(cap, dtype=np.int64)
     time = np.empty(cap, dtype=np.int64)
@@ -275,7 +277,7 @@ def columns(bytes text):
         if i < n and s[i] == b'"':  # the nemesis's line: msgspec reads it (and checks it)
             while i < n and s[i] != b'\n':
                 i += 1
-            nemesis.append(text[line:i])
+            nemesis.append(bytes(text[line:i]))
             i += 1
             continue
         i = _int(s, i, n, &vp[m])
@@ -321,7 +323,7 @@ def columns(bytes text):
                 if a < 0:
                     return None
                 try:
-                    value = decode(text[i:a])
+                    value = decode(bytes(text[i:a]))
                 except msgspec.DecodeError:
                     return None
                 others.append((m, value))
@@ -344,7 +346,7 @@ def columns(bytes text):
             if i < 0:
                 return None
             try:
-                decode(text[a:i])
+                decode(bytes(text[a:i]))
             except msgspec.DecodeError:
                 return None
         if i >= n or s[i] != b'}':
