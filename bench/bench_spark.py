@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from dataclasses import fields
 from pathlib import Path
@@ -33,10 +34,9 @@ from bench.gen_history import generate
 OUT = Path(__file__).resolve().parent / "out"
 
 
-def tree_cpu_seconds() -> float:
-    """User+sys CPU of this process and its descendants (the JVM, Python workers) from
-    /proc: on a shared machine wall time varies with load, CPU time much less."""
-    stats: dict[int, tuple[int, int]] = {}
+def _proc_stats() -> dict[int, list[str]]:
+    """Every process's /proc/PID/stat fields after "pid (comm) " (state first)."""
+    out = {}
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -44,17 +44,60 @@ def tree_cpu_seconds() -> float:
             text = Path(f"/proc/{d}/stat").read_text()
         except OSError:
             continue
-        fields = text[text.rindex(")") + 2:].split()  # after "pid (comm) "
-        stats[int(d)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+        out[int(d)] = text[text.rindex(")") + 2:].split()
+    return out
+
+
+def _tree(stats: dict[int, list[str]]) -> list[int]:
+    """This process and its descendants."""
     children: dict[int, list[int]] = {}
-    for pid, (ppid, _) in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    total, todo = 0, [os.getpid()]
+    for pid, parts in stats.items():
+        children.setdefault(int(parts[1]), []).append(pid)
+    out, todo = [], [os.getpid()]
     while todo:
         pid = todo.pop()
-        total += stats.get(pid, (0, 0))[1]
+        out.append(pid)
         todo.extend(children.get(pid, []))
-    return total / os.sysconf("SC_CLK_TCK")
+    return out
+
+
+def tree_rss_bytes() -> int:
+    """Resident memory of this process and its descendants (the JVM, Python workers)."""
+    stats = _proc_stats()
+    return sum(int(stats[pid][21]) for pid in _tree(stats) if pid in stats) * os.sysconf(
+        "SC_PAGE_SIZE")
+
+
+class PeakRss:
+    """The largest tree_rss_bytes() seen, sampled every half second while in use."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            self.peak = max(self.peak, tree_rss_bytes())
+            if self._stop.wait(0.5):
+                return
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def tree_cpu_seconds() -> float:
+    """User+sys CPU of this process and its descendants (the JVM, Python workers; ended
+    ones through their parents' counts) from /proc: on a shared machine wall time varies
+    with load, CPU time much less."""
+    stats = _proc_stats()
+    ticks = sum(sum(int(x) for x in stats[pid][11:15]) for pid in _tree(stats) if pid in stats)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _block_digest(blob: bytes) -> int:
@@ -175,13 +218,16 @@ def main() -> int:
     t = time.perf_counter()
     spark_context(a.master)
     t_session = time.perf_counter() - t
-    t, cpu = time.perf_counter(), tree_cpu_seconds()
-    report = check_histories([path], "jsonl", int(a.lease_ms * 1e6), a.master)
-    seconds, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
+    load = os.getloadavg()[0]
+    with PeakRss() as rss:
+        t, cpu = time.perf_counter(), tree_cpu_seconds()
+        report = check_histories([path], "jsonl", int(a.lease_ms * 1e6), a.master)
+        seconds, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
     r = report["files"][str(path)]
     print(f"ops={r['ops']:,} keys={len(r['keys'])} seconds={seconds:.1f} cpu_seconds={cpu:.1f} "
-          f"ops/s={r['ops'] / seconds:,.0f} (session start {t_session:.1f} s, master {a.master}, "
-          f"load average {os.getloadavg()[0]:.1f})")
+          f"ops/s={r['ops'] / seconds:,.0f} peak_rss={rss.peak / 2**30:.2f} GiB (session start "
+          f"{t_session:.1f} s, master {a.master}, load average {load:.1f} before, "
+          f"{os.getloadavg()[0]:.1f} after)")
     print(f"verdict={r['valid']} summary={r['summary']} max_delta_ms={r['max_delta_ms']}")
 
     # the planted anomalies must be what the checker reports on their keys

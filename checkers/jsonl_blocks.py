@@ -273,10 +273,11 @@ def read_range(
     # numpy sorts 16-bit codes stably by radix, in linear time
     order = np.argsort(of.astype(np.uint16) if buckets <= 1 << 16 else of, kind="stable")
     bounds = np.searchsorted(of[order], np.arange(buckets + 1))
+    # each column put in bucket order once, then sliced: a gather per bucket would read
+    # every column once per bucket
+    by_bucket = {name: getattr(cols, name)[order] for name in (*_ARRAYS, *cols.value_names())}
     for b in np.flatnonzero(np.diff(bounds)):
-        rows = order[bounds[b]:bounds[b + 1]]
-        block = {name: _packed(name, getattr(cols, name)[rows])
-                 for name in (*_ARRAYS, *cols.value_names())}
+        block = {name: _packed(name, a[bounds[b]:bounds[b + 1]]) for name, a in by_bucket.items()}
         block |= {"fid": fid, "keys": cols.keys, "nodes": cols.nodes}
         out.append((int(b), pickle.dumps(block, protocol=5)))
     return out
