@@ -270,3 +270,21 @@ def test_cli_etcd_logs_checked_in_executors(tmp_path: Path, spark: Any) -> None:
     res = cli(str(ok), str(tmp_path / "garbage.log"), "--format", "etcd-log")
     assert res.exit_code == 254
     assert res.stderr.startswith(f"leaseline: malformed history: {tmp_path / 'garbage.log'}:1: ")
+
+
+
+def test_local_workers_are_forked_with_the_checker_imported(spark: Any) -> None:
+    """On a local master the Python workers' daemon is checkers/spark_daemon.py, which
+    imported the checker (and pandas) before forking them: a worker does not import them
+    again."""
+
+    def worker_facts(_: object) -> tuple[str, bool]:  # nested: pickled by value
+        import os
+        import sys
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
+            parent = fh.read().replace(b"\0", b" ").decode()
+        return parent, "leaseline.checkers.job" in sys.modules and "pandas" in sys.modules
+
+    [(parent, imported)] = spark.parallelize([0], 1).map(worker_facts).collect()
+    assert "leaseline.checkers.spark_daemon" in parent and imported
