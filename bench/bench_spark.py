@@ -15,7 +15,12 @@ turn, their CPU seconds, and that both give the same blocks.
 
 On a spark:// master, cpu_seconds counts the driver only (executors run in containers).
 
-Target: 10 M ops in <= 60 s on local[2].
+Prints the peak RSS of the job's processes (driver, JVM, Python workers), then stage 2
+alone side by side: the same buckets paired by the compiled one-pass pairing
+(checkers/pair_compiled.pyx) and by pair_key key by key, and that both give the same
+histories.
+
+Target (issue #36): 10 M ops in <= 15 s on local[2].
 """
 
 from __future__ import annotations
