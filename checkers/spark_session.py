@@ -242,7 +242,8 @@ def _start(master: str) -> Any:
         "spark.executorEnv.MALLOC_TRIM_THRESHOLD_": str(1 << 30),
         "spark.executorEnv.MALLOC_TOP_PAD_": str(128 << 20),
     } | extra
-    if master.startswith("local"):  # the executors run this installation: see spark_daemon
+    if master.startswith("local") and os.environ["PYSPARK_PYTHON"] == sys.executable:
+        # the workers run this installation (not just the shipped zip): see spark_daemon
         settings["spark.python.daemon.module"] = "leaseline.checkers.spark_daemon"
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
     with open(spark_log_path(), "ab") as log:
