@@ -149,9 +149,10 @@ def check_key(history: KeyHistory, lease_ns: int, budget: Budget | None = None, 
     budget = budget or Budget()
     z = found = None
     ops = HistoryOperations(history)  # one for every step: rows and columns built once
-    if zone.applicable(history):
+    codes = zone.value_codes(history)  # None: the zone method does not apply
+    if codes is not None:
         # as below: a violation's staleness waits for its anomalies
-        z = zone.check_zone(history, staleness=False)
+        z = zone.check_zone(history, staleness=False, codes=codes)
         if not (anomalies and status_for(z.min_delta_ns, lease_ns) == VIOLATION):
             zone.add_staleness(history, z)
         result = _by_zone(history, lease_ns, z)
