@@ -53,8 +53,8 @@ def read_staleness(
     are met early and the estimates of p and r settle before groups grow. Each result
     is the least s whatever the groups were, as each step above only uses
     monotonicity: the order of tests changes the cost, not the answer."""
-    comps = np.unique(np.array([o.complete for o in ops if o.complete != UNKNOWN_END],
-                               dtype=np.int64))
+    comps = _sorted_unique(np.array([o.complete for o in ops if o.complete != UNKNOWN_END],
+                                    dtype=np.int64))
     upper = dict(moved)
     done: dict[int, int] = {}
     pending = set(upper)  # reads not yet decided
@@ -150,3 +150,12 @@ def read_staleness(
     except BudgetExceeded:
         return [(p, done.get(p, upper[p])) for p, _ in moved], False
     return [(p, done[p]) for p, _ in moved], True
+
+
+def _sorted_unique(a: np.ndarray) -> np.ndarray:
+    """np.unique of a 1-d array, without it: np.unique imports numpy.ma on its first
+    call (10-15 ms of CPU, paid by the first stale read a process decides)."""
+    a = np.sort(a)
+    keep = np.ones(len(a), dtype=bool)
+    keep[1:] = a[1:] != a[:-1]
+    return a[keep]
