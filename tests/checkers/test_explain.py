@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 
 import networkx as nx
+import pytest
 from checker_histories import MS, cas, history, r, w
 
 from bench.gen_cas_history import generate_cas
 from leaseline.checkers.decide import VIOLATION, check_key
 from leaseline.checkers.explain import nemesis_in_force
 from leaseline.checkers.ops import NemesisEvent
+from leaseline.checkers.wgl import compiled_available
 
 
 def _stale_with_nemesis():  # noqa: ANN202
@@ -74,6 +76,9 @@ def test_wgl_counterexample_is_small() -> None:
     assert any(d["cycle"] for _, _, d in g.edges(data=True))
 
 
+@pytest.mark.skipif(not compiled_available(),
+                    reason="the refutations that decide it are the compiled search's; the "
+                           "pure-Python search gives this key `unknown` within its budget")
 def test_a_dense_stale_read_gets_a_counterexample_of_three_operations() -> None:
     # about 17 cas operations in flight, one read of a value overwritten before it was
     # invoked: shrinking from the whole history ran out of work and showed nothing; the
