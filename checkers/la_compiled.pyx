@@ -838,27 +838,40 @@ cdef extern from *:
             for (size_t p = 0; p < len.size(); ++p)
                 for (int64_t e = 0; e < len[p]; ++e) ++start[src[p][e] + 1];
             for (int64_t v = 0; v < n; ++v) start[v + 1] += start[v];
-            std::vector<int64_t> fill(start.begin(), start.end() - 1);
             by.resize(m);
-            for (size_t p = 0; p < len.size(); ++p)
-                for (int64_t e = 0; e < len[p]; ++e)
-                    by[fill[src[p][e]]++] = LlEdgeT<Id>{static_cast<Id>(dst[p][e]), kind[p][e]};
-            std::vector<int64_t>().swap(fill);
             uniq.assign(n, 0);
-            // sources are independent: the first half of the edges' sources on a second
-            // thread when there are many
+            // sources are independent: where there are many edges, the sources of the
+            // first half of them are scattered and sorted on a second thread (each thread
+            // reads every edge and places those of its own sources)
             int64_t mid = std::upper_bound(start.begin(), start.end(), m / 2) - start.begin();
             mid = std::min<int64_t>(std::max<int64_t>(mid - 1, 0), n);
             if (m >= (1 << 16)) {
-                std::thread other([&] { sort_sources(0, mid); });
-                sort_sources(mid, n);
+                std::thread other([&] { place(0, mid, src, dst, kind, len); });
+                place(mid, n, src, dst, kind, len);
                 other.join();
             } else {
-                sort_sources(0, n);
+                place(0, n, src, dst, kind, len);
             }
             int64_t total = 0;
             for (int64_t v = 0; v < n; ++v) total += uniq[v];
             return total;
+        }
+        // the edges of sources [lo, hi) into their buckets, then each bucket sorted
+        void place(int64_t lo, int64_t hi, const std::vector<const int64_t *> &src,
+                   const std::vector<const int64_t *> &dst,
+                   const std::vector<const uint8_t *> &kind, const std::vector<int64_t> &len) {
+            std::vector<int64_t> fill(start.begin() + lo, start.begin() + hi);
+            for (size_t p = 0; p < len.size(); ++p) {
+                const int64_t *s = src[p], *d = dst[p];
+                const uint8_t *k = kind[p];
+                for (int64_t e = 0; e < len[p]; ++e) {
+                    int64_t v = s[e];
+                    if (v >= lo && v < hi)
+                        by[fill[v - lo]++] = LlEdgeT<Id>{static_cast<Id>(d[e]), k[e]};
+                }
+            }
+            std::vector<int64_t>().swap(fill);
+            sort_sources(lo, hi);
         }
         void sort_sources(int64_t lo, int64_t hi) {
             for (int64_t v = lo; v < hi; ++v) {
