@@ -1,6 +1,6 @@
 """Knossos / Jepsen EDN histories (one register per file) -> KeyHistory.
 
-Knossos's conventions (see /work/shared/corpora/README.md): a compare-and-set register
+Knossos's conventions (its cas-register histories): a compare-and-set register
 with initial value 0; a read whose value is nil constrains nothing (dropped); :fail
 means the operation did not happen (dropped, a failed :cas included); :info means it may
 or may not have happened, at any time after its invocation. Written values are not
