@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from leaseline.checkers.list_append.history import FAIL, NEVER, OK, FlatMops, Txns
+from leaseline.checkers.list_append.per_key import split_by_key
 
 
 class _Reads:
@@ -51,22 +52,21 @@ class _Reads:
             self.rk, self.rt, self.rl = key_of[is_read], txn[is_read], ln[is_read]
             self._flat = (start, txn, app, val, off, ln, mops.elements)
             return
-        ids = {k: i for i, k in enumerate(sorted({k for ms in mops for _, k, _ in ms}))}
-        self.keys = list(ids)
+        by_key = split_by_key(txns)  # each key's micro-ops in txn order
+        self.keys = sorted(by_key)
         self._flat = None
         rows: list[tuple[int, int, int]] = []
         self._longest: dict[int, tuple[int, ...]] = {}
         self._writer: dict[tuple[int, int], int] = {}
-        for t, ms in enumerate(mops):
-            for is_append, k, v in ms:
-                kid = ids[k]
+        for kid, key in enumerate(self.keys):
+            ops = by_key[key]
+            for t, is_append, v in zip(ops.txn, ops.append, ops.value, strict=True):
                 if is_append:
                     self._writer[(kid, v)] = t
                 elif v is not None:
                     rows.append((kid, t, len(v)))
                     if len(v) > len(self._longest.get(kid, ())):
                         self._longest[kid] = v
-        rows.sort()
         arr = np.asarray(rows, np.int64).reshape(-1, 3)
         self.rk, self.rt, self.rl = arr[:, 0], arr[:, 1], arr[:, 2]
 
@@ -140,7 +140,8 @@ def vanished_writes(txns: Txns, lease_ns: int = 0, skip: Collection[str] = ()
         lo, hi = firsts[g], (firsts[g + 1] if g + 1 < len(firsts) else len(rk))
         mine = np.arange(lo, hi)
         # of the reads that lack all of them, the one that began last
-        lacking = mine[m[mine] == s][np.argmax(start[mine[m[mine] == s]])]
+        cutting = mine[m[mine] == s]
+        lacking = cutting[np.argmax(start[cutting])]
         for i in range(s, len(order)):
             w = reads.writer(kid, order[i])
             if w is None or txns.type[w] != OK:
