@@ -194,6 +194,11 @@ class ListAppend(Workload):
             full["dynamo-txn"] = mode = ("transact" if offered else "single") \
                 if mode == "auto" else mode
             one_op = mode == "single"
+        elif "dynamo-txn" in opts:
+            raise BadArguments(f"--workload-opt dynamo-txn applies to client=dynamo only, "
+                               f"not client={kind}.")
+        else:
+            del full["dynamo-txn"]  # a Redis run has no DynamoDB transactions to record
         if one_op:
             if "max-txn-length" in opts and lengths["max-txn-length"] > 1:
                 raise BadArguments(f"list-append with client={kind} "

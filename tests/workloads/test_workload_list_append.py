@@ -99,7 +99,7 @@ ALL = Features.with_("lists", "multi", "scripts", "dynamo-lists", "dynamo-transa
 def test_options_are_resolved_for_the_system() -> None:
     full = ListAppend.resolve_options({}, ALL)  # type: ignore[arg-type]
     assert full == {"client": "multi", "min-txn-length": "1", "max-txn-length": "4",
-                    "read-only": "mix", "dynamo-txn": "auto"}
+                    "read-only": "mix"}
     plain = ListAppend.resolve_options({"client": "plain"}, ALL)  # type: ignore[arg-type]
     assert plain["max-txn-length"] == plain["min-txn-length"] == "1"
     dyn = ListAppend.resolve_options({"client": "dynamo"}, ALL)  # type: ignore[arg-type]
@@ -118,6 +118,7 @@ def test_options_are_resolved_for_the_system() -> None:
     ({"client": "dynamo", "dynamo-txn": "transact"}, Features.with_("dynamo-lists"),
      "dynamo-txn=transact needs"),
     ({"client": "plain", "max-txn-length": "3"}, ALL, "max-txn-length must be 1"),
+    ({"client": "lua", "dynamo-txn": "single"}, ALL, "applies to client=dynamo only"),
     ({"client": "pipeline"}, ALL, "client must be one of"),
     ({"max-txn-length": "x"}, ALL, "max-txn-length must be a whole number"),
     ({"min-txn-length": "3", "max-txn-length": "2"}, ALL, "must not exceed"),
