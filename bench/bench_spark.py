@@ -1,8 +1,9 @@
 """End-to-end time of the Spark checker on a large synthetic history.
 
 Generates (once, cached under bench/out/) a jsonl history with planted anomalies, then
-times checkers.job.check_histories on it: decoding and bucketing byte ranges, the shuffle
-by (file, key), pairing and check_key in the Python workers, results back to the driver.
+times checkers.job.check_histories on it: decoding and bucketing byte ranges, the blocks
+moved by (file, key), pairing and check_key in the Python workers, results back to the
+driver.
 Prints ops, keys, seconds, CPU seconds and ops/s, and checks that the planted anomalies
 were found. Then stage 1 alone, side by side: the first ranges of the file read with the
 compiled decoder (checkers/jsonl_compiled.pyx) and with msgspec's path it replaces, in
@@ -15,10 +16,13 @@ turn, their CPU seconds, and that both give the same blocks.
 
 On a spark:// master, cpu_seconds counts the driver only (executors run in containers).
 
-Prints the peak RSS of the job's processes (driver, JVM, Python workers), then stage 2
-alone side by side: the same buckets paired by the compiled one-pass pairing
-(checkers/pair_compiled.pyx) and by pair_key key by key, and that both give the same
-histories.
+Prints the peak RSS of the job's processes (driver, JVM, Python workers). On a local master
+the whole check then runs again on the warm session, the blocks moved from stage 1 to stage
+2 through Spark's shuffle and through the job's own files (what a local master does), in
+turn (`--compare N`: N of each), with their wall, CPU seconds and peak RSS, and each
+report must be the first run's. Then stage 2 alone side by side: the same buckets paired
+by the compiled one-pass pairing (checkers/pair_compiled.pyx) and by pair_key key by key,
+and that both give the same histories.
 
 Target (issue #36): 10 M ops in <= 15 s on local[2].
 """
@@ -194,6 +198,45 @@ def stage2_side_by_side(path: Path, ranges_n: int = 4, buckets: int = 20) -> Non
           + ("the same histories" if same else "the histories DIFFER"))
 
 
+def timed_check(path: Path, a: argparse.Namespace) -> tuple[dict[str, Any], float, float, int]:
+    """(report, wall seconds, CPU seconds of the job's processes, their peak RSS)."""
+    from leaseline.checkers.job import check_histories
+
+    with PeakRss() as rss:
+        t, cpu = time.perf_counter(), tree_cpu_seconds()
+        report = check_histories([path], "jsonl", int(a.lease_ms * 1e6), a.master)
+        seconds, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
+    return report, seconds, cpu, rss.peak
+
+
+def blocks_side_by_side(path: Path, a: argparse.Namespace, first: dict[str, Any]) -> list[str]:
+    """The whole check again on the now warm session, stage 1's blocks moved to stage 2
+    through Spark's shuffle (as on a cluster, and as every master did before) and
+    through the job's own files (a local master's way), in turn, A B A B; each run's
+    report must be the first run's."""
+    import json
+
+    from leaseline.checkers import job
+
+    want = json.dumps(first, sort_keys=True)
+    figures: dict[str, list[tuple[float, float, int]]] = {"shuffle": [], "files": []}
+    problems = []
+    for arm in ("shuffle", "files") * a.compare:
+        job.SPILL_ON_LOCAL = arm == "files"
+        report, seconds, cpu, peak = timed_check(path, a)
+        figures[arm].append((seconds, cpu, peak))
+        if json.dumps(report, sort_keys=True) != want:
+            problems.append(f"warm session, blocks through {arm}: a report that is not the "
+                            "first run's")
+    job.SPILL_ON_LOCAL = True
+    for arm, runs in figures.items():
+        print(f"warm session, blocks through {arm:7s}: "
+              + ", ".join(f"{s:.1f} s / {c:.1f} CPU-s / {p / 2**30:.2f} GiB" for s, c, p in runs)
+              + f" (load average {os.getloadavg()[0]:.1f})")
+    print("\n".join(problems) if problems else "every warm run's report is the first run's")
+    return problems
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, default=10_000_000)
@@ -204,6 +247,9 @@ def main() -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--regenerate", action="store_true")
+    ap.add_argument("--compare", type=int, default=1, metavar="N",
+                    help="then N warm checks with the blocks through Spark's shuffle and N "
+                         "through files, in turn (local masters; 0: none)")
     a = ap.parse_args()
 
     stale_ms = [20.0, 400.0]  # one read inside the lease window, one beyond it
@@ -218,19 +264,16 @@ def main() -> int:
               f"{path.stat().st_size / 1e9:.2f} GB in {time.perf_counter() - t:.1f} s")
     stale, _lost = eval(meta.read_text())  # noqa: S307 - our own repr of tuples
 
-    from leaseline.checkers.job import check_histories, spark_context
+    from leaseline.checkers.job import spark_context
 
     t = time.perf_counter()
     spark_context(a.master)
     t_session = time.perf_counter() - t
     load = os.getloadavg()[0]
-    with PeakRss() as rss:
-        t, cpu = time.perf_counter(), tree_cpu_seconds()
-        report = check_histories([path], "jsonl", int(a.lease_ms * 1e6), a.master)
-        seconds, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
+    report, seconds, cpu, peak = timed_check(path, a)
     r = report["files"][str(path)]
     print(f"ops={r['ops']:,} keys={len(r['keys'])} seconds={seconds:.1f} cpu_seconds={cpu:.1f} "
-          f"ops/s={r['ops'] / seconds:,.0f} peak_rss={rss.peak / 2**30:.2f} GiB (session start "
+          f"ops/s={r['ops'] / seconds:,.0f} peak_rss={peak / 2**30:.2f} GiB (session start "
           f"{t_session:.1f} s, master {a.master}, load average {load:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after)")
     print(f"verdict={r['valid']} summary={r['summary']} max_delta_ms={r['max_delta_ms']}")
@@ -248,6 +291,8 @@ def main() -> int:
             problems.append(f"key {key}: nothing planted, checker says {kr['status']}")
     print("planted anomalies found with their exact Δ, no other key flagged" if not problems
           else "\n".join(problems))
+    if a.compare and a.master.startswith("local"):
+        problems += blocks_side_by_side(path, a, report)
     stage1_side_by_side(path)
     stage2_side_by_side(path)
     return 1 if problems else 0

@@ -288,3 +288,58 @@ def test_local_workers_are_forked_with_the_checker_imported(spark: Any) -> None:
 
     [(parent, imported)] = spark.parallelize([0], 1).map(worker_facts).collect()
     assert "leaseline.checkers.spark_daemon" in parent and imported
+
+
+def test_local_master_moves_blocks_through_files_not_the_shuffle(
+        tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a local master stage 1's blocks reach stage 2 through files of the job's own (no
+    Spark shuffle): the same reports, problems included, as through the shuffle, with
+    several ranges per file and several files; the files are removed afterwards."""
+    import functools
+    import tempfile
+
+    from bench.gen_history import generate
+    from leaseline.checkers import job, jsonl_blocks
+
+    paths = []
+    for seed, (ops, keys) in enumerate([(3000, 7), (2000, 30)]):
+        path = tmp_path / f"g{seed}.jsonl"
+        generate(path, ops=ops, keys=keys, clients=6, info_rate=0.05,
+                 stale_reads=[20.0, 400.0], lost_writes=1, seed=seed)
+        paths.append(path)
+    paths.append(H().nemesis("pause", "n1", 0).op(0, "write", 1, 1, 2)
+                 .op(1, "read", 1, 3, None, "info").write(tmp_path / "nem.jsonl"))
+    # many small ranges: a file's keys meet from several stage-1 tasks
+    monkeypatch.setattr(job, "ranges", functools.partial(jsonl_blocks.ranges,
+                                                         range_bytes=40_000))
+    spills = tmp_path / "spills"
+    spills.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spills))
+    spilled: list[int] = []
+    real = job._spilled_rows
+    monkeypatch.setattr(job, "_spilled_rows",
+                        lambda *a: spilled.append(1) or real(*a))  # type: ignore[func-returns-value]
+
+    def reports() -> tuple[str, str]:
+        out = []
+        for spill in (True, False):
+            monkeypatch.setattr(job, "SPILL_ON_LOCAL", spill)
+            try:
+                out.append(json.dumps(check_histories(paths, "jsonl", 100 * MS, "local[2]",
+                                                      progress=False), sort_keys=True))
+            except HistoryFormatError as e:
+                out.append(str(e))
+        return out[0], out[1]
+
+    through_files, through_shuffle = reports()
+    assert spilled == [1] and list(spills.iterdir()) == []
+    assert '"valid": false' in through_files and through_files == through_shuffle
+    # a broken rule in a file's second range is named the same way by both
+    lines = paths[0].read_text().splitlines()
+    lines.insert(len(lines) // 2, json.dumps({"index": 10**6, "time": 1, "process": 999,
+                                              "type": "ok", "f": "read", "key": "k0",
+                                              "value": 1, "node": "n1"}))
+    paths[0].write_text("\n".join(lines) + "\n")
+    through_files, through_shuffle = reports()
+    assert "completion" in through_files and through_files == through_shuffle
+    assert list(spills.iterdir()) == []
