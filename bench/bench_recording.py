@@ -5,19 +5,31 @@ unthrottled (rate 0), the worst case for recording: a real run at --rate 100 rec
 hundred lines a second.
 
 The reference machine's speed drifts by tens of percent over tens of seconds (shared
-vCPUs), more than the cost being measured, so the two arms are not two runs: one pool of
-workers runs throughout and its history is switched between the HistoryWriter and the
-dropping one every --phase seconds, in ABBA order so that a drift hits both arms alike.
-Each phase's operations and process CPU are counted at its ends. The report gives the ratio
-of the arms' throughputs, the median and quartiles of the per-pair ratios, and the process
-CPU per operation of each arm (the flusher thread included).
+vCPUs), more than the cost being measured, so the arms are not separate runs: one pool of
+workers runs throughout and its history is switched between the arms every --phase
+seconds, in the orders of a Williams square (ABBA for two arms), so that a drift, a phase's
+place in its round and what the phase before left behind hit every arm alike. Each phase's
+operations and process CPU (user and kernel, the flusher thread included), context
+switches and page faults are counted at its ends. The report gives, for each arm against
+the first, the ratio of throughputs, the median and quartiles of the per-round ratios,
+their geometric mean with a 95 % interval, and the CPU per operation with the per-round
+differences' mean and interval. The intervals take rounds as independent; a drift makes
+them too narrow, which an A/A run (below) shows.
 
---baseline REV adds a third arm in the same run: the HistoryWriter of harness/store/history.py
-as it is at git revision REV (e.g. the code before a change), the three arms in every order
-in turn; each recording arm is then compared with the phases without recording.
+--baseline REV adds an arm: the HistoryWriter of harness/store/history.py as it is at git
+revision REV (e.g. the code before a change; it records through this checkout's Pending).
 
     .venv/bin/python -m bench.bench_recording [--phase 0.5] [--pairs 100] [--workers 4]
     .venv/bin/python -m bench.bench_recording --baseline main
+
+--arms KIND,KIND,...: the arms of the run, each compared with the first: `without` (the
+dropping history), `recording` (this checkout's HistoryWriter), `record-only` (this
+checkout's per-record step with no flusher: the lines are kept and dropped between phases,
+so it costs the record and the memory it holds, not the writing), `take-only` and
+`encode-only` (this checkout's writer whose flusher takes the lines and drops them, or
+encodes them and writes nothing) and `baseline` (needs --baseline). A kind given twice is
+two arms of the same kind (`--arms without,without`, an A/A run: its ratio shows the
+bench's own bias and noise).
 
 --loop: no Redis and no client, only the recorder: each arm records the invoke and the
 completion of --loop-ops operations in a tight loop, the arms in turn, and the report gives
@@ -30,8 +42,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import itertools
+import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,13 +53,20 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NoReturn
 
 from leaseline.harness.clusters.docker import images
 from leaseline.harness.clusters.docker.client import client
 from leaseline.harness.run.routes import NodeRoute
 from leaseline.harness.run.workers import ProcessIds, Stats, Worker
-from leaseline.harness.store.history import HistoryWriter, MonotonicClock
+from leaseline.harness.store.history import (
+    HistoryWriter,
+    Line,
+    MonotonicClock,
+    TxnLine,
+    encode_lines,
+)
+from leaseline.harness.store.pending import Pending
 from leaseline.harness.store.run_dir import HISTORY
 from leaseline.harness.systems.profile import Endpoint
 from leaseline.workloads.base import WorkloadOptions
@@ -54,7 +74,9 @@ from leaseline.workloads.register import Register
 
 NODE = "bench"
 ROOT = Path(__file__).resolve().parent.parent
-WITHOUT, RECORDING, BASELINE = "without", "recording", "baseline"
+WITHOUT, RECORDING, RECORD_ONLY, BASELINE = "without", "recording", "record-only", "baseline"
+TAKE_ONLY, ENCODE_ONLY = "take-only", "encode-only"
+KINDS = (WITHOUT, RECORDING, RECORD_ONLY, TAKE_ONLY, ENCODE_ONLY, BASELINE)
 
 
 class DroppingHistory:
@@ -62,6 +84,41 @@ class DroppingHistory:
 
     def record(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+    def between_phases(self) -> None:
+        return None
+
+
+class RecordOnly:
+    """This checkout's per-record step (the Pending a HistoryWriter records into) with no
+    flusher and no file: the lines stay in memory for the phase and are dropped between
+    phases, outside the measured time."""
+
+    def __init__(self) -> None:
+        self._pending = Pending(Line, TxnLine, MonotonicClock().origin_ns, 1 << 62, self._late)
+        self.record = self._pending.record
+
+    def _late(self) -> None:  # never: the lag is centuries
+        return None
+
+    def between_phases(self) -> None:
+        self._pending.take()
+
+
+class TakeOnly(HistoryWriter):
+    """This checkout's writer whose flusher takes the pending lines and drops them."""
+
+    def _write_pending(self) -> None:
+        self._pending.take()
+
+
+class EncodeOnly(HistoryWriter):
+    """This checkout's writer whose flusher takes and encodes the lines, and writes nothing."""
+
+    def _write_pending(self) -> None:
+        batch, inexact = self._pending.take()
+        if batch:
+            encode_lines(batch, inexact)
 
 
 class OneNode:
@@ -75,10 +132,24 @@ class OneNode:
 
 
 class Phase(NamedTuple):
-    arm: str  # WITHOUT, RECORDING or BASELINE
+    arm: str  # a label of --arms: its kind, primed when the kind came before
     ops: int
     seconds: float
     cpu_s: float
+    switches: int  # the process's context switches, voluntary and not
+    faults: int  # its minor page faults
+    sys_s: float  # the part of cpu_s spent in the kernel
+
+
+def _counters() -> tuple[float, int, int, float]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime, r.ru_nvcsw + r.ru_nivcsw, r.ru_minflt, r.ru_stime
+
+
+def refuse(problem: str) -> NoReturn:
+    """A bad argument: one sentence and exit 254, as the leaseline command does."""
+    print(f"bench_recording: {problem}", file=sys.stderr)
+    sys.exit(254)
 
 
 def baseline_module(rev: str) -> ModuleType:
@@ -87,7 +158,7 @@ def baseline_module(rev: str) -> ModuleType:
         text = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:harness/store/history.py"],
                               capture_output=True, text=True, check=True).stdout
     except subprocess.CalledProcessError as e:
-        sys.exit(f"bench_recording: no harness/store/history.py at {rev!r}: {e.stderr.strip()}")
+        refuse(f"no harness/store/history.py at {rev!r}: {e.stderr.strip()}")
     path = Path(tempfile.mkdtemp(prefix="ll-bench-recording-")) / "baseline_history.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("baseline_history", path)
@@ -99,27 +170,36 @@ def baseline_module(rev: str) -> ModuleType:
 
 
 def arm_order(arms: list[str], rounds: int) -> list[str]:
-    """Every order of the arms in turn (ABBA for two), so that a drift hits each alike."""
-    orders = list(itertools.permutations(arms))
-    if len(arms) == 2:
-        orders = [tuple(arms), tuple(reversed(arms))]
-    return [arm for i in range(rounds) for arm in orders[i % len(orders)]]
+    """The arms in the orders of a Williams square, in turn (ABBA for two): each arm takes
+    every place in a round, and follows every other arm, equally often, so that neither a
+    drift nor what the arm before left behind (the flusher's last lines, freed memory)
+    favours one arm."""
+    n = len(arms)
+    first = [0] + [(k + 1) // 2 if k % 2 else n - k // 2 for k in range(1, n)]
+    orders = [[(j + i) % n for j in first] for i in range(n)]
+    if n % 2:  # odd: the mirrored rows too, for every arm to follow every other equally
+        orders += [row[::-1] for row in orders]
+    return [arms[j] for i in range(rounds) for j in orders[i % len(orders)]]
 
 
-def run_phases(endpoint: Endpoint, writers: dict[str, Any], args: argparse.Namespace
+def run_phases(endpoint: Endpoint, arms: dict[str, Any], args: argparse.Namespace
                ) -> list[Phase]:
     """One pool of workers; the arms alternate by swapping the history the workers record to."""
     workload = Register(WorkloadOptions(keys=8, writes_per_key=None, seed=0))
     generator, stats, stop = workload.new_generator(), Stats(), threading.Event()
-    node, dropping = OneNode(endpoint), DroppingHistory()
+    node, first = OneNode(endpoint), next(iter(arms.values()))
     ids = ProcessIds(args.workers)
+
+    def done() -> int:
+        return sum(stats.snapshot().values())
+
     pool = [
         Worker(
             wid,
             workload=workload,
             generator=generator,
             route=NodeRoute(node, workload, NODE),  # type: ignore[arg-type]
-            history=dropping,  # type: ignore[arg-type]
+            history=first,
             ids=ids,
             stats=stats,
             rate_per_worker=0,  # as fast as the loop goes: the worst case for recording
@@ -133,18 +213,20 @@ def run_phases(endpoint: Endpoint, writers: dict[str, Any], args: argparse.Names
     phases: list[Phase] = []
     try:
         time.sleep(args.warmup)  # connections, caches, the file system
-        order = arm_order([WITHOUT, *writers], args.pairs)
+        order = arm_order(list(arms), args.pairs)
         for i, arm in enumerate(order):
             for w in pool:
-                w.history = writers.get(arm, dropping)
+                w.history = arms[arm]
             # The flusher writes a recording phase's last 20 ms of records in the next phase:
             # a few hundred microseconds of CPU in a phase of half a second.
-            ops0, t0, cpu0 = sum(stats.snapshot().values()), time.monotonic(), time.process_time()
+            ops0, t0, (cpu0, sw0, pf0, sys0) = done(), time.monotonic(), _counters()
             time.sleep(args.phase)
-            ops1, t1, cpu1 = sum(stats.snapshot().values()), time.monotonic(), time.process_time()
-            phases.append(Phase(arm, ops1 - ops0, t1 - t0, cpu1 - cpu0))
-            if (i + 1) % (10 * (1 + len(writers))) == 0:
-                print(f"{(i + 1) // (1 + len(writers))}/{args.pairs} rounds", flush=True)
+            ops1, t1, (cpu1, sw1, pf1, sys1) = done(), time.monotonic(), _counters()
+            phases.append(Phase(arm, ops1 - ops0, t1 - t0, cpu1 - cpu0, sw1 - sw0, pf1 - pf0,
+                                sys1 - sys0))
+            arms[arm].between_phases()
+            if (i + 1) % (10 * len(arms)) == 0:
+                print(f"{(i + 1) // len(arms)}/{args.pairs} rounds", flush=True)
     finally:
         stop.set()
         for w in pool:
@@ -153,6 +235,14 @@ def run_phases(endpoint: Endpoint, writers: dict[str, Any], args: argparse.Names
     if errors:
         raise errors[0]
     return phases
+
+
+def arm_name(arm: str, args: argparse.Namespace) -> str:
+    kind = arm.rstrip("'")
+    names = {WITHOUT: "without recording", RECORDING: "this checkout",
+             RECORD_ONLY: "record step only (no flusher)", TAKE_ONLY: "flusher takes, drops",
+             ENCODE_ONLY: "flusher takes, encodes", BASELINE: f"baseline {args.baseline}"}
+    return names[kind] + arm[len(kind):]
 
 
 def report(phases: list[Phase], args: argparse.Namespace) -> None:
@@ -165,29 +255,51 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
     def cpu_us_per_op(ps: list[Phase]) -> float:
         return sum(p.cpu_s for p in ps) / max(sum(p.ops for p in ps), 1) * 1e6
 
-    without = of(WITHOUT)
-    arms = [a for a in (RECORDING, BASELINE) if of(a)]
+    def per_op(ps: list[Phase]) -> str:
+        ops = max(sum(p.ops for p in ps), 1)
+        return (f"{sum(p.sys_s for p in ps) / ops * 1e6:.1f} us of it in the kernel, "
+                f"{sum(p.switches for p in ps) / ops:.2f} context switches and "
+                f"{sum(p.faults for p in ps) / ops:.3f} page faults per op")
+
+    labels = list(dict.fromkeys(p.arm for p in phases))
+    reference = of(labels[0])
     print(f"recording overhead: {args.workers} workers, real redis-py against Redis, "
           f"{args.pairs} rounds of {args.phase:g} s phases ({os.cpu_count()} CPUs, load "
-          f"average {os.getloadavg()[0]:.2f}); without recording {rate(without):,.0f} ops/s, "
-          f"CPU per op {cpu_us_per_op(without):.1f} us")
-    for arm in arms:
+          f"average {os.getloadavg()[0]:.2f}, process CPU {sum(p.cpu_s for p in phases):.1f} s "
+          f"in {sum(p.seconds for p in phases):.1f} s); {arm_name(labels[0], args)} "
+          f"{rate(reference):,.0f} ops/s, CPU per op {cpu_us_per_op(reference):.1f} us, "
+          f"{per_op(reference)}")
+    for arm in labels[1:]:
         mine = of(arm)
-        ratio = rate(mine) / rate(without)
-        pairs = [(a.ops / a.seconds) / (b.ops / b.seconds)
-                 for a, b in zip(mine, without, strict=True) if b.ops]
+        ratio = rate(mine) / rate(reference)
+        rounds = [(a, b) for a, b in zip(mine, reference, strict=True) if a.ops and b.ops]
+        pairs = [(a.ops / a.seconds) / (b.ops / b.seconds) for a, b in rounds]
         q1, median, q3 = statistics.quantiles(pairs, n=4)
-        name = "this checkout" if arm == RECORDING else f"baseline {args.baseline}"
-        extra = cpu_us_per_op(mine) - cpu_us_per_op(without)
-        print(f"  {name}: {rate(mine):,.0f} ops/s, throughput ratio {ratio:.3f} (per round: "
-              f"median {median:.3f}, quartiles {q1:.3f}-{q3:.3f}; target >= 0.97: "
-              f"{'met' if ratio >= 0.97 else 'NOT met'}); CPU per op {cpu_us_per_op(mine):.1f} "
-              f"us, {extra:+.1f} us over none (target <= 2)")
+        # The round's two phases side by side: the spread of these differences says how far
+        # the totals can be trusted (a 95 % interval of their mean)
+        log_ratio = mean_ci([math.log(r) for r in pairs])
+        cpu_diff = mean_ci([(a.cpu_s / a.ops - b.cpu_s / b.ops) * 1e6 for a, b in rounds])
+        extra = cpu_us_per_op(mine) - cpu_us_per_op(reference)
+        target = (f"; target >= 0.97: {'met' if ratio >= 0.97 else 'NOT met'}"
+                  if labels[0] == WITHOUT and arm == RECORDING else "")
+        print(f"  {arm_name(arm, args)}: {rate(mine):,.0f} ops/s, throughput ratio {ratio:.3f} "
+              f"(per round: median {median:.3f}, quartiles {q1:.3f}-{q3:.3f}, geometric mean "
+              f"{math.exp(log_ratio[0]):.3f}, 95 % {math.exp(log_ratio[1]):.3f}-"
+              f"{math.exp(log_ratio[2]):.3f}{target}); CPU per op {cpu_us_per_op(mine):.1f} us, "
+              f"{extra:+.1f} us over {arm_name(labels[0], args)} (per round {cpu_diff[0]:+.1f}, "
+              f"95 % {cpu_diff[1]:+.1f} to {cpu_diff[2]:+.1f})"
+              + (" (target <= 2)" if target else "") + f"; {per_op(mine)}")
 
 
-def loop_costs(writers: dict[str, Any], args: argparse.Namespace) -> dict[str, float]:
+def mean_ci(values: list[float]) -> tuple[float, float, float]:
+    """The mean and its 95 % interval (normal approximation: rounds are many)."""
+    mean = statistics.fmean(values)
+    half = 1.96 * statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+    return mean, mean - half, mean + half
+
+
+def loop_costs(arms: dict[str, Any], args: argparse.Namespace) -> dict[str, float]:
     """CPU us per operation (two records) of each arm, the arms interleaved in rounds."""
-    arms = {WITHOUT: DroppingHistory(), **writers}
     cpu = dict.fromkeys(arms, 0.0)
     n = args.loop_ops
     for arm in arm_order(list(arms), args.pairs):
@@ -198,28 +310,64 @@ def loop_costs(writers: dict[str, Any], args: argparse.Namespace) -> dict[str, f
             record(i & 7, "ok", "write", "k3", i, "n1", None)
         time.sleep(0.05)  # the flusher writes this round's lines within it
         cpu[arm] += time.process_time() - t0
+        arms[arm].between_phases()
     return {arm: c / (n * args.pairs) * 1e6 for arm, c in cpu.items()}
 
 
 def loop_report(costs: dict[str, float], args: argparse.Namespace) -> None:
-    base = costs[WITHOUT]
+    labels = list(costs)
+    base = costs[labels[0]]
     print(f"recorder alone: {args.pairs} rounds of {args.loop_ops:,} operations per arm "
-          f"(load average {os.getloadavg()[0]:.2f}); CPU per operation without recording "
-          f"{base:.2f} us (the loop itself)")
-    for arm in (RECORDING, BASELINE):
-        if arm in costs:
-            name = "this checkout" if arm == RECORDING else f"baseline {args.baseline}"
-            print(f"  {name}: {costs[arm]:.2f} us, {costs[arm] - base:+.2f} us for recording "
-                  f"(target <= 2)")
+          f"(load average {os.getloadavg()[0]:.2f}); CPU per operation "
+          f"{arm_name(labels[0], args)} {base:.2f} us")
+    for arm in labels[1:]:
+        print(f"  {arm_name(arm, args)}: {costs[arm]:.2f} us, {costs[arm] - base:+.2f} us "
+              f"(target for recording <= 2)")
 
 
-def open_writers(stack: contextlib.ExitStack, folder: Path, old: Any) -> dict[str, Any]:
-    """This checkout's HistoryWriter, and the baseline revision's beside it when given."""
-    writers = {RECORDING: stack.enter_context(HistoryWriter(folder / HISTORY, MonotonicClock()))}
-    if old is not None:
-        writers[BASELINE] = stack.enter_context(
-            old.HistoryWriter(folder / "baseline.jsonl", old.MonotonicClock()))
-    return writers
+class _Writer:
+    """A HistoryWriter as an arm: it writes between phases as during them."""
+
+    def __init__(self, writer: Any) -> None:
+        self.record = writer.record
+
+    def between_phases(self) -> None:
+        return None
+
+
+def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: Any
+              ) -> dict[str, Any]:
+    """One arm per kind given, labelled by its kind (primed when the kind came before)."""
+    arms: dict[str, Any] = {}
+    for n, kind in enumerate(kinds):
+        label = kind
+        while label in arms:
+            label += "'"
+        if kind == WITHOUT:
+            arms[label] = DroppingHistory()
+        elif kind == RECORD_ONLY:
+            arms[label] = RecordOnly()
+        elif kind in (RECORDING, TAKE_ONLY, ENCODE_ONLY):
+            cls = {RECORDING: HistoryWriter, TAKE_ONLY: TakeOnly, ENCODE_ONLY: EncodeOnly}[kind]
+            arms[label] = _Writer(stack.enter_context(
+                cls(folder / f"{n}-{HISTORY}", MonotonicClock())))
+        else:
+            arms[label] = _Writer(stack.enter_context(
+                old.HistoryWriter(folder / f"{n}-baseline.jsonl", old.MonotonicClock())))
+    return arms
+
+
+def parse_arms(text: str | None, baseline: str | None) -> list[str]:
+    """--arms as kinds; by default without and recording, and baseline with --baseline."""
+    if text is None:
+        return [WITHOUT, RECORDING] + ([BASELINE] if baseline else [])
+    kinds = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or len(kinds) < 2:
+        refuse(f"--arms takes two or more of {', '.join(KINDS)}, comma-separated (got {text!r})")
+    if BASELINE in kinds and not baseline:
+        refuse("the baseline arm needs --baseline REV")
+    return kinds
 
 
 def main() -> None:
@@ -228,17 +376,20 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=100, help="rounds of phases, one of each arm")
     ap.add_argument("--baseline", metavar="REV",
                     help="also record with the HistoryWriter of git revision REV")
+    ap.add_argument("--arms", metavar="KIND,KIND,...",
+                    help=f"the arms, each compared with the first; kinds: {', '.join(KINDS)}")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds before the first phase")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--loop", action="store_true", help="the recorder alone, no Redis")
     ap.add_argument("--loop-ops", type=int, default=20_000, help="operations per --loop round")
     args = ap.parse_args()
+    kinds = parse_arms(args.arms, args.baseline)
 
     old = baseline_module(args.baseline) if args.baseline else None
     if args.loop:
         with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-            writers = open_writers(stack, Path(tmp), old)
-            costs = loop_costs(writers, args)
+            arms = open_arms(stack, Path(tmp), kinds, old)
+            costs = loop_costs(arms, args)
         loop_report(costs, args)
         return
     images.build_base(print)
@@ -255,8 +406,8 @@ def main() -> None:
         endpoint = Endpoint(container.attrs["NetworkSettings"]["IPAddress"], 6379)
         time.sleep(1)
         with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-            writers = open_writers(stack, Path(tmp), old)
-            phases = run_phases(endpoint, writers, args)
+            arms = open_arms(stack, Path(tmp), kinds, old)
+            phases = run_phases(endpoint, arms, args)
         report(phases, args)
     finally:
         container.stop(timeout=1)
