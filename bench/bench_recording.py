@@ -7,14 +7,17 @@ hundred lines a second.
 The reference machine's speed drifts by tens of percent over tens of seconds (shared
 vCPUs), more than the cost being measured, so the arms are not separate runs: one pool of
 workers runs throughout and its history is switched between the arms every --phase
-seconds, in the orders of a Williams square (ABBA for two arms), so that a drift, a phase's
+seconds (give or take a quarter, at random, so that no periodic cost keeps time with the
+order), in the orders of a Williams square (ABBA for two arms), so that a drift, a phase's
 place in its round and what the phase before left behind hit every arm alike. Each phase's
 operations and process CPU (user and kernel, the flusher thread included), context
 switches and page faults are counted at its ends. The report gives, for each arm against
 the first, the ratio of throughputs, the median and quartiles of the per-round ratios,
 their geometric mean with a 95 % interval, and the CPU per operation with the per-round
 differences' mean and interval. The intervals take rounds as independent; a drift makes
-them too narrow, which an A/A run (below) shows.
+them too narrow. So the run has a control arm by default: the phases without recording are
+two arms, and the second's ratio to the first (1 but for the bench's own bias and noise)
+says how far the recording arm's ratio can be trusted. --dump FILE writes every phase.
 
 --baseline REV adds an arm: the HistoryWriter of harness/store/history.py as it is at git
 revision REV (e.g. the code before a change; it records through this checkout's Pending).
@@ -42,8 +45,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import json
 import math
 import os
+import random
 import resource
 import statistics
 import subprocess
@@ -133,6 +138,7 @@ class OneNode:
 
 class Phase(NamedTuple):
     arm: str  # a label of --arms: its kind, primed when the kind came before
+    start: float  # seconds since the first phase began
     ops: int
     seconds: float
     cpu_s: float
@@ -214,16 +220,20 @@ def run_phases(endpoint: Endpoint, arms: dict[str, Any], args: argparse.Namespac
     try:
         time.sleep(args.warmup)  # connections, caches, the file system
         order = arm_order(list(arms), args.pairs)
+        # Phases of random lengths around --phase: periodic costs (the 20 ms flush, the fsync
+        # every second, the kernel's writeback) must not fall into one arm's phases by the
+        # cadence of the order
+        jitter, begin = random.Random(0), time.monotonic()
         for i, arm in enumerate(order):
             for w in pool:
                 w.history = arms[arm]
             # The flusher writes a recording phase's last 20 ms of records in the next phase:
             # a few hundred microseconds of CPU in a phase of half a second.
             ops0, t0, (cpu0, sw0, pf0, sys0) = done(), time.monotonic(), _counters()
-            time.sleep(args.phase)
+            time.sleep(args.phase * jitter.uniform(0.75, 1.25))
             ops1, t1, (cpu1, sw1, pf1, sys1) = done(), time.monotonic(), _counters()
-            phases.append(Phase(arm, ops1 - ops0, t1 - t0, cpu1 - cpu0, sw1 - sw0, pf1 - pf0,
-                                sys1 - sys0))
+            phases.append(Phase(arm, t0 - begin, ops1 - ops0, t1 - t0, cpu1 - cpu0, sw1 - sw0,
+                                pf1 - pf0, sys1 - sys0))
             arms[arm].between_phases()
             if (i + 1) % (10 * len(arms)) == 0:
                 print(f"{(i + 1) // len(arms)}/{args.pairs} rounds", flush=True)
@@ -242,7 +252,9 @@ def arm_name(arm: str, args: argparse.Namespace) -> str:
     names = {WITHOUT: "without recording", RECORDING: "this checkout",
              RECORD_ONLY: "record step only (no flusher)", TAKE_ONLY: "flusher takes, drops",
              ENCODE_ONLY: "flusher takes, encodes", BASELINE: f"baseline {args.baseline}"}
-    return names[kind] + arm[len(kind):]
+    if arm != kind:
+        return f"{names[kind]}{arm[len(kind):]} (control: an arm the same as the first)"
+    return names[kind]
 
 
 def report(phases: list[Phase], args: argparse.Namespace) -> None:
@@ -263,6 +275,7 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
 
     labels = list(dict.fromkeys(p.arm for p in phases))
     reference = of(labels[0])
+    controls = [a for a in labels[1:] if a.rstrip("'") == labels[0]]
     print(f"recording overhead: {args.workers} workers, real redis-py against Redis, "
           f"{args.pairs} rounds of {args.phase:g} s phases ({os.cpu_count()} CPUs, load "
           f"average {os.getloadavg()[0]:.2f}, process CPU {sum(p.cpu_s for p in phases):.1f} s "
@@ -281,7 +294,7 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
         cpu_diff = mean_ci([(a.cpu_s / a.ops - b.cpu_s / b.ops) * 1e6 for a, b in rounds])
         extra = cpu_us_per_op(mine) - cpu_us_per_op(reference)
         target = (f"; target >= 0.97: {'met' if ratio >= 0.97 else 'NOT met'}"
-                  if labels[0] == WITHOUT and arm == RECORDING else "")
+                  if labels[0] == WITHOUT and arm == RECORDING and not controls else "")
         print(f"  {arm_name(arm, args)}: {rate(mine):,.0f} ops/s, throughput ratio {ratio:.3f} "
               f"(per round: median {median:.3f}, quartiles {q1:.3f}-{q3:.3f}, geometric mean "
               f"{math.exp(log_ratio[0]):.3f}, 95 % {math.exp(log_ratio[1]):.3f}-"
@@ -289,6 +302,12 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
               f"{extra:+.1f} us over {arm_name(labels[0], args)} (per round {cpu_diff[0]:+.1f}, "
               f"95 % {cpu_diff[1]:+.1f} to {cpu_diff[2]:+.1f})"
               + (" (target <= 2)" if target else "") + f"; {per_op(mine)}")
+    if controls and labels[0] == WITHOUT and RECORDING in labels:
+        pooled, mine = [p for p in phases if p.arm.rstrip("'") == WITHOUT], of(RECORDING)
+        ratio = rate(mine) / rate(pooled)
+        print(f"  this checkout against every phase without recording: throughput ratio "
+              f"{ratio:.3f} (target >= 0.97: {'met' if ratio >= 0.97 else 'NOT met'}); "
+              f"{cpu_us_per_op(mine) - cpu_us_per_op(pooled):+.1f} us CPU per op (target <= 2)")
 
 
 def mean_ci(values: list[float]) -> tuple[float, float, float]:
@@ -358,9 +377,10 @@ def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: 
 
 
 def parse_arms(text: str | None, baseline: str | None) -> list[str]:
-    """--arms as kinds; by default without and recording, and baseline with --baseline."""
+    """--arms as kinds; by default without, recording and without again (the control), and
+    baseline with --baseline."""
     if text is None:
-        return [WITHOUT, RECORDING] + ([BASELINE] if baseline else [])
+        return [WITHOUT, RECORDING, WITHOUT] + ([BASELINE] if baseline else [])
     kinds = [k.strip() for k in text.split(",") if k.strip()]
     unknown = [k for k in kinds if k not in KINDS]
     if unknown or len(kinds) < 2:
@@ -378,6 +398,8 @@ def main() -> None:
                     help="also record with the HistoryWriter of git revision REV")
     ap.add_argument("--arms", metavar="KIND,KIND,...",
                     help=f"the arms, each compared with the first; kinds: {', '.join(KINDS)}")
+    ap.add_argument("--dump", metavar="FILE", type=Path,
+                    help="also write every phase's counts to FILE, a JSON object a line")
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds before the first phase")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--loop", action="store_true", help="the recorder alone, no Redis")
@@ -409,6 +431,8 @@ def main() -> None:
             arms = open_arms(stack, Path(tmp), kinds, old)
             phases = run_phases(endpoint, arms, args)
         report(phases, args)
+        if args.dump:
+            args.dump.write_text("".join(json.dumps(p._asdict()) + "\n" for p in phases))
     finally:
         container.stop(timeout=1)
 
