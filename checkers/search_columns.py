@@ -123,35 +123,38 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
                        drop.astype(np.uint8) if drop.any() else np.zeros(0, dtype=np.uint8),
                        e.init, e.index[at])
     if isinstance(ops, HistoryOperations):
-        if initial in ops._encoded:
-            return ops._encoded[initial]
-        h = ops.history
-        kind = np.ascontiguousarray(h.f, dtype=np.int8)
-        values, expected = h.value.tolist(), h.expected.tolist()
-        invoke = np.ascontiguousarray(h.invoke, dtype=np.int64)
-        complete = np.ascontiguousarray(h.complete, dtype=np.int64)
-        index = np.ascontiguousarray(h.index, dtype=np.int64)
-        drop = np.zeros(0, dtype=np.uint8)
-    else:
-        kind = np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops))
-        values, expected = [o.value for o in ops], [o.expected for o in ops]
-        invoke = np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops))
-        complete = np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops))
-        index = np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops))
-        drop = np.fromiter((o.droppable for o in ops), dtype=np.uint8, count=len(ops))
-        if not drop.any():
-            drop = np.zeros(0, dtype=np.uint8)
+        e = ops._encoded.get(initial)
+        if e is None:
+            # shared by every search of the check: read-only (some are the history's
+            # own columns), so that no search changes another's; the values are coded
+            # from the history's object columns in place
+            h = ops.history
+            kind = _frozen(h.f, np.int8)
+            val, exp, init = _compiled_encode(kind, h.value, h.expected, initial)
+            e = ops._encoded[initial] = Encoded(
+                kind, val, exp, _frozen(h.invoke, np.int64), _frozen(h.complete, np.int64),
+                _NO_DROP, init, _frozen(h.index, np.int64))
+        return e
+    kind = np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops))
+    values, expected = [o.value for o in ops], [o.expected for o in ops]
+    invoke = np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops))
+    complete = np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops))
+    index = np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops))
+    drop = np.fromiter((o.droppable for o in ops), dtype=np.uint8, count=len(ops))
+    if not drop.any():
+        drop = _NO_DROP
     val, exp, init = _compiled_encode(kind, values, expected, initial)
-    if not isinstance(ops, HistoryOperations):
-        return Encoded(kind, val, exp, invoke, complete, drop, init, index)
-    # shared by every search of the check: read-only views (some are the history's own
-    # columns), so that no search changes another's
-    columns = [np.asarray(c).view() for c in (kind, val, exp, invoke, complete, drop, index)]
-    for c in columns:
-        c.flags.writeable = False
-    kind, val, exp, invoke, complete, drop, index = columns
-    e = ops._encoded[initial] = Encoded(kind, val, exp, invoke, complete, drop, init, index)
-    return e
+    return Encoded(kind, val, exp, invoke, complete, drop, init, index)
+
+
+def _frozen(column: np.ndarray, dtype: type) -> np.ndarray:
+    """A read-only view of a history's column, as dtype (a copy only if it is not)."""
+    view = np.ascontiguousarray(column, dtype=dtype).view()
+    view.flags.writeable = False
+    return view
+
+
+_NO_DROP = _frozen(np.zeros(0, dtype=np.uint8), np.uint8)  # no operation is droppable
 
 
 def _observed(kinds: Sequence[int], values: Sequence[str | None],
