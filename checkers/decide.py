@@ -368,8 +368,8 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget, *, later: bool = Fa
     delta = found.min_delta_ns
     status = status_for(delta, lease_ns)
     # staleness_exact False: the budget ran out; some shifts are upper bounds
-    shifted, staleness_exact = ([], True) if later and status == VIOLATION else \
-        _stale_reads(h, ops, h.index, model, found.order, delta or 0, budget)
+    shifted, staleness_exact = ([], True) if not delta or later and status == VIOLATION \
+        else _stale_reads(h, ops, h.index, model, found.order, delta, budget)
     counterexample = None
     if status == VIOLATION:
         # shown at Δ = L: why the key is not L-linearizable (the violation's meaning)

@@ -173,10 +173,11 @@ def _describe(h: KeyHistory, row: int) -> str:
     else:
         what += f" {'nil' if v is None else v}"
     node = h.node[row]
-    done = "unknown end" if h.complete[row] == UNKNOWN_END else f"{h.complete[row] / 1e6:.3f} ms"
+    end = int(h.complete[row])  # Python numbers: numpy scalars format many times slower
+    done = "unknown end" if end == UNKNOWN_END else f"{end / 1e6:.3f} ms"
     where = f" on {node}" if node is not None else ""
     return (f"op {int(h.index[row])} (process {h.process[row]}{where}: {what}, "
-            f"{h.invoke[row] / 1e6:.3f} ms .. {done})")
+            f"{int(h.invoke[row]) / 1e6:.3f} ms .. {done})")
 
 
 def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int,
@@ -286,15 +287,15 @@ def minimal_ops(
     def bad(sub: list[Operation]) -> bool:
         return not linearizable(sub, model, h.initial, delta, limits, read_shift).ok
 
-    ends = sorted({o.complete for o in ops if o.complete != UNKNOWN_END})
     keep = list(ops)  # known not linearizable at delta (the caller's verdict)
-    ever_written = {o.value for o in ops if o.f in (WRITE, CAS)} | {h.initial}
+    ever_written = set(h.value[(h.f == WRITE) | (h.f == CAS)].tolist()) | {h.initial}
     try:
         few = _refuted(history_ops, model, delta, read_shift, limits)
         if few is not None and (kept_index is None or any(o.index == kept_index for o in few)
                                 ) and _supported(few, ever_written, h.initial) and bad(few):
             keep = few  # a few operations the compiled search refuted: shrink those
         else:
+            ends = sorted({o.complete for o in ops if o.complete != UNKNOWN_END})
             lo, hi = 0, len(ends) - 1  # find the earliest cut time at which it fails
             hi_known = False
             while lo < hi:
@@ -334,8 +335,8 @@ def minimal_ops(
         pass  # the work allowed is spent: keep what is known to fail
     if len(keep) > MAX_SHOWN:
         return None  # not shrunk within the work allowed: too many to show
-    pos = {(o.index): r for r, o in enumerate(ops)}
-    return sorted(pos[o.index] for o in keep)
+    kept = {o.index for o in keep}
+    return [r for r, i in enumerate(h.index.tolist()) if i in kept]
 
 
 def _refuted(history_ops: HistoryOperations, model: Model, delta: int,
@@ -358,7 +359,9 @@ def _refuted(history_ops: HistoryOperations, model: Model, delta: int,
     start = e.invoke - shift
     # a read of a value nobody wrote is explained by itself (the shrinking finds it):
     # look past it, for a stale read (droppable, it refutes nothing)
-    unwritten = reads & ~np.isin(e.val, e.val[writes]) & (e.val != e.init)
+    written = np.zeros(int(e.val.max(initial=-1)) + 2, dtype=bool)  # by code + 1 (-1 too)
+    written[e.val[writes] + 1] = True
+    unwritten = reads & ~written[e.val + 1] & (e.val != e.init)
     drop = unwritten.astype(np.uint8) if unwritten.any() else e.drop
     r = compiled_overwritten(e.kind, e.val, start, e.complete, drop)
     if r >= 0:

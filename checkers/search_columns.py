@@ -114,7 +114,8 @@ def _repeats_unknown(complete: np.ndarray, ops: RelaxedOperations) -> np.ndarray
 def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
     """The compiled search's columns (only called where it is installed). Every value no
     operation observes is one state, UNOBSERVED_CODE (see _abstract)."""
-    if isinstance(ops, RelaxedOperations):
+    # exact class tests (the Sequence ABC's isinstance is slow; neither is subclassed)
+    if type(ops) is RelaxedOperations:
         # repeats observe nothing new: the history's codes, repeated
         e, at = encode(ops.base, initial), ops.positions()
         drop = np.concatenate((ops.drop, np.zeros(len(ops.clones), dtype=bool)))
@@ -122,7 +123,7 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
                        _repeats_unknown(e.complete[at], ops),
                        drop.astype(np.uint8) if drop.any() else np.zeros(0, dtype=np.uint8),
                        e.init, e.index[at])
-    if isinstance(ops, HistoryOperations):
+    if type(ops) is HistoryOperations:
         e = ops._encoded.get(initial)
         if e is None:
             # shared by every search of the check: read-only (some are the history's
@@ -135,14 +136,14 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
                 kind, val, exp, _frozen(h.invoke, np.int64), _frozen(h.complete, np.int64),
                 _NO_DROP, init, _frozen(h.index, np.int64))
         return e
-    kind = np.fromiter((o.f for o in ops), dtype=np.int8, count=len(ops))
+    # one pass over the Operations and one array for the integer columns (a shrinking
+    # counterexample encodes many lists of a few operations: per-column arrays cost more)
+    numbers = np.array([(o.f, o.invoke, o.complete, o.index, o.droppable) for o in ops],
+                       dtype=np.int64).reshape(-1, 5).T.copy()
+    kind = numbers[0].astype(np.int8)
+    invoke, complete, index = numbers[1], numbers[2], numbers[3]
+    drop = numbers[4].astype(np.uint8) if numbers[4].any() else _NO_DROP
     values, expected = [o.value for o in ops], [o.expected for o in ops]
-    invoke = np.fromiter((o.invoke for o in ops), dtype=np.int64, count=len(ops))
-    complete = np.fromiter((o.complete for o in ops), dtype=np.int64, count=len(ops))
-    index = np.fromiter((o.index for o in ops), dtype=np.int64, count=len(ops))
-    drop = np.fromiter((o.droppable for o in ops), dtype=np.uint8, count=len(ops))
-    if not drop.any():
-        drop = _NO_DROP
     val, exp, init = _compiled_encode(kind, values, expected, initial)
     return Encoded(kind, val, exp, invoke, complete, drop, init, index)
 
@@ -187,11 +188,11 @@ def abstract(ops: Sequence[Operation], initial: str | None
 
 def columns(ops: Sequence[Operation]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(f, invoke, complete) of every operation, as arrays."""
-    if isinstance(ops, RelaxedOperations):
+    if type(ops) is RelaxedOperations:
         at = ops.positions()
         f, invoke, complete = columns(ops.base)
         return f[at], invoke[at], _repeats_unknown(complete[at], ops)
-    if isinstance(ops, HistoryOperations):
+    if type(ops) is HistoryOperations:
         h = ops.history
         return h.f, h.invoke, h.complete
     return (np.array([o.f for o in ops], dtype=np.int8),

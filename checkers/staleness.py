@@ -9,8 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from leaseline.checkers.models import Model
-from leaseline.checkers.ops import UNKNOWN_END, Operation
-from leaseline.checkers.search_columns import encode
+from leaseline.checkers.ops import READ, UNKNOWN_END, Operation
+from leaseline.checkers.search_columns import columns, encode
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.shifts import Moves
 from leaseline.checkers.wgl import compiled_fits, linearizable
@@ -53,8 +53,12 @@ def read_staleness(
     are met early and the estimates of p and r settle before groups grow. Each result
     is the least s whatever the groups were, as each step above only uses
     monotonicity: the order of tests changes the cost, not the answer."""
-    comps = _sorted_unique(np.array([o.complete for o in ops if o.complete != UNKNOWN_END],
-                                    dtype=np.int64))
+    f, invoke, complete = columns(ops)
+    comps = _sorted_unique(np.asarray(complete[complete != UNKNOWN_END], dtype=np.int64))
+    invokes = invoke.tolist()
+    # every read at delta, the rest unmoved: each test sets its own reads' shifts on a copy
+    # (one shift per operation: no search for the reads by history index)
+    at_delta = np.where(f == READ, np.int64(delta), np.int64(0))
     upper = dict(moved)
     done: dict[int, int] = {}
     pending = set(upper)  # reads not yet decided
@@ -65,8 +69,10 @@ def read_staleness(
     def test(shift: dict[int, int]) -> bool:
         """Linearizable with these reads (positions) at these shifts, the rest at delta?"""
         before = limits.states
-        own = {ops[p].index: s for p, s in shift.items()}
-        out = linearizable(ops, model, initial, delta, limits, own, encoded=enc)
+        per_op = at_delta.copy()
+        for p, s in shift.items():
+            per_op[p] = s
+        out = linearizable(ops, model, initial, per_op, limits, encoded=enc)
         cost[out.ok][0] += 1
         cost[out.ok][1] += limits.states - before
         if out.ok:
@@ -125,7 +131,7 @@ def read_staleness(
             if not group:
                 continue
             pos = group[0]
-            diffs = ops[pos].invoke - comps[::-1]  # increasing
+            diffs = invokes[pos] - comps[::-1]  # increasing
             cands = np.concatenate((diffs[(diffs > 0) & (diffs < upper[pos])], [upper[pos]]))
             a, b = 0, len(cands) - 1  # cands[b] is known to be enough
             if b > 0 and stale_first():

@@ -142,9 +142,11 @@ def compiled_fits(ops: Sequence[Operation], model: Model) -> bool:
         return False
     if type(model) is CasRegister:
         return True
-    if isinstance(ops, RelaxedOperations):
+    # exact class tests: both derive from the Sequence ABC, whose isinstance costs more
+    # than a small key's search
+    if type(ops) is RelaxedOperations:
         return compiled_fits(ops.base, model)
-    if isinstance(ops, HistoryOperations):
+    if type(ops) is HistoryOperations:
         f = ops.history.f
         return type(model) is Register and not ((f == CAS) | (f == CAS_FAILED)).any()
     return type(model) is Register and not any(o.f in (CAS, CAS_FAILED) for o in ops)
