@@ -12,7 +12,7 @@ import numpy as np
 
 from leaseline.checkers.models import Model
 from leaseline.checkers.ops import Operation
-from leaseline.checkers.search_columns import Encoded, encode
+from leaseline.checkers.search_columns import NO_DROP, Encoded, HistoryOperations, encode
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves, compact
 from leaseline.checkers.wgl import compiled_fits
@@ -180,7 +180,15 @@ def min_delta(
 
 def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns: int,
                         limits: SearchLimits, encoded: Encoded | None = None) -> DeltaSearch:
-    e = encoded if encoded is not None else encode(ops, initial)
+    if encoded is None and type(ops) is HistoryOperations:
+        # the codes alone, over the history's own columns (the search only reads them):
+        # a linearizable key needs no more of the encoding
+        h = ops.history
+        kind, val, exp, init = ops.codes(initial)
+        e = Encoded(kind, val, exp, np.ascontiguousarray(h.invoke, dtype=np.int64),
+                    np.ascontiguousarray(h.complete, dtype=np.int64), NO_DROP, init, h.index)
+    else:
+        e = encoded if encoded is not None else encode(ops, initial)
     rc, states, delta, exact, failed_at, verdict_states, order, longest = (
         _compiled_min_delta(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, lease_ns,

@@ -38,6 +38,18 @@ class HistoryOperations(Sequence[Operation]):
         self.history = history
         self._ops: list[Operation] | None = None
         self._encoded: dict[str | None, Encoded] = {}  # by initial value
+        self._codes: dict[str | None, tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
+
+    def codes(self, initial: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+        """(kind, val, exp, init) as in encode (built once): the minimal Δ needs no
+        more of the encoding, and a linearizable key nothing else."""
+        out = self._codes.get(initial)
+        if out is None:
+            kind = np.ascontiguousarray(self.history.f, dtype=np.int8)
+            val, exp, init = _compiled_encode(kind, self.history.value, self.history.expected,
+                                              initial)
+            out = self._codes[initial] = (kind, val, exp, init)
+        return out
 
     def _rows(self) -> list[Operation]:
         if self._ops is None:
@@ -130,11 +142,10 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
             # own columns), so that no search changes another's; the values are coded
             # from the history's object columns in place
             h = ops.history
-            kind = _frozen(h.f, np.int8)
-            val, exp, init = _compiled_encode(kind, h.value, h.expected, initial)
+            kind, val, exp, init = ops.codes(initial)
             e = ops._encoded[initial] = Encoded(
-                kind, val, exp, _frozen(h.invoke, np.int64), _frozen(h.complete, np.int64),
-                _NO_DROP, init, _frozen(h.index, np.int64))
+                _frozen(kind, np.int8), val, exp, _frozen(h.invoke, np.int64),
+                _frozen(h.complete, np.int64), NO_DROP, init, _frozen(h.index, np.int64))
         return e
     # one pass over the Operations and one array for the integer columns (a shrinking
     # counterexample encodes many lists of a few operations: per-column arrays cost more)
@@ -142,7 +153,7 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
                        dtype=np.int64).reshape(-1, 5).T.copy()
     kind = numbers[0].astype(np.int8)
     invoke, complete, index = numbers[1], numbers[2], numbers[3]
-    drop = numbers[4].astype(np.uint8) if numbers[4].any() else _NO_DROP
+    drop = numbers[4].astype(np.uint8) if numbers[4].any() else NO_DROP
     values, expected = [o.value for o in ops], [o.expected for o in ops]
     val, exp, init = _compiled_encode(kind, values, expected, initial)
     return Encoded(kind, val, exp, invoke, complete, drop, init, index)
@@ -155,7 +166,7 @@ def _frozen(column: np.ndarray, dtype: type) -> np.ndarray:
     return view
 
 
-_NO_DROP = _frozen(np.zeros(0, dtype=np.uint8), np.uint8)  # no operation is droppable
+NO_DROP = _frozen(np.zeros(0, dtype=np.uint8), np.uint8)  # no operation is droppable
 
 
 def _observed(kinds: Sequence[int], values: Sequence[str | None],

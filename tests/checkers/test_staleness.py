@@ -347,7 +347,9 @@ def test_group_tests_keep_every_stale_read(monkeypatch) -> None:  # noqa: ANN001
     search = staleness.linearizable
 
     def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
-        groups.append(len(args[5] or {}))
+        # each test shifts every operation by its own amount: the reads it tests are
+        # those not at Δ (a test never puts a read at Δ itself: below its bound)
+        groups.append(sum(o.f == READ and s != delta for o, s in zip(ops, args[3], strict=True)))
         return search(*args, **kwargs)
 
     monkeypatch.setattr(staleness, "linearizable", spy)
@@ -417,12 +419,12 @@ def test_group_splitting_with_a_fake_search(monkeypatch) -> None:  # noqa: ANN00
     order = [0, *range(n, 0, -1)]  # every read but the first one needs a shift in it
     tested: list[int] = []
 
-    def fake(ops_, model, initial, delta, limits, read_shift=None, **_):  # noqa: ANN001, ANN003, ANN202
-        at = (read_shift or {}).get
-        ok = (all(at(i, delta) >= s for i, s in stale.items())
-              and not all(at(i, delta) == 0 for i in pair))
+    def fake(ops_, model, initial, shifts, limits, **_):  # noqa: ANN001, ANN003, ANN202
+        # one shift per operation: the reads tested are those not at Δ
+        at = {o.index: int(s) for o, s in zip(ops_, shifts, strict=True) if o.f == READ}
+        ok = (all(at[i] >= s for i, s in stale.items()) and not all(at[i] == 0 for i in pair))
         limits.states += 1 if ok else 4
-        tested.append(len(read_shift or {}))
+        tested.append(sum(s != delta for s in at.values()))
         return Outcome(ok, order if ok else [])
 
     monkeypatch.setattr(staleness, "linearizable", fake)
