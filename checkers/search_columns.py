@@ -45,9 +45,11 @@ class HistoryOperations(Sequence[Operation]):
         more of the encoding, and a linearizable key nothing else."""
         out = self._codes.get(initial)
         if out is None:
-            kind = np.ascontiguousarray(self.history.f, dtype=np.int8)
-            val, exp, init = _compiled_encode(kind, self.history.value, self.history.expected,
+            h = self.history
+            kind = np.ascontiguousarray(h.f, dtype=np.int8)
+            val, exp, init = _compiled_encode(kind, h.value.tolist(), h.expected.tolist(),
                                               initial)
+            val.flags.writeable = exp.flags.writeable = False  # shared by every search
             out = self._codes[initial] = (kind, val, exp, init)
         return out
 
@@ -139,8 +141,7 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
         e = ops._encoded.get(initial)
         if e is None:
             # shared by every search of the check: read-only (some are the history's
-            # own columns), so that no search changes another's; the values are coded
-            # from the history's object columns in place
+            # own columns), so that no search changes another's
             h = ops.history
             kind, val, exp, init = ops.codes(initial)
             e = ops._encoded[initial] = Encoded(

@@ -41,27 +41,11 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
         DeltaOut &out) nogil
 
 
-def encode(const int8_t[::1] kind, values, expected, object initial):
-    """(val, exp, init): each value's integer code, as read-only int32 arrays, and the
-    initial value's. values and expected: lists, or object arrays (a KeyHistory's own
-    columns, read in place). Only values some operation observes (a read returns, a
-    compare expects) get codes of their own (0, 1, ...); every other value is -1, one
-    state (checkers/wgl.py explains why that keeps every verdict)."""
-    cdef object[:] values_v, expected_v
-    if isinstance(values, list) and isinstance(expected, list):
-        return _encode(kind, <list>values, <list>expected, initial)
-    values_v = np.asarray(values, dtype=object)
-    expected_v = np.asarray(expected, dtype=object)
-    return _encode(kind, values_v, expected_v, initial)
-
-
-ctypedef fused Objects:
-    list
-    object[:]
-
-
-cdef tuple _encode(const int8_t[::1] kind, Objects values, Objects expected,
-                   object initial):
+def encode(const int8_t[::1] kind, list values, list expected, object initial):
+    """(val, exp, init): each value's integer code, as int32 arrays, and the initial
+    value's. Only values some operation observes (a read returns, a compare expects) get
+    codes of their own (0, 1, ...); every other value is -1, one state (checkers/wgl.py
+    explains why that keeps every verdict)."""
     cdef Py_ssize_t n = kind.shape[0], i
     if len(values) != n or len(expected) != n:
         raise ValueError("columns of different lengths")
@@ -102,8 +86,6 @@ cdef tuple _encode(const int8_t[::1] kind, Objects values, Objects expected,
         if f != 2 and f != 3:
             v = expected[i]
             exp_v[i] = none_code if v is None else codes.get(v, -1)
-    val.flags.writeable = False
-    exp.flags.writeable = False
     return val, exp, codes.get(initial, -1)
 
 

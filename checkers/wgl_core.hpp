@@ -84,6 +84,31 @@ class FingerprintSet {
     size_t size_;
 };
 
+// Sorts a history's call or return events, (time, operation), as std::sort does (they
+// are distinct): both are nearly sorted already (calls by invocation, returns but for
+// the info operations', which never return and sit in operation order), so the info
+// returns are moved to the end, and the rest is sorted by insertion while that moves
+// few events (else by std::sort).
+static void sort_events(std::vector<std::pair<int64_t, int32_t>> &v) {
+    if (std::is_sorted(v.begin(), v.end())) return;
+    auto last = std::stable_partition(v.begin(), v.end(),
+                                      [](const auto &e) { return e.first != INT64_MAX; });
+    const size_t k_end = last - v.begin();
+    if (!std::is_sorted(last, v.end())) std::sort(last, v.end());  // in operation order
+    size_t moves = 0, budget = 8 * k_end + 64;
+    for (size_t k = 1; k < k_end; ++k) {
+        auto x = v[k];
+        size_t j = k;
+        for (; j > 0 && x < v[j - 1]; --j) v[j] = v[j - 1];
+        v[j] = x;
+        moves += k - j;
+        if (moves > budget) {
+            std::sort(v.begin(), last);
+            return;
+        }
+    }
+}
+
 // Is the history linearizable? ops are given as columns; start[i] is the (already
 // shifted) invocation, end[i] the completion (INT64_MAX: outcome unknown); drop[i]
 // (nullptr: none) marks an operation that may also never take effect: reached with
@@ -112,8 +137,8 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         calls[i] = {start[i], i};
         rets[i] = {end[i], i};
     }
-    if (!std::is_sorted(calls.begin(), calls.end())) std::sort(calls.begin(), calls.end());
-    if (!std::is_sorted(rets.begin(), rets.end())) std::sort(rets.begin(), rets.end());
+    sort_events(calls);
+    sort_events(rets);
     std::vector<int32_t> nxt(m + 1), prv(m + 1), op_of(m + 1), match(m + 1, 0), call_node(n);
     std::vector<uint8_t> is_call(m + 1, 0);  // 1: a call, 2: an info operation's call
     for (int32_t k = 0; k <= m; ++k) {
@@ -141,19 +166,21 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     std::vector<int32_t> sig(n, -1), ret_key(n);
     int32_t groups = 0;
     {
-        std::vector<std::tuple<int8_t, int32_t, int32_t, int32_t>> effects;
+        // (kind, value, expected) packed in one key, in that order (codes are >= -1):
+        // sorting pairs of integers is several times cheaper than sorting tuples
+        std::vector<std::pair<uint64_t, int32_t>> effects;
         for (int32_t i = 0; i < n; ++i) {
             ret_key[i] = end[i] == INT64_MAX ? m + 1 : match[call_node[i]];
             if (kind[i] != WRITE && kind[i] != CAS) continue;
-            effects.emplace_back(kind[i], val[i], kind[i] == CAS ? exp[i] : 0, i);
+            effects.emplace_back(
+                ((uint64_t)kind[i] << 62) | ((uint64_t)(uint32_t)(val[i] + 1) << 31) |
+                    (kind[i] == CAS ? (uint64_t)(uint32_t)(exp[i] + 1) : 0),
+                i);
         }
         std::sort(effects.begin(), effects.end());
         for (size_t k = 0; k < effects.size(); ++k) {
-            if (k > 0 && (std::get<0>(effects[k]) != std::get<0>(effects[k - 1]) ||
-                          std::get<1>(effects[k]) != std::get<1>(effects[k - 1]) ||
-                          std::get<2>(effects[k]) != std::get<2>(effects[k - 1])))
-                ++groups;
-            sig[std::get<3>(effects[k])] = groups;
+            if (k > 0 && effects[k].first != effects[k - 1].first) ++groups;
+            sig[effects[k].second] = groups;
         }
         if (!effects.empty()) ++groups;
     }
