@@ -268,17 +268,28 @@ def read_range(
     if nemesis:
         blob = pickle.dumps({"fid": fid, "nemesis": nemesis})
         out = [(b, blob) for b in range(buckets)]
-    of = np.array([zlib.crc32(k.encode("utf-8", "surrogatepass"), fid) % buckets
-                   for k in cols.keys[:-1]], dtype=np.int64)[cols.key_code]  # no null key
+    key_bucket = np.array([zlib.crc32(k.encode("utf-8", "surrogatepass"), fid) % buckets
+                           for k in cols.keys[:-1]], dtype=np.int64)  # no null key
+    of = key_bucket[cols.key_code]
     # numpy sorts 16-bit codes stably by radix, in linear time
     order = np.argsort(of.astype(np.uint16) if buckets <= 1 << 16 else of, kind="stable")
     bounds = np.searchsorted(of[order], np.arange(buckets + 1))
+    # a block names only its own bucket's keys, coded 0, 1, ... among them (stage 2 reads
+    # every name a block carries: the range's every key, in every block, cost it more
+    # than its records' pairing)
+    by_key = np.argsort(key_bucket, kind="stable")
+    key_bounds = np.searchsorted(key_bucket[by_key], np.arange(buckets + 1))
+    local = np.empty(len(key_bucket), dtype=np.int32)
+    local[by_key] = np.arange(len(by_key)) - key_bounds[key_bucket[by_key]]
+    cols.key_code = local[cols.key_code]
     # each column put in bucket order once, then sliced: a gather per bucket would read
     # every column once per bucket
     by_bucket = {name: getattr(cols, name)[order] for name in (*_ARRAYS, *cols.value_names())}
+    null_key = len(cols.keys) - 1
     for b in np.flatnonzero(np.diff(bounds)):
         block = {name: _packed(name, a[bounds[b]:bounds[b + 1]]) for name, a in by_bucket.items()}
-        block |= {"fid": fid, "keys": cols.keys, "nodes": cols.nodes}
+        keys = cols.keys[np.append(by_key[key_bounds[b]:key_bounds[b + 1]], null_key)]
+        block |= {"fid": fid, "keys": keys, "nodes": cols.nodes}
         out.append((int(b), pickle.dumps(block, protocol=5)))
     return out
 

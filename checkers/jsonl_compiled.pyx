@@ -11,11 +11,10 @@ the range with msgspec as before, so what is accepted, and the values read, are 
 A value that is not an int or null, and a line whose process is a string (the nemesis's),
 are cut out whole and decoded by msgspec; the nemesis lines are returned as text."""
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+cimport cython
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memcmp
 
 import msgspec
 import numpy as np
@@ -23,19 +22,21 @@ import numpy as np
 cdef int64_t INT64_MIN = -9223372036854775807 - 1
 
 
-cdef inline Py_ssize_t _lit(const char *s, Py_ssize_t i, Py_ssize_t n, bytes lit):
-    """i after lit if s[i:] starts with it, else -1."""
-    cdef Py_ssize_t m = PyBytes_GET_SIZE(lit), k
-    cdef const char *l = PyBytes_AS_STRING(lit)
-    if i + m > n:
-        return -1
-    for k in range(m):
-        if s[i + k] != l[k]:
+cdef inline Py_ssize_t _lit(const char *s, Py_ssize_t i, Py_ssize_t n,
+                            const char *lit) noexcept nogil:
+    """i after lit (a C string literal) if s[i:] starts with it, else -1. Inlined with its
+    literal, the compiler unrolls the comparison (a Python bytes argument cost a call and
+    reference counting per field)."""
+    cdef Py_ssize_t k = 0
+    while lit[k]:
+        if i + k >= n or s[i + k] != lit[k]:
             return -1
-    return i + m
+        k += 1
+    return i + k
 
 
-cdef inline Py_ssize_t _int(const char *s, Py_ssize_t i, Py_ssize_t n, int64_t *out):
+cdef inline Py_ssize_t _int(const char *s, Py_ssize_t i, Py_ssize_t n,
+                            int64_t *out) noexcept nogil:
     """A JSON int that fits int64 (not its minimum, which the columns refuse): i after it,
     else -1 (a fraction, an exponent, a leading zero, too big)."""
     cdef bint neg = False
@@ -48,7 +49,8 @@ cdef inline Py_ssize_t _int(const char *s, Py_ssize_t i, Py_ssize_t n, int64_t *
     start = i
     while i < n and b'0' <= s[i] <= b'9':
         d = s[i] - 48
-        if v > (9223372036854775807ULL - d) // 10:
+        # 18 digits always fit: only from the 19th on is the (dividing) check needed
+        if i - start >= 18 and v > (9223372036854775807ULL - d) // 10:
             return -1  # beyond int64 (msgspec's path decides)
         v = v * 10 + d
         i += 1
@@ -60,7 +62,7 @@ cdef inline Py_ssize_t _int(const char *s, Py_ssize_t i, Py_ssize_t n, int64_t *
     return i
 
 
-cdef inline Py_ssize_t _name(const char *s, Py_ssize_t i, Py_ssize_t n):
+cdef inline Py_ssize_t _name(const char *s, Py_ssize_t i, Py_ssize_t n) noexcept nogil:
     """A JSON string of printable ASCII without escapes, at s[i] == '"': the index of its
     closing quote, else -1."""
     if i >= n or s[i] != b'"':
@@ -132,10 +134,11 @@ cdef inline int8_t _f_code(const char *s, Py_ssize_t a, Py_ssize_t b):
     return -1
 
 
+@cython.final
 cdef class _Names:
     """Distinct names (keys, nodes) of one text by their bytes, as codes 0, 1, ... in order
     of first appearance: an open-addressing table of (hash, code) over the text, so a name
-    seen before costs a hash and a memcmp, no Python object. `names`: their str."""
+    seen before costs a hash and a comparison, no Python object. `names`: their str."""
 
     cdef const char *s
     cdef int32_t *slots
@@ -163,11 +166,12 @@ cdef class _Names:
         free(self.starts)
         free(self.lens)
 
-    cdef int32_t code(self, Py_ssize_t a, Py_ssize_t b) except -2:
+    cdef inline int32_t code(self, Py_ssize_t a, Py_ssize_t b) except -2:
         """The code of the name s[a:b] (printable ASCII, checked by the caller)."""
         cdef uint64_t h = 14695981039346656037ULL
         cdef Py_ssize_t k, i, m = b - a
         cdef int32_t c
+        cdef const char *p
         for k in range(a, b):
             h = (h ^ <uint8_t>self.s[k]) * 1099511628211ULL
         i = <Py_ssize_t>(h & <uint64_t>self.mask)
@@ -175,9 +179,14 @@ cdef class _Names:
             c = self.slots[i]
             if c < 0:
                 break
-            if self.hashes[i] == h and self.lens[c] == m \
-                    and memcmp(self.s + self.starts[c], self.s + a, m) == 0:
-                return c
+            if self.hashes[i] == h and self.lens[c] == m:
+                # names are a few bytes: a loop, not a call to memcmp
+                p = self.s + self.starts[c]
+                for k in range(m):
+                    if p[k] != self.s[a + k]:
+                        break
+                else:
+                    return c
             i = (i + 1) & self.mask
         c = <int32_t>self.n
         if self.n == self.cap:
