@@ -458,7 +458,9 @@ class Bucket:
         node_code = cols["node_code"]
         code = np.where(has & (node_code[at] >= 0), node_code[at], node_code[inv])
         node = cols["nodes"][code]
-        process = cols["process"][inv].astype(object)
+        # each process's int object made once and shared (a bucket has far fewer
+        # processes than operations)
+        process = np.asarray(processes).astype(object)[pcode[inv]]
         expected = np.full(len(inv), None, dtype=object)
         bounds = np.searchsorted(g, np.arange(n_groups + 1))
         present = np.bincount(group, minlength=n_groups) > 0  # blocks name every range's keys
