@@ -159,6 +159,28 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             match[call_node[i]] = node;
         }
     }
+    // The first pass of a scan never tries an info operation's call: it walks a second
+    // list without them (nxt1/prv1: the head, the other calls, every return), and knows
+    // whether it passed one from the earliest pending info call's node (nodes are
+    // numbered in list order): with info operations piling up pending, walking past
+    // them was much of a step's cost.
+    std::vector<int32_t> nxt1(m + 1), prv1(m + 1), info_calls, info_at(m + 1, -1);
+    std::vector<uint8_t> lifted_info;  // per info call (info_calls' order)
+    for (int32_t node = 0, last = 0; node <= m; ++node) {
+        if (is_call[node] == 2) {
+            info_at[node] = (int32_t)info_calls.size();
+            info_calls.push_back(node);
+            continue;
+        }
+        if (node) {
+            nxt1[last] = node;
+            prv1[node] = last;
+        }
+        last = node;
+        nxt1[node] = 0;
+    }
+    lifted_info.assign(info_calls.size(), 0);
+    size_t first_info = 0;  // info_calls[first_info] is the earliest pending (if any)
     // Twins: state-changing operations with the same effect; of two twins that may go
     // now, one returning no later than the other goes first (info returns tie, then the
     // scan's order: call order).
@@ -204,15 +226,37 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         z1[i] = splitmix(seed);
         z2[i] = splitmix(seed);
     }
+    auto out1 = [&](int32_t node) {
+        nxt1[prv1[node]] = nxt1[node];
+        if (nxt1[node]) prv1[nxt1[node]] = prv1[node];
+    };
+    auto in1 = [&](int32_t node) {
+        nxt1[prv1[node]] = node;
+        if (nxt1[node]) prv1[nxt1[node]] = node;
+    };
     auto lift = [&](int32_t node) {
         nxt[prv[node]] = nxt[node];
         if (nxt[node]) prv[nxt[node]] = prv[node];
         int32_t r = match[node];
         nxt[prv[r]] = nxt[r];
         if (nxt[r]) prv[nxt[r]] = prv[r];
+        if (is_call[node] == 2) {
+            lifted_info[info_at[node]] = 1;
+            while (first_info < info_calls.size() && lifted_info[first_info]) ++first_info;
+        } else {
+            out1(node);
+        }
+        out1(r);
     };
     auto unlift = [&](int32_t node) {
         int32_t r = match[node];
+        in1(r);
+        if (is_call[node] == 2) {
+            lifted_info[info_at[node]] = 0;
+            first_info = std::min(first_info, (size_t)info_at[node]);
+        } else {
+            in1(node);
+        }
         nxt[prv[r]] = r;
         if (nxt[r]) prv[nxt[r]] = r;
         nxt[prv[node]] = node;
@@ -231,7 +275,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     int32_t state = init;
     bool after_info = false;  // is the last linearized operation an info one?
     uint64_t h1 = 0, h2 = 0;
-    int32_t entry = nxt[0];
+    int32_t entry = nxt1[0];
     bool infos = false;  // in the scan's second pass, over the info operations? (a
                          // step tries the operations that return first, see wgl.py)
     bool waiting = false;  // has the first pass skipped an info operation's call?
@@ -258,7 +302,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             *longest_len = (int32_t)stack.size();
             longest_valid = *longest_len;
         }
-        entry = nxt[0];
+        entry = nxt1[0];
         infos = waiting = false;
         ++scan;
     };
@@ -293,7 +337,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
                 skip = true;  // legal before the info operation too: it goes there
             if (skip) {
                 passed(entry);
-                entry = nxt[entry];
+                entry = infos ? nxt[entry] : nxt1[entry];
                 continue;
             }
             bool ok;
@@ -325,12 +369,14 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             }
             if (!dead) {
                 passed(entry);
-                entry = nxt[entry];
+                entry = infos ? nxt[entry] : nxt1[entry];
                 continue;
             }
         } else if (!infos) {
             if (!entry || end[op_of[entry]] == UNKNOWN)
                 return emit(OK);  // only info operations remain pending: leave them out
+            // the first pass (over nxt1) passed an info call iff one pending precedes
+            waiting = first_info < info_calls.size() && info_calls[first_info] < entry;
             if (waiting) {  // the first return event: the second pass
                 infos = true;
                 entry = nxt[0];
@@ -370,17 +416,20 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         ++scan;
         infos = is_call[node] == 2;
         waiting = false;
-        if (infos)
-            for (int32_t e = nxt[0]; is_call[e]; e = nxt[e])
-                if (is_call[e] == 1) passed(e);
-        for (int32_t e = nxt[0];; e = nxt[e]) {
-            if ((is_call[e] == 2) == infos)
+        if (infos) {
+            for (int32_t e = nxt1[0]; is_call[e]; e = nxt1[e]) passed(e);
+            for (int32_t e = nxt[0];; e = nxt[e]) {
+                if (is_call[e] == 2) passed(e);
+                if (e == node) break;
+            }
+            entry = nxt[node];
+        } else {  // the first pass (waiting is worked out where it stops)
+            for (int32_t e = nxt1[0];; e = nxt1[e]) {
                 passed(e);
-            else
-                waiting = true;
-            if (e == node) break;
+                if (e == node) break;
+            }
+            entry = nxt1[node];
         }
-        entry = nxt[node];
     }
 }
 
