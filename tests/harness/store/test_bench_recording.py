@@ -1,0 +1,69 @@
+"""bench/bench_recording.py's own machinery: the order of the arms, the arms given on the
+command line, and the recorder-alone run with every kind of arm (real writers, no Redis)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from bench import bench_recording as bench
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7])
+def test_arm_order_is_a_williams_square(n: int) -> None:
+    arms = [f"a{i}" for i in range(n)]
+    rows_per_square = n if n % 2 == 0 else 2 * n
+    order = bench.arm_order(arms, 2 * rows_per_square)
+    rows = [order[i * n:(i + 1) * n] for i in range(2 * rows_per_square)]
+    assert all(sorted(row) == arms for row in rows)  # every arm once a round
+    places = Counter((arm, k) for row in rows for k, arm in enumerate(row))
+    assert set(places.values()) == {2 * rows_per_square // n}  # every place equally often
+    follows = Counter(pair for row in rows for pair in zip(row, row[1:], strict=False))
+    assert len(follows) == n * (n - 1)  # every arm after every other ...
+    assert len(set(follows.values())) == 1  # ... equally often
+
+
+def test_two_arms_alternate_abba() -> None:
+    assert bench.arm_order(["w", "r"], 4) == ["w", "r", "r", "w", "w", "r", "r", "w"]
+
+
+def test_default_arms_have_a_control() -> None:
+    assert bench.parse_arms(None, None) == ["without", "recording", "without"]
+    assert bench.parse_arms(None, "main")[-1] == "baseline"
+    assert bench.parse_arms("without,record-only", None) == ["without", "record-only"]
+
+
+@pytest.mark.parametrize("text, baseline", [("without,nonsense", None), ("without", None),
+                                            ("without,baseline", None)])
+def test_bad_arms_are_refused_with_254(text: str, baseline: str | None,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        bench.parse_arms(text, baseline)
+    assert exit_.value.code == 254
+    err = capsys.readouterr().err
+    assert err.startswith("bench_recording: ") and err.count("\n") == 1
+
+
+def test_loop_runs_every_kind_and_the_writers_write_whole_lines(tmp_path: Path) -> None:
+    kinds = ["without", "recording", "without", "record-only", "take-only", "encode-only",
+             "slow-flush"]
+    args = argparse.Namespace(pairs=1, loop_ops=500, baseline=None)
+    with contextlib.ExitStack() as stack:
+        arms = bench.open_arms(stack, tmp_path, kinds, None)
+        costs = bench.loop_costs(arms, args)
+    assert list(costs) == ["without", "recording", "without'", "record-only", "take-only",
+                           "encode-only", "slow-flush"]
+    assert all(c > 0 for c in costs.values())
+    files = {p.name.split("-", 1)[0]: p for p in tmp_path.iterdir()}
+    written = {kinds[int(n)]: p.read_bytes() for n, p in files.items()}
+    for kind in ("recording", "slow-flush"):  # both record invoke and ok of every op
+        lines = written[kind].splitlines()
+        assert len(lines) == 2 * args.loop_ops
+        records = [json.loads(line) for line in lines]
+        assert [r["index"] for r in records] == list(range(len(records)))
+    assert written["take-only"] == b"" and written["encode-only"] == b""
