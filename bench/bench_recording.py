@@ -30,8 +30,9 @@ dropping history), `recording` (this checkout's HistoryWriter), `record-only` (t
 checkout's per-record step with no flusher: the lines are kept and dropped between phases,
 so it costs the record and the memory it holds, not the writing), `take-only` and
 `encode-only` (this checkout's writer whose flusher takes the lines and drops them, or
-encodes them and writes nothing), `slow-flush` (this checkout's writer flushing every 0.2 s:
-fewer wake-ups, more lines held) and `baseline` (needs --baseline). A kind given twice is
+encodes them and writes nothing), `slow-flush` and `fast-flush` (this checkout's writer
+flushing every 0.2 s or every 5 ms: fewer wake-ups and more lines held, or the other way
+round) and `baseline` (needs --baseline). A kind given twice is
 two arms of the same kind (`--arms without,without`, an A/A run: its ratio shows the
 bench's own bias and noise).
 
@@ -81,9 +82,10 @@ from leaseline.workloads.register import Register
 NODE = "bench"
 ROOT = Path(__file__).resolve().parent.parent
 WITHOUT, RECORDING, RECORD_ONLY, BASELINE = "without", "recording", "record-only", "baseline"
-TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH = "take-only", "encode-only", "slow-flush"
-KINDS = (WITHOUT, RECORDING, RECORD_ONLY, TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH, BASELINE)
-SLOW_FLUSH_S = 0.2
+TAKE_ONLY, ENCODE_ONLY = "take-only", "encode-only"
+SLOW_FLUSH, FAST_FLUSH = "slow-flush", "fast-flush"
+KINDS = (WITHOUT, RECORDING, RECORD_ONLY, TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH, FAST_FLUSH,
+         BASELINE)
 
 
 class DroppingHistory:
@@ -137,16 +139,25 @@ class EncodeOnly(HistoryWriter):
 
 
 class SlowFlush(HistoryWriter):
-    """This checkout's writer flushing every SLOW_FLUSH_S instead of every FLUSH_INTERVAL_S:
-    a tenth of the flusher's wake-ups and GIL handovers, ten times the lines held."""
+    """This checkout's writer flushing every interval_s instead of every FLUSH_INTERVAL_S:
+    at 0.2 s a tenth of the flusher's wake-ups and GIL handovers and ten times the lines
+    held in memory between flushes."""
+
+    interval_s = 0.2
 
     def __init__(self, path: Path, clock: MonotonicClock) -> None:
         super().__init__(path, clock)
-        self._pending.lag_ns = int(2 * SLOW_FLUSH_S * 1e9)  # late only as late as before
+        self._pending.lag_ns = int(2 * self.interval_s * 1e9)  # late only as late as before
 
     def _flush_loop(self) -> None:
-        while not self._closed.wait(SLOW_FLUSH_S):
+        while not self._closed.wait(self.interval_s):
             self._flush()
+
+
+class FastFlush(SlowFlush):
+    """Flushing every 5 ms: a quarter of the lines held, four times the wake-ups."""
+
+    interval_s = 0.005
 
 
 class OneNode:
@@ -274,7 +285,9 @@ def arm_name(arm: str, args: argparse.Namespace) -> str:
     kind = arm.rstrip("'")
     names = {WITHOUT: "without recording", RECORDING: "this checkout",
              RECORD_ONLY: "record step only (no flusher)", TAKE_ONLY: "flusher takes, drops",
-             ENCODE_ONLY: "flusher takes, encodes", SLOW_FLUSH: f"a flush every {SLOW_FLUSH_S:g} s",
+             ENCODE_ONLY: "flusher takes, encodes",
+             SLOW_FLUSH: f"a flush every {SlowFlush.interval_s:g} s",
+             FAST_FLUSH: f"a flush every {FastFlush.interval_s:g} s",
              BASELINE: f"baseline {args.baseline}"}
     if arm != kind:
         return f"{names[kind]}{arm[len(kind):]} (control: an arm the same as the first)"
@@ -399,9 +412,9 @@ def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: 
             arms[label] = DroppingHistory()
         elif kind == RECORD_ONLY:
             arms[label] = RecordOnly()
-        elif kind in (RECORDING, TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH):
+        elif kind != BASELINE:
             cls = {RECORDING: HistoryWriter, TAKE_ONLY: TakeOnly, ENCODE_ONLY: EncodeOnly,
-                   SLOW_FLUSH: SlowFlush}[kind]
+                   SLOW_FLUSH: SlowFlush, FAST_FLUSH: FastFlush}[kind]
             arms[label] = _Writer(stack.enter_context(
                 cls(folder / f"{n}-{HISTORY}", MonotonicClock())))
         else:

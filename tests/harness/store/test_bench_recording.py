@@ -51,17 +51,17 @@ def test_bad_arms_are_refused_with_254(text: str, baseline: str | None,
 
 def test_loop_runs_every_kind_and_the_writers_write_whole_lines(tmp_path: Path) -> None:
     kinds = ["without", "recording", "without", "record-only", "take-only", "encode-only",
-             "slow-flush"]
+             "slow-flush", "fast-flush"]
     args = argparse.Namespace(pairs=1, loop_ops=500, baseline=None)
     with contextlib.ExitStack() as stack:
         arms = bench.open_arms(stack, tmp_path, kinds, None)
         costs = bench.loop_costs(arms, args)
     assert list(costs) == ["without", "recording", "without'", "record-only", "take-only",
-                           "encode-only", "slow-flush"]
+                           "encode-only", "slow-flush", "fast-flush"]
     assert all(c > 0 for c in costs.values())
     files = {p.name.split("-", 1)[0]: p for p in tmp_path.iterdir()}
     written = {kinds[int(n)]: p.read_bytes() for n, p in files.items()}
-    for kind in ("recording", "slow-flush"):  # both record invoke and ok of every op
+    for kind in ("recording", "slow-flush", "fast-flush"):  # both record invoke and ok of every op
         lines = written[kind].splitlines()
         assert len(lines) == 2 * args.loop_ops
         records = [json.loads(line) for line in lines]
