@@ -453,6 +453,9 @@ def main() -> None:
     ap.add_argument("--loop-ops", type=int, default=20_000, help="operations per --loop round")
     args = ap.parse_args()
     kinds = parse_arms(args.arms, args.baseline)
+    if args.pairs < 2 or args.phase <= 0 or args.loop_ops < 1 or args.workers < 1:
+        refuse("--pairs takes 2 or more (quartiles need two rounds), --phase a positive "
+               "number of seconds, --loop-ops and --workers 1 or more")
 
     old = baseline_module(args.baseline) if args.baseline else None
     if args.loop:
