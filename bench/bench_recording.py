@@ -45,6 +45,7 @@ machine too loaded for throughput to mean anything, that cost still compares.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import importlib.util
 import json
@@ -52,6 +53,7 @@ import math
 import os
 import random
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -199,7 +201,9 @@ def baseline_module(rev: str) -> ModuleType:
                               capture_output=True, text=True, check=True).stdout
     except subprocess.CalledProcessError as e:
         refuse(f"no harness/store/history.py at {rev!r}: {e.stderr.strip()}")
-    path = Path(tempfile.mkdtemp(prefix="ll-bench-recording-")) / "baseline_history.py"
+    folder = tempfile.mkdtemp(prefix="ll-bench-recording-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = Path(folder) / "baseline_history.py"
     path.write_text(text)
     spec = importlib.util.spec_from_file_location("baseline_history", path)
     assert spec is not None and spec.loader is not None
