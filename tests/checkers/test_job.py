@@ -276,18 +276,23 @@ def test_cli_etcd_logs_checked_in_executors(tmp_path: Path, spark: Any) -> None:
 def test_local_workers_are_forked_with_the_checker_imported(spark: Any) -> None:
     """On a local master the Python workers' daemon is checkers/spark_daemon.py, which
     imported the checker (and pandas) before forking them: a worker does not import them
-    again."""
+    again, and its garbage collector does not walk them."""
 
-    def worker_facts(_: object) -> tuple[str, bool]:  # nested: pickled by value
+    def worker_facts(_: object) -> tuple[str, bool, int, int]:  # nested: pickled by value
+        import gc
         import os
         import sys
 
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as fh:
             parent = fh.read().replace(b"\0", b" ").decode()
-        return parent, "leaseline.checkers.job" in sys.modules and "pandas" in sys.modules
+        imported = "leaseline.checkers.job" in sys.modules and "pandas" in sys.modules
+        return parent, imported, gc.get_freeze_count(), len(gc.get_objects())
 
-    [(parent, imported)] = spark.parallelize([0], 1).map(worker_facts).collect()
+    [(parent, imported, frozen, tracked)] = spark.parallelize([0], 1).map(worker_facts).collect()
     assert "leaseline.checkers.spark_daemon" in parent and imported
+    # what the daemon imported is out of the collector's reach: gc.collect() after each task
+    # walks only the task's own objects
+    assert frozen > 10 * tracked
 
 
 def test_local_master_moves_blocks_through_files_not_the_shuffle(
