@@ -104,9 +104,28 @@ def tree_cpu_seconds() -> float:
     """User+sys CPU of this process and its descendants (the JVM, Python workers; ended
     ones through their parents' counts) from /proc: on a shared machine wall time varies
     with load, CPU time much less."""
+    return sum(tree_cpu_by_process().values())
+
+
+def _kind(pid: int) -> str:
+    """driver (this process), jvm, or workers (pyspark's daemon and what it forks)."""
+    if pid == os.getpid():
+        return "driver"
+    try:
+        argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+    except OSError:
+        return "workers"
+    return "jvm" if argv0.endswith(b"java") else "workers"
+
+
+def tree_cpu_by_process() -> dict[str, float]:
+    """tree_cpu_seconds split by kind of process: driver, jvm, workers."""
     stats = _proc_stats()
-    ticks = sum(sum(int(x) for x in stats[pid][11:15]) for pid in _tree(stats) if pid in stats)
-    return ticks / os.sysconf("SC_CLK_TCK")
+    out = dict.fromkeys(("driver", "jvm", "workers"), 0.0)
+    for pid in _tree(stats):
+        if pid in stats:
+            out[_kind(pid)] += sum(int(x) for x in stats[pid][11:15]) / os.sysconf("SC_CLK_TCK")
+    return out
 
 
 def _block_digest(blob: bytes) -> int:
@@ -198,15 +217,20 @@ def stage2_side_by_side(path: Path, ranges_n: int = 4, buckets: int = 20) -> Non
           + ("the same histories" if same else "the histories DIFFER"))
 
 
-def timed_check(path: Path, a: argparse.Namespace) -> tuple[dict[str, Any], float, float, int]:
-    """(report, wall seconds, CPU seconds of the job's processes, their peak RSS)."""
+def timed_check(path: Path, a: argparse.Namespace, split: dict[str, float] | None = None
+                ) -> tuple[dict[str, Any], float, float, int]:
+    """(report, wall seconds, CPU seconds of the job's processes, their peak RSS); split,
+    if given, gets the CPU seconds by kind of process."""
     from leaseline.checkers.job import check_histories
 
     with PeakRss() as rss:
-        t, cpu = time.perf_counter(), tree_cpu_seconds()
+        t, before = time.perf_counter(), tree_cpu_by_process()
         report = check_histories([path], "jsonl", int(a.lease_ms * 1e6), a.master)
-        seconds, cpu = time.perf_counter() - t, tree_cpu_seconds() - cpu
-    return report, seconds, cpu, rss.peak
+        seconds, after = time.perf_counter() - t, tree_cpu_by_process()
+    by_kind = {kind: after[kind] - before[kind] for kind in after}
+    if split is not None:
+        split.update(by_kind)
+    return report, seconds, sum(by_kind.values()), rss.peak
 
 
 def blocks_side_by_side(path: Path, a: argparse.Namespace, first: dict[str, Any]) -> list[str]:
@@ -270,12 +294,15 @@ def main() -> int:
     spark_context(a.master)
     t_session = time.perf_counter() - t
     load = os.getloadavg()[0]
-    report, seconds, cpu, peak = timed_check(path, a)
+    split: dict[str, float] = {}
+    report, seconds, cpu, peak = timed_check(path, a, split)
     r = report["files"][str(path)]
     print(f"ops={r['ops']:,} keys={len(r['keys'])} seconds={seconds:.1f} cpu_seconds={cpu:.1f} "
           f"ops/s={r['ops'] / seconds:,.0f} peak_rss={peak / 2**30:.2f} GiB (session start "
           f"{t_session:.1f} s, master {a.master}, load average {load:.1f} before, "
           f"{os.getloadavg()[0]:.1f} after)")
+    print("CPU seconds by process: " + ", ".join(f"{k} {v:.1f}" for k, v in split.items())
+          + " (on a spark:// master the executors' are not counted)")
     print(f"verdict={r['valid']} summary={r['summary']} max_delta_ms={r['max_delta_ms']}")
 
     # the planted anomalies must be what the checker reports on their keys
