@@ -27,10 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 import warnings
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +66,9 @@ def _log4j_config() -> Path:
 def _package_zip() -> Path:
     """leaseline/checkers/ as a zip for addPyFile (executors on other machines import it from
     there), with the package's own __init__ (which imports nothing) above it."""
+    import zipfile  # here: every Python worker imports this module, and only a driver
+    # on a cluster zips
+
     checkers = Path(__file__).resolve().parent
     out = Path(tempfile.mkdtemp(prefix="leaseline-pyfiles-")) / "leaseline-checkers.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -80,6 +80,11 @@ def _package_zip() -> Path:
 
 def master_status(host: str, timeout: float = 3.0) -> dict[str, Any] | None:
     """A standalone master's JSON status page (workers, apps), or None if it does not answer."""
+    # here, not at the top: every Python worker imports this module, and urllib.request
+    # (http.client, ssl, email) cost its daemon's start more than the rest of it
+    import urllib.error
+    import urllib.request
+
     try:
         with urllib.request.urlopen(f"http://{host}:{MASTER_UI_PORT}/json/",
                                     timeout=timeout) as r:
