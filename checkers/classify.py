@@ -36,12 +36,13 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
              delta_ns: int | None, exact: bool, lease_ns: int,
              limits_for: Callable[[], SearchLimits],
              bound: Callable[[str, int | None], tuple[bool, int | None, Relaxed | None]]
-             | None = None,
+             | None = None, names: Sequence[str] | None = None,
              ) -> tuple[list[Anomaly], Relaxed | None, dict[str, Relaxed]]:
     """The anomalies of a violating key whose minimal Δ is delta_ns (None: none helps).
     exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search;
     bound(name, delta_ns): as zone_relaxed, a lower bound of the relaxed Δ that spares the
-    search when it is not below delta_ns (or decides the relaxation outright).
+    search when it is not below delta_ns (or decides the relaxation outright); names: the
+    relaxations that apply to ops (relax.applicable), when the caller has them.
     Returns them (relaxations first, then stale-read or violation), the search that
     explains the most (None when no relaxation lowers Δ), over which what remains of
     the stale reads is decided, and each reported relaxation's own search (which stale
@@ -55,7 +56,7 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     hopeless = (delta_ns is None and isinstance(model, Register | CasRegister)
                 and unwritten_read(ops, initial))
     for name in RELAXATIONS:
-        if hopeless or not applicable(ops, name):
+        if hopeless or not (applicable(ops, name) if names is None else name in names):
             continue
         known, low, got = bound(name, delta_ns) if bound else (False, None, None)
         if known and not below(low, delta_ns):

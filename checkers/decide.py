@@ -184,7 +184,8 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     decided the key; ops: h's rows, shared with it). The key is already invalid, so only
     violations pay for this."""
     model = search_model(h)
-    shares = max(1, sum(applicable(ops, name) for name in RELAXATIONS))
+    names = [name for name in RELAXATIONS if applicable(ops, name)]
+    shares = max(1, len(names))
     work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states // shares)
 
     def limits_for() -> SearchLimits:
@@ -194,7 +195,7 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
 
     bound = partial(zone_relaxed, h, z) if z is not None else None
     found, best, alone = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
-                                  lease_ns, limits_for, bound)
+                                  lease_ns, limits_for, bound, names)
     if z is not None:
         zone.add_staleness(h, z)
         result.shifted_reads = _zone_stale_reads(h, z.staleness)
@@ -231,8 +232,12 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
     where given): their staleness decided over the history with those changes; where
     the budget runs out a read keeps its upper bound, so it is never counted explained
     without proof."""
+    if not r.found.min_delta_ns:
+        # Δ = 0 with r's changes (a reported relaxation's Δ is never None): linearizable
+        # as changed, so no read is stale and nothing needs deciding
+        return set()
     if r.clusters is not None:  # decided by the zone method
-        delta = r.found.min_delta_ns or 0
+        delta = r.found.min_delta_ns
         if only is None:
             rows = zone.staleness_of(h, r.clusters, delta)
         else:  # those reads' own staleness alone, no linearization of the rest
@@ -247,8 +252,15 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
 
 def _rows(h: KeyHistory, indices: Sequence[int]) -> dict[int, int]:
     """{history index: row of h} of the given indices (one pass over the column)."""
+    if len(h) <= SMALL_KEY:  # np.isin's fixed cost is most of it on a short column
+        want = set(indices)
+        return {i: r for r, i in enumerate(h.index.tolist()) if i in want}
     rows = np.flatnonzero(np.isin(h.index, np.asarray(list(indices), dtype=np.int64)))
     return dict(zip(h.index[rows].tolist(), rows.tolist(), strict=True))
+
+
+# below this many operations a Python pass over a column costs less than numpy's calls
+SMALL_KEY = 2048
 
 
 def _bearing(h: KeyHistory, at: dict[int, int], name: str, changed: list[int], read: int
