@@ -41,10 +41,16 @@ from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import Model
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
-from leaseline.checkers.search_columns import HistoryOperations, RelaxedOperations, columns, encode
+from leaseline.checkers.search_columns import (
+    Encoded,
+    HistoryOperations,
+    RelaxedOperations,
+    columns,
+    encode,
+)
 from leaseline.checkers.search_limits import SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves
-from leaseline.checkers.wgl import compiled_fits, linearizable
+from leaseline.checkers.wgl import compiled_available, compiled_fits, linearizable
 
 
 def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
@@ -61,6 +67,8 @@ def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
     produces a value some read returns (not the initial one) is never dropped in any
     linearization, as that read needs it before it (unless it is cloned too: with both
     relaxations, a dropped write's clone may still apply it once, later)."""
+    if isinstance(ops, HistoryOperations) and compiled_available():
+        return _relax_coded(ops, encode(ops, initial), names)
     if isinstance(ops, HistoryOperations):
         h = ops.history
         f, values, expected, complete = h.f, h.value.tolist(), h.expected.tolist(), h.complete
@@ -89,6 +97,32 @@ def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
                          dtype=bool)
         alone[clones] = False
         drop = writes & ~info & ~alone
+    return RelaxedOperations(ops, drop, clones)
+
+
+def _relax_coded(ops: HistoryOperations, e: Encoded, names: Sequence[str]
+                 ) -> RelaxedOperations:
+    """relax() over the check's shared encoding (the same choices, read off integer
+    codes): a value has a code of its own (>= 0) iff some read returns it or some
+    compare expects it, the observed values of relax()."""
+    f, val = e.kind, e.val
+    complete = ops.history.complete
+    writes = (f == WRITE) | (f == CAS)
+    clones = np.zeros(0, dtype=np.intp)
+    if DUPLICATED_WRITE in names:
+        blind = not (f == CAS_FAILED).any()
+        clones = np.flatnonzero(writes & (val >= 0)) if blind else np.flatnonzero(writes)
+    drop = np.zeros(len(f), dtype=bool)
+    if LOST_WRITE in names:
+        observed = val >= 0
+        size = int(val.max(initial=0)) + 1
+        read = np.zeros(size, dtype=bool)
+        read[val[(f == READ) & observed]] = True
+        produced = np.bincount(val[writes & observed], minlength=size)
+        code = np.where(observed, val, 0)
+        alone = observed & read[code] & (produced[code] == 1) & (val != e.init)
+        alone[clones] = False
+        drop = writes & (complete != UNKNOWN_END) & ~alone
     return RelaxedOperations(ops, drop, clones)
 
 
@@ -173,10 +207,14 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
     if found.min_delta_ns is None:
         return Relaxed(rows, found, [], originals=len(ops))
-    order = _trim(rows, model, initial, len(ops), found.order, found.min_delta_ns)
+    # {position of a clone: position of the write it repeats}: the clones follow the
+    # history's operations in the order of relaxed.clones
+    clones = dict(enumerate(relaxed.clones.tolist(), start=len(ops)))
+    order = _trim(rows, model, initial, clones, found.order, found.min_delta_ns,
+                  Moves(relaxed))
     order = _put_back(rows, model, initial, len(ops), order, found.min_delta_ns)
     found = dataclasses.replace(found, order=order)
-    return Relaxed(rows, found, _changed(rows, model, initial, len(ops), order),
+    return Relaxed(rows, found, _changed(rows, model, initial, len(ops), clones, order),
                    originals=len(ops),
                    lower_ns=None if found.exact else found.failed_at)
 
@@ -191,14 +229,9 @@ def _legal(ops: Sequence[Operation], model: Model, initial: str | None,
     return True
 
 
-def _clones(ops: Sequence[Operation], n: int) -> dict[int, int]:
-    """{position of a clone (>= n): position of the write it repeats}."""
-    first = {ops[i].index: i for i in range(n)}  # a clone keeps its write's history index
-    return {k: first[ops[k].index] for k in range(n, len(ops))}
-
-
-def _trim(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
-          order: list[int], delta: int) -> list[int]:
+def _trim(ops: Sequence[Operation], model: Model, initial: str | None,
+          clones: dict[int, int], order: list[int], delta: int, moves: Moves
+          ) -> list[int]:
     """The witness with each second application of a write left out where it can be.
 
     A clone is an info write: leaving it out changes no completion, so no read needs
@@ -206,9 +239,10 @@ def _trim(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
     the states after it do: stepping on from the state before it, up to the first
     operation after which the state is again the witness's (from there on nothing
     differs), usually the next write. Clones are tried from the last one back, so
-    leaving one out moves none of the places still to try."""
-    clones = _clones(ops, n)
-    if not clones or Moves(ops).largest(order) > delta:
+    leaving one out moves none of the places still to try (clones: {position of a
+    clone: position of the write it repeats}; moves: Moves of ops, read off its
+    columns)."""
+    if not clones or moves.largest(order) > delta:
         return list(order)
     out = list(order)
     states = [model.init(initial)]  # states[q]: the state before out[q]
@@ -291,12 +325,12 @@ def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: in
 
 
 def _changed(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
-             order: list[int]) -> list[int]:
+             clones: dict[int, int], order: list[int]) -> list[int]:
     """History indices of the writes the witness drops or applies twice, and of the
-    reads that returned a second application's value before the next change."""
+    reads that returned a second application's value before the next change (clones:
+    {position of a clone: position of the write it repeats})."""
     placed = set(order)
     changed = {ops[i].index for i in range(n) if ops[i].droppable and i not in placed}
-    clones = _clones(ops, n)
     doubled = {i for i in placed if i in clones and clones[i] in placed}
     doubled |= {clones[i] for i in doubled}
     seen: set[int] = set()  # originals applied once so far
