@@ -241,6 +241,13 @@ def conflicts(W: np.ndarray, f: np.ndarray, S: np.ndarray, delta: int
     return np.concatenate(out_u), np.concatenate(out_v)
 
 
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """np.arange(s, s + c) for each (s, c), concatenated."""
+    ends = np.cumsum(counts)
+    return np.repeat(starts - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends)
+                                                                  else 0)
+
+
 def _components(pairs: tuple[np.ndarray, np.ndarray], members: np.ndarray
                 ) -> list[list[int]]:
     """The clusters of `members` (bool per cluster) grouped by the pairs linking two of
@@ -377,8 +384,9 @@ class _Component:
         m_of = [at[v] for v, xs in partner.items() for _ in xs]
         xs = np.array([x for xs in partner.values() for x in xs], dtype=np.int64)
         if len(xs):
-            counts = np.array([len(self.pieces[m]) for m in m_of])
-            piece = np.concatenate([np.arange(first[m], first[m + 1]) for m in m_of])
+            m = np.array(m_of, dtype=np.int64)
+            counts = first[m + 1] - first[m]
+            piece = _ranges(first[m], counts)
             x = np.repeat(xs, counts)
             P, Q = allp[piece], np.stack((c.W[x], c.f[x], c.S[x]), axis=1)
             b = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
@@ -397,14 +405,15 @@ class _Component:
         offset = np.cumsum([0, *sizes])
         flat = np.full(int(offset[-1]), zone.NEG, dtype=np.int64)
         if links:
-            ia = np.concatenate([np.repeat(np.arange(first[a], first[a + 1]),
-                                           first[b + 1] - first[b]) for a, b in links])
-            ib = np.concatenate([np.tile(np.arange(first[b], first[b + 1]),
-                                         first[a + 1] - first[a]) for a, b in links])
-            cell = np.concatenate([np.full((first[a + 1] - first[a]) * (first[b + 1] - first[b]),
-                                           offset[k]) for k, (a, b) in enumerate(links)])
-            la = np.concatenate([np.repeat(np.full(first[a + 1] - first[a], nopt[b]),
-                                           first[b + 1] - first[b]) for a, b in links])
+            # every link's pieces of a x pieces of b, a's piece the major index
+            la_, lb_ = (np.array(x, dtype=np.int64) for x in zip(*links, strict=True))
+            na, nb = first[la_ + 1] - first[la_], first[lb_ + 1] - first[lb_]
+            link = np.repeat(np.arange(len(links)), na * nb)
+            t = _ranges(np.zeros(len(links), dtype=np.int64), na * nb)
+            ia = first[la_][link] + t // nb[link]
+            ib = first[lb_][link] + t % nb[link]
+            cell = offset[link]
+            la = np.asarray(nopt, dtype=np.int64)[lb_][link]
             local = gid - np.repeat(start[:-1], [len(P) for P in self.pieces])
             P, Q = allp[ia], allp[ib]
             b_ = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
