@@ -214,7 +214,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                   Moves(relaxed))
     order = _put_back(rows, model, initial, len(ops), order, found.min_delta_ns)
     found = dataclasses.replace(found, order=order)
-    return Relaxed(rows, found, _changed(rows, model, initial, len(ops), clones, order),
+    return Relaxed(rows, found, _changed(rows, model, len(ops), clones, order),
                    originals=len(ops),
                    lower_ns=None if found.exact else found.failed_at)
 
@@ -244,6 +244,9 @@ def _trim(ops: Sequence[Operation], model: Model, initial: str | None,
     columns)."""
     if not clones or moves.largest(order) > delta:
         return list(order)
+    placed = set(order)
+    if not any(c in placed and w in placed for c, w in clones.items()):
+        return list(order)  # no write applied twice: nothing to leave out
     out = list(order)
     states = [model.init(initial)]  # states[q]: the state before out[q]
     for i in out:
@@ -324,20 +327,20 @@ def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: in
     return out
 
 
-def _changed(ops: Sequence[Operation], model: Model, initial: str | None, n: int,
-             clones: dict[int, int], order: list[int]) -> list[int]:
+def _changed(ops: Sequence[Operation], model: Model, n: int, clones: dict[int, int],
+             order: list[int]) -> list[int]:
     """History indices of the writes the witness drops or applies twice, and of the
     reads that returned a second application's value before the next change (clones:
     {position of a clone: position of the write it repeats})."""
     placed = set(order)
     changed = {ops[i].index for i in range(n) if ops[i].droppable and i not in placed}
     doubled = {i for i in placed if i in clones and clones[i] in placed}
+    if not doubled:  # nothing applied twice: no read returned a second application
+        return sorted(changed)
     doubled |= {clones[i] for i in doubled}
     seen: set[int] = set()  # originals applied once so far
-    state = model.init(initial)
     second = False  # does the state hold a second application's effect?
     for i in order:
-        state = model.step(state, ops[i])[1]
         if ops[i].f == READ:
             if second:
                 changed.add(ops[i].index)
