@@ -12,11 +12,15 @@ the canonical text of int values (ops.canonical: str of the int) without a Pytho
 value."""
 
 from cython.operator cimport dereference as deref
-from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.string cimport memcpy
 from libc.stdint cimport int8_t, int64_t, uint8_t
 from libcpp.unordered_map cimport unordered_map
 
 import numpy as np
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
 
 cdef int8_t INVOKE = 0
 cdef int8_t CAS = 2
@@ -91,6 +95,7 @@ def texts(const int64_t[::1] value, const uint8_t[::1] null):
     cdef char buf[24]
     cdef int64_t v
     cdef unsigned long long u
+    cdef object text
     out = np.empty(n, dtype=object)
     cdef object[::1] o = out
     for j in range(n):
@@ -109,5 +114,9 @@ def texts(const int64_t[::1] value, const uint8_t[::1] null):
         if v < 0:
             p -= 1
             buf[p] = b'-'
-        o[j] = PyUnicode_DecodeASCII(buf + p, 24 - p, NULL)
+        # an ASCII str of that length, its bytes written in place (decoding them checked
+        # each byte again)
+        text = PyUnicode_New(24 - p, 127)
+        memcpy(PyUnicode_DATA(text), buf + p, 24 - p)
+        o[j] = text
     return out

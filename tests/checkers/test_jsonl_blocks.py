@@ -299,3 +299,23 @@ def test_the_bucket_pairing_gives_pair_keys_histories(tmp_path: Path, seed: int)
             assert a.dtype == b.dtype and np.array_equal(a, b), (k, name)
             assert [x.__class__ for x in a.tolist()] == [x.__class__ for x in b.tolist()]
         assert len(g) > 0
+
+
+def test_compiled_value_texts_are_str_of_the_ints() -> None:
+    """pair_compiled.texts writes each int's digits into a new ASCII str: the same strings
+    as str(), the int64 extremes and zero included, None where null."""
+    import numpy as np
+
+    from leaseline.checkers import jsonl_blocks
+
+    if jsonl_blocks._pair_compiled is None:
+        pytest.skip("the compiled pairing is not built here")
+    rng = np.random.default_rng(5)
+    values = np.concatenate([np.array([0, -1, 1, 9, 10, -10, 2**63 - 1, -(2**63)]),
+                             rng.integers(-(2**63), 2**63 - 1, 2000, endpoint=True)])
+    null = (rng.random(len(values)) < 0.1).astype(np.uint8)
+    null[:8] = 0
+    got = jsonl_blocks._pair_compiled.texts(values, null).tolist()
+    assert got == [None if n else str(v) for v, n in zip(values.tolist(), null.tolist(),
+                                                         strict=True)]
+    assert all(type(t) is str and t.isascii() for t in got if t is not None)
