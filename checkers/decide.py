@@ -357,6 +357,8 @@ def _reason(status: str, delta: int | None, lease_ns: int, stale: list[ShiftedRe
 def search_model(h: KeyHistory) -> Model:
     """The model the general search checks h against: a key with compare-and-sets is a
     cas-register whatever its history says."""
+    if h.model == "cas-register":  # one already: no reduction over its column
+        return model_for(h.model)
     # CAS and CAS_FAILED are the largest codes (checkers/ops.py): one reduction
     return CasRegister() if h.f.max(initial=READ) >= CAS else model_for(h.model)
 

@@ -128,6 +128,8 @@ def value_codes(h: KeyHistory) -> tuple[np.ndarray, int, int] | None:
     """_codes(h), or None where the zone method does not apply: a caller that asks
     whether it applies and then checks passes them to check_zone (the values'
     factorisation was about 30 % of a unique-value key's check, done twice)."""
+    if h.model != "register":  # _codes would raise, which costs a small key's check more
+        return None
     try:
         return _codes(h)
     except NotUniqueValues:
