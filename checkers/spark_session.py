@@ -16,11 +16,13 @@ the driver. Each failure is a SparkUnavailable with one sentence.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import importlib
 import json
 import os
+import shutil
 import socket
 import struct
 import sys
@@ -70,7 +72,11 @@ def _package_zip() -> Path:
     # on a cluster zips
 
     checkers = Path(__file__).resolve().parent
-    out = Path(tempfile.mkdtemp(prefix="leaseline-pyfiles-")) / "leaseline-checkers.zip"
+    folder = tempfile.mkdtemp(prefix="leaseline-pyfiles-")
+    # Spark's file server reads the zip from here whenever an executor first asks for it,
+    # so it stays for the driver's life and no longer
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    out = Path(folder) / "leaseline-checkers.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.write(checkers.parent / "__init__.py", "leaseline/__init__.py")
         for f in sorted(checkers.rglob("*.py")):

@@ -130,3 +130,16 @@ def test_a_port_that_answers_something_else(tmp_path: Path) -> None:
     assert res.returncode == 255, res.stderr
     assert res.stderr == (f"leaseline: the Spark master {master} does not answer "
                           "(the reply on that port is not Spark's).\n")
+
+
+def test_package_zip_is_removed_when_the_driver_exits() -> None:
+    """A cluster session's zip of the checkers stays while the driver runs (executors
+    fetch it when they first need it) and is gone once the driver exits."""
+    code = ("import zipfile; from leaseline.checkers.spark_session import _package_zip; "
+            "p = _package_zip(); names = zipfile.ZipFile(p).namelist(); "
+            "print(p); print('leaseline/checkers/decide.py' in names)")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, check=True)
+    path, has_checker = res.stdout.split()
+    assert has_checker == "True"
+    assert not Path(path).parent.exists()
