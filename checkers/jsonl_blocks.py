@@ -463,7 +463,8 @@ class Bucket:
         process = np.asarray(processes).astype(object)[pcode[inv]]
         expected = np.full(len(inv), None, dtype=object)
         bounds = np.searchsorted(g, np.arange(n_groups + 1))
-        present = np.bincount(group, minlength=n_groups) > 0  # blocks name every range's keys
+        # every block names the null key, whether its range has records without a key or not
+        present = np.bincount(group, minlength=n_groups) > 0
         flagged_groups = set(np.flatnonzero(flagged).tolist())
         frames = _frames(uniques, group, cols, np.array(sorted(flagged_groups), dtype=np.int64))
         for c, (fid, key) in enumerate(uniques):
