@@ -4,8 +4,9 @@ and reads it back for everything but the checker (`read_records`).
 What a client thread pays per record is one atomic step (harness/store/pending.py): the
 index is assigned, the time read and a Line appended, so index order is time order; in
 C where the package's extension is built, else under a short lock. A flusher thread swaps
-the pending list out every FLUSH_INTERVAL_S, encodes it to JSON lines, appends them (whole
-lines only) and fsyncs every FSYNC_INTERVAL_S. Should the flusher fall behind (a client
+the pending list out every `flush_interval_s` (FLUSH_INTERVAL_S unless a subclass says
+otherwise), encodes it to JSON lines, appends them (whole lines only) and fsyncs every
+FSYNC_INTERVAL_S. Should the flusher fall behind (a client
 loop hogging the GIL), the next record() that finds no send in the last two flush
 intervals writes the backlog itself. So a crash or SIGKILL of the harness loses at most
 the last flush intervals, never the file, and never half a line: a killed write() stops at
@@ -41,10 +42,9 @@ __all__ = ["FLUSH_INTERVAL_S", "NEMESIS", "PAGE_BYTES", "HistoryWriter", "Line",
 # The nemesis's process name; checkers/importers/jsonl.py keeps its own copy, since Spark
 # executors are sent checkers/ alone (tests/harness/store/test_history.py holds the two equal).
 NEMESIS = "nemesis"
-FLUSH_INTERVAL_S = 0.02
+FLUSH_INTERVAL_S = 0.02  # HistoryWriter.flush_interval_s unless a subclass says otherwise
 FSYNC_INTERVAL_S = 1.0
 PAGE_BYTES = 4096  # the unit a killed write() is cut at (page_aligned)
-_LAG_NS = int(2 * FLUSH_INTERVAL_S * 1e9)  # the flusher this late: the recorder writes
 
 
 def read_records(path: Path | str, wanted: Callable[[str], bool] | None = None
@@ -182,13 +182,17 @@ class HistoryWriter:
     # appends one event, which the flusher writes to the file. It is the Pending's own
     # method (set in __init__), with no call in between: it runs twice an operation.
     record: Callable[..., int]
+    # how often the flusher writes; a record() that finds nothing sent for two of these
+    # writes the backlog itself
+    flush_interval_s: float = FLUSH_INTERVAL_S
 
     def __init__(self, path: Path, clock: MonotonicClock) -> None:
         self.path = Path(path)
         self._write_lock = threading.Lock()  # one write at a time keeps batches in order
         self._clock = clock
         # index, time and line of each record (harness/store/pending.py)
-        self._pending = Pending(Line, TxnLine, clock.origin_ns, _LAG_NS, self._late)
+        lag_ns = int(2 * self.flush_interval_s * 1e9)  # the flusher this late: record() writes
+        self._pending = Pending(Line, TxnLine, clock.origin_ns, lag_ns, self._late)
         self.record = self._pending.record
         # not O_APPEND: the writer may rewrite its own last newline (page_aligned), so it
         # keeps the offset itself; it is the file's one writer
@@ -248,7 +252,7 @@ class HistoryWriter:
         self._pending.closed = self._error
 
     def _flush_loop(self) -> None:
-        while not self._closed.wait(FLUSH_INTERVAL_S):
+        while not self._closed.wait(self.flush_interval_s):
             try:
                 self._flush()
             except OSError as e:

@@ -67,3 +67,10 @@ def test_loop_runs_every_kind_and_the_writers_write_whole_lines(tmp_path: Path) 
         records = [json.loads(line) for line in lines]
         assert [r["index"] for r in records] == list(range(len(records)))
     assert written["take-only"] == b"" and written["encode-only"] == b""
+
+
+def test_the_flush_arms_only_set_the_interval_and_the_lag_follows(tmp_path: Path) -> None:
+    for cls, interval in ((bench.SlowFlush, 0.2), (bench.FastFlush, 0.005)):
+        with cls(tmp_path / f"{cls.__name__}.jsonl", bench.MonotonicClock()) as w:
+            assert w.flush_interval_s == interval
+            assert w._pending.lag_ns == int(2 * interval * 1e9)

@@ -35,10 +35,11 @@ def test_a_record_sends_the_backlog_when_the_flusher_is_late(
 ) -> None:
     """A client loop hogging the GIL can starve the flusher: the next record() that finds
     no send for two flush intervals sends the backlog itself, so it reaches the file."""
-    # the flusher sleeps
-    monkeypatch.setattr("leaseline.harness.store.history.FLUSH_INTERVAL_S", 3600.0)
+    # the flusher sleeps until close(), while record() still expects a send every 40 ms
+    monkeypatch.setattr(HistoryWriter, "_flush_loop", lambda self: self._closed.wait())
     path = tmp_path / "history.jsonl"
     w = HistoryWriter(path, MonotonicClock())
+    assert w._pending.lag_ns == int(2 * FLUSH_INTERVAL_S * 1e9)
     try:
         w.record(1, "invoke", "read", "k", None, "n1")
         time.sleep(4 * FLUSH_INTERVAL_S)
