@@ -64,6 +64,7 @@ from leaseline.checkers import zone
 from leaseline.checkers.anomalies import LOST_WRITE
 from leaseline.checkers.min_delta import DeltaSearch
 from leaseline.checkers.ops import UNKNOWN_END, KeyHistory
+from leaseline.checkers.ranges import concat_ranges
 from leaseline.checkers.relax import Relaxed, below
 
 
@@ -241,13 +242,6 @@ def conflicts(W: np.ndarray, f: np.ndarray, S: np.ndarray, delta: int
     return np.concatenate(out_u), np.concatenate(out_v)
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """np.arange(s, s + c) for each (s, c), concatenated."""
-    ends = np.cumsum(counts)
-    return np.repeat(starts - (ends - counts), counts) + np.arange(int(ends[-1]) if len(ends)
-                                                                  else 0)
-
-
 def _components(pairs: tuple[np.ndarray, np.ndarray], members: np.ndarray
                 ) -> list[list[int]]:
     """The clusters of `members` (bool per cluster) grouped by the pairs linking two of
@@ -386,7 +380,7 @@ class _Component:
         if len(xs):
             m = np.array(m_of, dtype=np.int64)
             counts = first[m + 1] - first[m]
-            piece = _ranges(first[m], counts)
+            piece = concat_ranges(first[m], counts)
             x = np.repeat(xs, counts)
             P, Q = allp[piece], np.stack((c.W[x], c.f[x], c.S[x]), axis=1)
             b = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
@@ -409,7 +403,7 @@ class _Component:
             la_, lb_ = (np.array(x, dtype=np.int64) for x in zip(*links, strict=True))
             na, nb = first[la_ + 1] - first[la_], first[lb_ + 1] - first[lb_]
             link = np.repeat(np.arange(len(links)), na * nb)
-            t = _ranges(np.zeros(len(links), dtype=np.int64), na * nb)
+            t = concat_ranges(np.zeros(len(links), dtype=np.int64), na * nb)
             ia = first[la_][link] + t // nb[link]
             ib = first[lb_][link] + t % nb[link]
             cell = offset[link]

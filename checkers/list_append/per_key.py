@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 from leaseline.checkers.list_append.history import FAIL, NEVER, OK, FlatMops, Txns
+from leaseline.checkers.ranges import concat_ranges
 
 WW, WR, RW, PROCESS, REALTIME = 1, 2, 4, 8, 16
 KIND_NAMES = {WW: "ww", WR: "wr", RW: "rw", PROCESS: "process", REALTIME: "realtime"}
@@ -320,8 +321,7 @@ def _readers_join(r_txn: np.ndarray, r_state: np.ndarray, a_state: np.ndarray
     total = int(count.sum())
     if not total:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    starts = np.repeat(lo - (np.cumsum(count) - count), count)
-    return rt[starts + np.arange(total)], np.repeat(np.arange(len(a_state)), count)
+    return rt[concat_ranges(lo, count)], np.repeat(np.arange(len(a_state)), count)
 
 
 def _groups(ops: KeyOps) -> Groups:
