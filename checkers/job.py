@@ -11,7 +11,7 @@ etcd-log files are read by their importers inside the executors. Only per-key re
 come back to the driver, and a task holds one range or one bucket at a time.
 
 The session (checkers/spark_session.py) is created once per process and reused; the
-checkers package is shipped to the executors as a zip, so any master URL works, not just
+checkers package is shipped to the executors as an archive, so any master URL works, not just
 local[*] (the executors read the history files by the driver's paths; a file some executor
 cannot open there is shipped to them with sc.addFile and checked again from the copies).
 Under AUTO, small inputs run the same two stages in this process instead: no JVM.

@@ -2,9 +2,14 @@
 
 The JVM is launched with its stdout/stderr going to a log file (the Python workers it forks
 inherit those), so it can start in a background thread (`warm_up`) while the rest of the
-process keeps printing. The checkers package reaches a cluster's executors as a zip the
-driver ships (sc.addPyFile), built from the code that is running, never baked into an
-image; local executors import the installation the driver runs.
+process keeps printing. The checkers package reaches a cluster's executors as an archive
+the driver ships (sc.addArchive), built from the code that is running, never baked into an
+image; local executors import the installation the driver runs. The archive holds the
+compiled modules too: Spark unpacks it as a folder `leaseline` in each executor's files
+folder, which PySpark puts on its workers' path, so they import the compiled search and
+decoder from there (a zip on the path, as addPyFile ships, can hold only Python). Where
+an executor cannot load them (another platform), each falls back to its pure-Python
+version, as any installation without them does.
 
 For spark://HOST:PORT the session checks what would otherwise hang or fail obscurely: the
 master must accept a connection, and its JSON status page (port 8080), when it answers,
@@ -20,6 +25,7 @@ import atexit
 import contextlib
 import functools
 import importlib
+import importlib.machinery
 import json
 import os
 import shutil
@@ -36,6 +42,7 @@ from typing import Any
 AUTO = "auto"  # small inputs in-process, larger ones on local[*] (checkers/job.py)
 _PANDAS_WARNING = "PySpark does not yet fully support pandas"
 MASTER_UI_PORT = 8080
+EXTENSION_SUFFIXES = tuple(importlib.machinery.EXTENSION_SUFFIXES)  # this interpreter's
 CONNECT_TIMEOUT_S = 5.0
 
 _context_lock = threading.Lock()
@@ -65,9 +72,10 @@ def _log4j_config() -> Path:
     return path
 
 
-def _package_zip() -> Path:
-    """leaseline/checkers/ as a zip for addPyFile (executors on other machines import it from
-    there), with the package's own __init__ (which imports nothing) above it."""
+def _package_archive() -> Path:
+    """leaseline/checkers/ (its Python and its compiled modules) as a zip for addArchive,
+    with the package's own __init__ (which imports nothing) at its top: unpacked as the
+    folder `leaseline`, it is the package."""
     import zipfile  # here: every Python worker imports this module, and only a driver
     # on a cluster zips
 
@@ -78,9 +86,10 @@ def _package_zip() -> Path:
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     out = Path(folder) / "leaseline-checkers.zip"
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.write(checkers.parent / "__init__.py", "leaseline/__init__.py")
-        for f in sorted(checkers.rglob("*.py")):
-            zf.write(f, Path("leaseline", "checkers") / f.relative_to(checkers))
+        zf.write(checkers.parent / "__init__.py", "__init__.py")
+        for f in sorted(checkers.rglob("*")):
+            if f.suffix == ".py" or f.name.endswith(EXTENSION_SUFFIXES):
+                zf.write(f, Path("checkers") / f.relative_to(checkers))
     return out
 
 
@@ -272,8 +281,8 @@ def _start(master: str) -> Any:
             sc.stop()  # else the next SparkContext of this process is refused
             raise
         # Executors elsewhere get the checker from the running code. Local ones import this
-        # installation itself: a zip first on their path would hide its compiled search.
-        sc.addPyFile(str(_package_zip()))
+        # installation itself.
+        sc.addArchive(f"{_package_archive()}#leaseline")
     return sc
 
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -132,14 +133,20 @@ def test_a_port_that_answers_something_else(tmp_path: Path) -> None:
                           "(the reply on that port is not Spark's).\n")
 
 
-def test_package_zip_is_removed_when_the_driver_exits() -> None:
-    """A cluster session's zip of the checkers stays while the driver runs (executors
-    fetch it when they first need it) and is gone once the driver exits."""
-    code = ("import zipfile; from leaseline.checkers.spark_session import _package_zip; "
-            "p = _package_zip(); names = zipfile.ZipFile(p).namelist(); "
-            "print(p); print('leaseline/checkers/decide.py' in names)")
+def test_package_archive_holds_the_compiled_modules_and_is_removed_at_exit() -> None:
+    """A cluster session's archive of the checkers is the package once unpacked as
+    `leaseline` (its __init__ at the top), holds the compiled modules this installation
+    has, stays while the driver runs (executors fetch it when they first need it) and is
+    gone once the driver exits."""
+    code = ("import json, zipfile; from leaseline.checkers import wgl_native; "
+            "from leaseline.checkers.spark_session import _package_archive; "
+            "p = _package_archive(); names = zipfile.ZipFile(p).namelist(); "
+            "print(json.dumps([str(p), names, wgl_native.compiled_search is not None]))")
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, timeout=60, check=True)
-    path, has_checker = res.stdout.split()
-    assert has_checker == "True"
+    path, names, compiled = json.loads(res.stdout)
+    assert {"__init__.py", "checkers/__init__.py", "checkers/decide.py"} <= set(names)
+    assert not any(n.startswith("leaseline/") or "__pycache__" in n for n in names)
+    extensions = {n.split("/")[-1].split(".")[0] for n in names if not n.endswith(".py")}
+    assert ("wgl_compiled" in extensions) == compiled
     assert not Path(path).parent.exists()

@@ -34,7 +34,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.spark, pytest.mark.slow]
 
 LEASELINE = [sys.executable, "-m", "leaseline"]
 # a driver that checks with check_histories, then asks its own UI's REST API which executor
-# ran how many tasks (the UI is up for spark:// masters)
+# ran how many tasks (the UI is up for spark:// masters), and its executors' workers where
+# they import the package from and which compiled modules they loaded
 DRIVER = """
 import json, sys, urllib.request
 from leaseline.checkers.job import check_histories, spark_context
@@ -43,7 +44,17 @@ report = check_histories(paths, "jsonl", lease_ns, master, progress=False)
 sc = spark_context(master)
 url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors"
 executors = json.loads(urllib.request.urlopen(url, timeout=120).read())
-print(json.dumps({"report": report, "app": sc.applicationId, "executors": executors}))
+
+def loaded(_):
+    import leaseline
+    from leaseline.checkers import jsonl_blocks, wgl_native
+    return {"package": leaseline.__file__, "search": wgl_native.compiled_search is not None,
+            "decoder": jsonl_blocks._compiled_columns is not None,
+            "pairing": jsonl_blocks._pair_compiled is not None}
+
+workers = sc.parallelize(range(8), 8).map(loaded).collect()
+print(json.dumps({"report": report, "app": sc.applicationId, "executors": executors,
+                  "workers": workers}))
 """
 
 
@@ -121,6 +132,11 @@ def test_same_verdicts_as_local_and_tasks_on_both_workers(master: str,
     busy = {e["hostPort"].rsplit(":", 1)[0] for e in out["executors"]
             if e["id"] != "driver" and e["totalTasks"] > 0}
     assert busy == workers, (busy, workers)
+    # the executors ran the shipped package, compiled modules included: the image has the
+    # driver's platform (Debian's Python 3.11, the locked numpy)
+    shipped = out["workers"]
+    assert all(not w["package"].startswith(str(ROOT)) for w in shipped), shipped
+    assert all(w["search"] and w["decoder"] and w["pairing"] for w in shipped), shipped
 
 
 def test_malformed_history_same_error_as_local(master: str, histories: list[Path],
