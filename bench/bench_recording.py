@@ -9,20 +9,36 @@ vCPUs), more than the cost being measured, so the arms are not separate runs: on
 workers runs throughout and its history is switched between the arms every --phase
 seconds (give or take a quarter, at random, so that no periodic cost keeps time with the
 order), in the orders of a Williams square (ABBA for two arms), so that a drift, a phase's
-place in its round and what the phase before left behind hit every arm alike. Each phase's
-operations and process CPU (user and kernel, the flusher thread included), context
-switches and page faults are counted at its ends. The report gives, for each arm against
-the first, the ratio of throughputs, the median and quartiles of the per-round ratios,
-their geometric mean with a 95 % interval, and the CPU per operation with the per-round
-differences' mean and interval. The intervals take rounds as independent; a drift makes
-them too narrow. So the run has a control arm by default: the phases without recording are
-two arms, and the second's ratio to the first (1 but for the bench's own bias and noise)
-says how far the recording arm's ratio can be trusted. --dump FILE writes every phase.
+place in its round and what the phase before left behind hit every arm alike. Between two
+phases there is a gap of --gap seconds that no arm is measured in: the arm before writes
+what it still has pending there (a writer's flusher would otherwise write a phase's last
+lines in the next arm's phase), and drops what it keeps. Each phase's operations and
+process CPU (user and kernel, the flusher thread included), context switches and page
+faults are counted at its ends. Short phases follow the drift best: 0.1 s gave less noise
+per second of run than 0.5 s, and 0.05 s no less than 0.1 s (docs/benchmarks.md).
+
+The report gives, for each arm against the first, the per-round ratios of throughputs
+(each round's phase of the arm over its phase of the first arm, so that the drift cancels)
+as their geometric mean with a 95 % interval, their median and their 10 %-trimmed mean,
+then the ratio of the totals (which a drift moves), and the CPU per operation with the
+per-round differences' mean and interval. The intervals take rounds as independent; a
+drift makes them too narrow. So the run has a control arm by default: the phases without
+recording are two arms, and the second's ratio to the first (1 but for the bench's own
+bias and noise) says how far the recording arm's ratio can be trusted; the target line
+takes each round's recording phase against both. --dump FILE writes every phase.
+
+--pin puts Redis's container on the last CPU and this process (the workers and the
+flushers) on the others. Unpinned, the scheduler moves Redis and the four clients between
+the two CPUs, and which of them share a CPU changes every few seconds and the throughput
+with it; pinned, every arm runs with the same placement, and a run's noise was half
+(A/A at load 8-10: the per-round spread 0.21 against 0.41 per square root of a second).
+It is not the default, because a run of the harness is not pinned: the pinned figure is
+the fairer comparison of the arms, the unpinned one the loop as it runs.
 
 --baseline REV adds an arm: the HistoryWriter of harness/store/history.py as it is at git
 revision REV (e.g. the code before a change; it records through this checkout's Pending).
 
-    .venv/bin/python -m bench.bench_recording [--phase 0.5] [--pairs 100] [--workers 4]
+    .venv/bin/python -m bench.bench_recording [--phase 0.1] [--pairs 100] [--workers 4] [--pin]
     .venv/bin/python -m bench.bench_recording --baseline main
 
 --arms KIND,KIND,...: the arms of the run, each compared with the first: `without` (the
@@ -32,7 +48,12 @@ so it costs the record and the memory it holds, not the writing), `take-only` an
 `encode-only` (this checkout's writer whose flusher takes the lines and drops them, or
 encodes them and writes nothing), `slow-flush` and `fast-flush` (this checkout's writer
 flushing every 0.2 s or every 5 ms: fewer wake-ups and more lines held, or the other way
-round) and `baseline` (needs --baseline). A kind given twice is
+round; a gap flushes what is pending, so at short phases `slow-flush` writes mostly
+unmeasured), `baseline` (needs --baseline), and two probes in the recorder's extension
+that tell the GIL from memory: `spin` (a C record step that holds the GIL for --spin-ns
+a record, 500 by default: about the recorder's 1 us an operation, and allocates and keeps
+nothing) and `keep` (a C record step that builds the recorder's lines and keeps them for
+the phase, without the index, the clock or the value check). A kind given twice is
 two arms of the same kind (`--arms without,without`, an A/A run: its ratio shows the
 bench's own bias and noise).
 
@@ -75,7 +96,7 @@ from leaseline.harness.store.history import (
     TxnLine,
     encode_lines,
 )
-from leaseline.harness.store.pending import Pending
+from leaseline.harness.store.pending import COMPILED, Pending
 from leaseline.harness.store.run_dir import HISTORY
 from leaseline.harness.systems.profile import Endpoint
 from leaseline.workloads.base import WorkloadOptions
@@ -86,8 +107,10 @@ ROOT = Path(__file__).resolve().parent.parent
 WITHOUT, RECORDING, RECORD_ONLY, BASELINE = "without", "recording", "record-only", "baseline"
 TAKE_ONLY, ENCODE_ONLY = "take-only", "encode-only"
 SLOW_FLUSH, FAST_FLUSH = "slow-flush", "fast-flush"
+SPIN, KEEP = "spin", "keep"
 KINDS = (WITHOUT, RECORDING, RECORD_ONLY, TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH, FAST_FLUSH,
-         BASELINE)
+         SPIN, KEEP, BASELINE)
+PROBES = (SPIN, KEEP)  # record steps in the recorder's extension, for the bench only
 
 
 class DroppingHistory:
@@ -119,6 +142,27 @@ class RecordOnly:
 
     def between_phases(self) -> None:
         self._pending.take()
+
+    def settle(self) -> None:
+        return None
+
+
+class Probe:
+    """A probe of the extension (harness/store/pending_compiled.pyx) as an arm: `spin`
+    holds the GIL for --spin-ns a record and keeps nothing; `keep` builds and keeps the
+    recorder's lines, without its index, clock or value check. Kept lines are dropped
+    between phases, as record-only's are."""
+
+    def __init__(self, kind: str, spin_ns: int) -> None:
+        from leaseline.harness.store import pending_compiled
+
+        self._probe = (pending_compiled.Spin(spin_ns) if kind == SPIN
+                       else pending_compiled.Keep(Line))
+        self.record = self._probe.record
+
+    def between_phases(self) -> None:
+        if isinstance(getattr(self._probe, "lines", None), list):
+            self._probe.lines = []
 
     def settle(self) -> None:
         return None
@@ -257,14 +301,16 @@ def run_phases(endpoint: Endpoint, arms: dict[str, Any], args: argparse.Namespac
         for i, arm in enumerate(order):
             for w in pool:
                 w.history = arms[arm]
-            # The flusher writes a recording phase's last 20 ms of records in the next phase:
-            # a few hundred microseconds of CPU in a phase of half a second.
+            if i:  # the arm before writes what it has pending and drops what it keeps now,
+                # in a gap no arm is measured in, so that no arm pays for the one before
+                arms[order[i - 1]].settle()
+                arms[order[i - 1]].between_phases()
+            time.sleep(args.gap)
             ops0, t0, (cpu0, sw0, pf0, sys0) = done(), time.monotonic(), _counters()
             time.sleep(args.phase * jitter.uniform(0.75, 1.25))
             ops1, t1, (cpu1, sw1, pf1, sys1) = done(), time.monotonic(), _counters()
             phases.append(Phase(arm, t0 - begin, ops1 - ops0, t1 - t0, cpu1 - cpu0, sw1 - sw0,
                                 pf1 - pf0, sys1 - sys0))
-            arms[arm].between_phases()
             if (i + 1) % (10 * len(arms)) == 0:
                 print(f"{(i + 1) // len(arms)}/{args.pairs} rounds", flush=True)
     finally:
@@ -284,6 +330,8 @@ def arm_name(arm: str, args: argparse.Namespace) -> str:
              ENCODE_ONLY: "flusher takes, encodes",
              SLOW_FLUSH: f"a flush every {SlowFlush.flush_interval_s:g} s",
              FAST_FLUSH: f"a flush every {FastFlush.flush_interval_s:g} s",
+             SPIN: f"a C record step holding the GIL {args.spin_ns} ns, keeping nothing",
+             KEEP: "a C record step keeping the lines, no index or clock",
              BASELINE: f"baseline {args.baseline}"}
     if arm != kind:
         return f"{names[kind]}{arm[len(kind):]} (control: an arm the same as the first)"
@@ -310,37 +358,49 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
     reference = of(labels[0])
     controls = [a for a in labels[1:] if a.rstrip("'") == labels[0]]
     print(f"recording overhead: {args.workers} workers, real redis-py against Redis, "
-          f"{args.pairs} rounds of {args.phase:g} s phases ({os.cpu_count()} CPUs, load "
-          f"average {os.getloadavg()[0]:.2f}, process CPU {sum(p.cpu_s for p in phases):.1f} s "
-          f"in {sum(p.seconds for p in phases):.1f} s); {arm_name(labels[0], args)} "
-          f"{rate(reference):,.0f} ops/s, CPU per op {cpu_us_per_op(reference):.1f} us, "
-          f"{per_op(reference)}")
+          f"{args.pairs} rounds of {args.phase:g} s phases, {args.gap:g} s apart "
+          f"({os.cpu_count()} CPUs{', Redis and the clients pinned apart' if args.pin else ''}, "
+          f"load average {os.getloadavg()[0]:.2f}, process CPU "
+          f"{sum(p.cpu_s for p in phases):.1f} s in {sum(p.seconds for p in phases):.1f} s); "
+          f"{arm_name(labels[0], args)} {rate(reference):,.0f} ops/s, CPU per op "
+          f"{cpu_us_per_op(reference):.1f} us, {per_op(reference)}")
+    print("  each arm against the first, its round's phase of it side by side (the drift "
+          "cancels): the per-round ratios' geometric mean with its 95 % interval, their "
+          "median and 10 %-trimmed mean; then the ratio of the totals")
     for arm in labels[1:]:
         mine = of(arm)
-        ratio = rate(mine) / rate(reference)
         rounds = [(a, b) for a, b in zip(mine, reference, strict=True) if a.ops and b.ops]
-        pairs = [(a.ops / a.seconds) / (b.ops / b.seconds) for a, b in rounds]
-        q1, median, q3 = statistics.quantiles(pairs, n=4)
-        # The round's two phases side by side: the spread of these differences says how far
-        # the totals can be trusted (a 95 % interval of their mean)
-        log_ratio = mean_ci([math.log(r) for r in pairs])
+        logs = [math.log((a.ops / a.seconds) / (b.ops / b.seconds)) for a, b in rounds]
         cpu_diff = mean_ci([(a.cpu_s / a.ops - b.cpu_s / b.ops) * 1e6 for a, b in rounds])
-        extra = cpu_us_per_op(mine) - cpu_us_per_op(reference)
-        target = (f"; target >= 0.97: {'met' if ratio >= 0.97 else 'NOT met'}"
-                  if labels[0] == WITHOUT and arm == RECORDING and not controls else "")
-        print(f"  {arm_name(arm, args)}: {rate(mine):,.0f} ops/s, throughput ratio {ratio:.3f} "
-              f"(per round: median {median:.3f}, quartiles {q1:.3f}-{q3:.3f}, geometric mean "
-              f"{math.exp(log_ratio[0]):.3f}, 95 % {math.exp(log_ratio[1]):.3f}-"
-              f"{math.exp(log_ratio[2]):.3f}{target}); CPU per op {cpu_us_per_op(mine):.1f} us, "
-              f"{extra:+.1f} us over {arm_name(labels[0], args)} (per round {cpu_diff[0]:+.1f}, "
-              f"95 % {cpu_diff[1]:+.1f} to {cpu_diff[2]:+.1f})"
-              + (" (target <= 2)" if target else "") + f"; {per_op(mine)}")
-    if controls and labels[0] == WITHOUT and RECORDING in labels:
-        pooled, mine = [p for p in phases if p.arm.rstrip("'") == WITHOUT], of(RECORDING)
-        ratio = rate(mine) / rate(pooled)
-        print(f"  this checkout against every phase without recording: throughput ratio "
-              f"{ratio:.3f} (target >= 0.97: {'met' if ratio >= 0.97 else 'NOT met'}); "
-              f"{cpu_us_per_op(mine) - cpu_us_per_op(pooled):+.1f} us CPU per op (target <= 2)")
+        print(f"  {arm_name(arm, args)}: {paired(logs)}, totals {rate(mine) / rate(reference):.3f}"
+              f"; CPU per op {cpu_us_per_op(mine):.1f} us, per round {cpu_diff[0]:+.1f} "
+              f"(95 % {cpu_diff[1]:+.1f} to {cpu_diff[2]:+.1f}); {per_op(mine)}")
+    if labels[0] == WITHOUT and RECORDING in labels:
+        # against the mean of the round's phases without recording (with a control, two)
+        withouts = [a for a in labels if a.rstrip("'") == WITHOUT]
+        logs = []
+        for k, mine in enumerate(of(RECORDING)):
+            refs = [of(a)[k] for a in withouts]
+            if mine.ops and all(r.ops for r in refs):
+                logs.append(math.log(mine.ops / mine.seconds) - statistics.fmean(
+                    math.log(r.ops / r.seconds) for r in refs))
+        pooled = [p for p in phases if p.arm.rstrip("'") == WITHOUT]
+        ratio = math.exp(statistics.fmean(logs))
+        print(f"  this checkout against {'both arms' if controls else 'the arm'} without "
+              f"recording: {paired(logs)} (target >= 0.97: {'met' if ratio >= 0.97 else 'NOT met'}"
+              f"{'; the control says how far to trust it' if controls else ''}); "
+              f"{cpu_us_per_op(of(RECORDING)) - cpu_us_per_op(pooled):+.1f} us CPU per op "
+              f"(target <= 2)")
+
+
+def paired(logs: list[float]) -> str:
+    """Per-round log ratios as ratios: geometric mean, 95 % interval, median, trimmed mean."""
+    mean, low, high = mean_ci(logs)
+    ranked = sorted(logs)
+    cut = len(ranked) // 10
+    trimmed = statistics.fmean(ranked[cut:len(ranked) - cut])
+    return (f"{math.exp(mean):.3f} (95 % {math.exp(low):.3f}-{math.exp(high):.3f}, median "
+            f"{math.exp(statistics.median(logs)):.3f}, trimmed {math.exp(trimmed):.3f})")
 
 
 def mean_ci(values: list[float]) -> tuple[float, float, float]:
@@ -396,8 +456,8 @@ class _Writer:
             flush()
 
 
-def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: Any
-              ) -> dict[str, Any]:
+def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: Any,
+              spin_ns: int = 500) -> dict[str, Any]:
     """One arm per kind given, labelled by its kind (primed when the kind came before)."""
     arms: dict[str, Any] = {}
     for n, kind in enumerate(kinds):
@@ -408,6 +468,8 @@ def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: 
             arms[label] = DroppingHistory()
         elif kind == RECORD_ONLY:
             arms[label] = RecordOnly()
+        elif kind in PROBES:
+            arms[label] = Probe(kind, spin_ns)
         elif kind != BASELINE:
             cls = {RECORDING: HistoryWriter, TAKE_ONLY: TakeOnly, ENCODE_ONLY: EncodeOnly,
                    SLOW_FLUSH: SlowFlush, FAST_FLUSH: FastFlush}[kind]
@@ -430,12 +492,14 @@ def parse_arms(text: str | None, baseline: str | None) -> list[str]:
         refuse(f"--arms takes two or more of {', '.join(KINDS)}, comma-separated (got {text!r})")
     if BASELINE in kinds and not baseline:
         refuse("the baseline arm needs --baseline REV")
+    if not COMPILED and any(k in PROBES for k in kinds):
+        refuse("the spin and keep arms are in the recorder's extension, which is not built here")
     return kinds
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--phase", type=float, default=0.5, help="seconds per phase")
+    ap.add_argument("--phase", type=float, default=0.1, help="seconds per phase")
     ap.add_argument("--pairs", type=int, default=100, help="rounds of phases, one of each arm")
     ap.add_argument("--baseline", metavar="REV",
                     help="also record with the HistoryWriter of git revision REV")
@@ -447,16 +511,28 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--loop", action="store_true", help="the recorder alone, no Redis")
     ap.add_argument("--loop-ops", type=int, default=20_000, help="operations per --loop round")
+    ap.add_argument("--gap", type=float, default=0.02,
+                    help="seconds between two phases, unmeasured, in which the arm before "
+                         "writes what it has pending")
+    ap.add_argument("--spin-ns", type=int, default=500,
+                    help="the spin arm's hold of the GIL per record, in ns")
+    ap.add_argument("--pin", action="store_true",
+                    help="Redis's container on the last CPU, this process on the others")
     args = ap.parse_args()
     kinds = parse_arms(args.arms, args.baseline)
-    if args.pairs < 2 or args.phase <= 0 or args.loop_ops < 1 or args.workers < 1:
+    if (args.pairs < 2 or args.phase <= 0 or args.loop_ops < 1 or args.workers < 1
+            or args.gap < 0 or args.spin_ns < 0):
         refuse("--pairs takes 2 or more (quartiles need two rounds), --phase a positive "
-               "number of seconds, --loop-ops and --workers 1 or more")
+               "number of seconds, --gap and --spin-ns 0 or more, --loop-ops and --workers "
+               "1 or more")
+    cpus = sorted(os.sched_getaffinity(0))
+    if args.pin and len(cpus) < 2:
+        refuse("--pin needs two CPUs or more")
 
     old = baseline_module(args.baseline) if args.baseline else None
     if args.loop:
         with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-            arms = open_arms(stack, Path(tmp), kinds, old)
+            arms = open_arms(stack, Path(tmp), kinds, old, args.spin_ns)
             costs = loop_costs(arms, args)
         loop_report(costs, args)
         return
@@ -468,13 +544,16 @@ def main() -> None:
         detach=True,
         remove=True,
         name=f"ll-bench-recording-{os.getpid()}",
+        cpuset_cpus=str(cpus[-1]) if args.pin else None,
     )
+    if args.pin:  # before any thread starts: the workers and flushers inherit it
+        os.sched_setaffinity(0, cpus[:-1])
     try:
         container.reload()
         endpoint = Endpoint(container.attrs["NetworkSettings"]["IPAddress"], 6379)
         time.sleep(1)
         with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-            arms = open_arms(stack, Path(tmp), kinds, old)
+            arms = open_arms(stack, Path(tmp), kinds, old, args.spin_ns)
             phases = run_phases(endpoint, arms, args)
         report(phases, args)
         if args.dump:

@@ -107,3 +107,40 @@ cdef class Pending:
         self.lines, self.inexact = [], False
         self.write_by = _monotonic_ns() - self.origin_ns + self.lag_ns
         return lines, inexact
+
+
+cdef class Spin:
+    """bench/bench_recording.py's probe, not the recorder: a record step that holds the GIL
+    for `spin_ns` of CPU (the clock read in a loop) and allocates and keeps nothing, to
+    tell the cost of a longer hold of the GIL from that of the lines kept in memory."""
+
+    cdef public int64_t spin_ns
+    cdef public int64_t count
+
+    def __init__(self, int64_t spin_ns):
+        self.spin_ns = spin_ns
+        self.count = 0
+
+    def record(self, process, type_, f, key=None, value=None, node=None, error=None):
+        cdef int64_t until = _monotonic_ns() + self.spin_ns
+        while _monotonic_ns() < until:
+            pass
+        self.count += 1
+        return None
+
+
+cdef class Keep:
+    """bench/bench_recording.py's probe, not the recorder: a record step that builds the
+    same line as Pending.record and keeps it, without the index, the clock or the check
+    of the value (their CPU is Spin's)."""
+
+    cdef public list lines
+    cdef object _line
+
+    def __init__(self, line):
+        self.lines = []
+        self._line = line
+
+    def record(self, process, type_, f, key=None, value=None, node=None, error=None):
+        self.lines.append(self._line(0, 0, process, type_, f, key, value, node, error))
+        return None

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench import bench_recording as bench
+from leaseline.harness.store.pending import COMPILED
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7])
@@ -51,14 +52,17 @@ def test_bad_arms_are_refused_with_254(text: str, baseline: str | None,
 
 def test_loop_runs_every_kind_and_the_writers_write_whole_lines(tmp_path: Path) -> None:
     kinds = ["without", "recording", "without", "record-only", "take-only", "encode-only",
-             "slow-flush", "fast-flush"]
+             "slow-flush", "fast-flush"] + (["spin", "keep"] if COMPILED else [])
     args = argparse.Namespace(pairs=1, loop_ops=500, baseline=None)
     with contextlib.ExitStack() as stack:
-        arms = bench.open_arms(stack, tmp_path, kinds, None)
+        arms = bench.open_arms(stack, tmp_path, kinds, None, spin_ns=2000)
         costs = bench.loop_costs(arms, args)
     assert list(costs) == ["without", "recording", "without'", "record-only", "take-only",
-                           "encode-only", "slow-flush", "fast-flush"]
+                           "encode-only", "slow-flush", "fast-flush"] + kinds[8:]
     assert all(c > 0 for c in costs.values())
+    if COMPILED:  # two records of 2 us each an op, and nothing kept
+        assert costs["spin"] >= 4.0
+        assert arms["spin"]._probe.count == 2 * args.loop_ops
     files = {p.name.split("-", 1)[0]: p for p in tmp_path.iterdir()}
     written = {kinds[int(n)]: p.read_bytes() for n, p in files.items()}
     for kind in ("recording", "slow-flush", "fast-flush"):  # both record invoke and ok of every op
@@ -74,3 +78,37 @@ def test_the_flush_arms_only_set_the_interval_and_the_lag_follows(tmp_path: Path
         with cls(tmp_path / f"{cls.__name__}.jsonl", bench.MonotonicClock()) as w:
             assert w.flush_interval_s == interval
             assert w._pending.lag_ns == int(2 * interval * 1e9)
+
+
+@pytest.mark.skipif(not COMPILED, reason="the probes are in the recorder's extension")
+def test_keep_keeps_the_recorders_lines_until_the_phase_ends() -> None:
+    keep = bench.Probe("keep", 0)
+    keep.record(3, "invoke", "write", "k1", 7, "n1")
+    keep.record(3, "ok", "write", "k1", 7, "n1", None)
+    lines = keep._probe.lines
+    assert [(x.process, x.type, x.key, x.value, x.node) for x in lines] == [
+        (3, "invoke", "k1", 7, "n1"), (3, "ok", "k1", 7, "n1")]
+    assert all(isinstance(x, bench.Line) for x in lines)
+    keep.between_phases()
+    assert keep._probe.lines == []
+
+
+def _phase(arm: str, ops: int, start: float) -> bench.Phase:
+    return bench.Phase(arm, start, ops, 0.1, ops * 50e-6, ops, 0, ops * 25e-6)
+
+
+def test_the_report_pairs_each_round(capsys: pytest.CaptureFixture[str]) -> None:
+    """A recording arm 10 % slower in every round, whatever the drift, comes out 0.900 by
+    every per-round statistic; the control, equal in every round, 1.000."""
+    phases = []
+    for k, level in enumerate([1000, 3000, 500, 2000, 1500, 800]):  # the drift
+        phases += [_phase("without", level, k), _phase("recording", int(level * 0.9), k + .1),
+                   _phase("without'", level, k + .2)]
+    args = argparse.Namespace(workers=4, pairs=6, phase=0.1, gap=0.02, pin=False, spin_ns=500,
+                              baseline=None)
+    bench.report(phases, args)
+    out = capsys.readouterr().out.splitlines()
+    assert "this checkout: 0.900 (95 % 0.900-0.900, median 0.900, trimmed 0.900)" in out[2]
+    assert ": 1.000 (95 % 1.000-1.000, median 1.000, trimmed 1.000)" in out[3]
+    assert "against both arms without recording: 0.900" in out[4]
+    assert "target >= 0.97: NOT met" in out[4]
