@@ -8,7 +8,11 @@ version holds a lock for it. Here the step is C code that calls no Python code (
 clock is clock_gettime, the line a msgspec Struct built in C, the list append C): CPython
 switches threads only in its bytecode loop or where C code releases the GIL, so the GIL
 itself makes the step atomic, and a record costs a third of the locked Python one
-(bench/bench_recording.py prints both)."""
+(bench/bench_recording.py prints both).
+
+Spin and Keep at the end are not the recorder: they are bench_recording's probes, record
+steps that hold the GIL without keeping anything, or keep the lines without the rest, to
+tell which of the two costs the client loop its throughput."""
 
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t
