@@ -481,6 +481,14 @@ def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: 
     return arms
 
 
+def probes_built() -> bool:
+    if not COMPILED:
+        return False
+    from leaseline.harness.store import pending_compiled
+
+    return hasattr(pending_compiled, "Spin") and hasattr(pending_compiled, "Keep")
+
+
 def parse_arms(text: str | None, baseline: str | None) -> list[str]:
     """--arms as kinds; by default without, recording and without again (the control), and
     baseline with --baseline."""
@@ -492,8 +500,9 @@ def parse_arms(text: str | None, baseline: str | None) -> list[str]:
         refuse(f"--arms takes two or more of {', '.join(KINDS)}, comma-separated (got {text!r})")
     if BASELINE in kinds and not baseline:
         refuse("the baseline arm needs --baseline REV")
-    if not COMPILED and any(k in PROBES for k in kinds):
-        refuse("the spin and keep arms are in the recorder's extension, which is not built here")
+    if any(k in PROBES for k in kinds) and not probes_built():
+        refuse("the spin and keep arms are in the recorder's extension, which is not built "
+               "here or predates them (pip install --no-deps -e . builds it)")
     return kinds
 
 

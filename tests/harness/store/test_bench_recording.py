@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from bench import bench_recording as bench
-from leaseline.harness.store.pending import COMPILED
 
 
 @pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7])
@@ -50,9 +49,18 @@ def test_bad_arms_are_refused_with_254(text: str, baseline: str | None,
     assert err.startswith("bench_recording: ") and err.count("\n") == 1
 
 
+def test_probe_arms_without_the_probes_built_are_refused(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(bench, "probes_built", lambda: False)
+    with pytest.raises(SystemExit) as exit_:
+        bench.parse_arms("without,spin", None)
+    assert exit_.value.code == 254
+    assert "pip install --no-deps -e ." in capsys.readouterr().err
+
+
 def test_loop_runs_every_kind_and_the_writers_write_whole_lines(tmp_path: Path) -> None:
     kinds = ["without", "recording", "without", "record-only", "take-only", "encode-only",
-             "slow-flush", "fast-flush"] + (["spin", "keep"] if COMPILED else [])
+             "slow-flush", "fast-flush"] + (["spin", "keep"] if bench.probes_built() else [])
     args = argparse.Namespace(pairs=1, loop_ops=500, baseline=None)
     with contextlib.ExitStack() as stack:
         arms = bench.open_arms(stack, tmp_path, kinds, None, spin_ns=2000)
@@ -60,7 +68,7 @@ def test_loop_runs_every_kind_and_the_writers_write_whole_lines(tmp_path: Path) 
     assert list(costs) == ["without", "recording", "without'", "record-only", "take-only",
                            "encode-only", "slow-flush", "fast-flush"] + kinds[8:]
     assert all(c > 0 for c in costs.values())
-    if COMPILED:  # two records of 2 us each an op, and nothing kept
+    if bench.probes_built():  # two records of 2 us each an op, and nothing kept
         assert costs["spin"] >= 4.0
         assert arms["spin"]._probe.count == 2 * args.loop_ops
     files = {p.name.split("-", 1)[0]: p for p in tmp_path.iterdir()}
@@ -80,7 +88,7 @@ def test_the_flush_arms_only_set_the_interval_and_the_lag_follows(tmp_path: Path
             assert w._pending.lag_ns == int(2 * interval * 1e9)
 
 
-@pytest.mark.skipif(not COMPILED, reason="the probes are in the recorder's extension")
+@pytest.mark.skipif(not bench.probes_built(), reason="the probes are in the recorder's extension")
 def test_keep_keeps_the_recorders_lines_until_the_phase_ends() -> None:
     keep = bench.Probe("keep", 0)
     keep.record(3, "invoke", "write", "k1", 7, "n1")
