@@ -97,10 +97,12 @@ class ZoneResult:
     staleness: list[tuple[int, int]] = field(default_factory=list)
     stale_witness: Witness | None = None
     # for naming anomalies (checkers/zone_relax.py) without clustering the history again:
-    # its clusters, two clusters whose pair bound is the minimal Δ, and the type-B maximum
+    # its clusters, two clusters whose pair bound is the minimal Δ, the type-B maximum
+    # and the type-A table
     clusters: Clusters | None = None
     pair: tuple[int, int] | None = None
     type_b_ns: int | None = None
+    type_a: TypeA | None = None
 
 
 class NotUniqueValues(Exception):
@@ -230,17 +232,30 @@ def _empty() -> Clusters:
     return Clusters(e, e, e, e, e, e, np.zeros(0, dtype=bool))
 
 
-def _type_a(W: np.ndarray, f: np.ndarray, S: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per cluster u: S_u - min{f_v : W_v > f_u}, and that v (-1 if none)."""
+@dataclass
+class TypeA:
+    """check_zone's type-A table over the live clusters, kept for the relaxations that
+    remove some of them (checkers/zone_relax.py): a removal only raises the minimum
+    under each bound, so only the clusters whose value was above the rest can change
+    Δ, and each needs its minimum again over the removal's survivors alone."""
+
+    live: np.ndarray  # cluster indices, as c.live's flatnonzero
+    order: np.ndarray  # positions in live, by W
+    Ws: np.ndarray  # W along order
+    fs: np.ndarray  # f along order
+    suf: np.ndarray  # suffix minima of fs, BIG appended
+    val: np.ndarray  # per position in live: S_u - min{f_v : W_v > f_u}, NEG without reads
+
+
+def _type_a(W: np.ndarray, f: np.ndarray, S: np.ndarray, live: np.ndarray) -> TypeA:
+    """Per cluster u: S_u - min{f_v : W_v > f_u} (NEG where no v, or u has no reads)."""
     order = np.argsort(W, kind="stable")
     Ws, fs = W[order], f[order]
     suf = np.minimum.accumulate(fs[::-1])[::-1]
     suf = np.append(suf, BIG)
-    # index of the suffix minimum: last position where the reversed running min drops
-    pos = np.searchsorted(Ws, f, side="right")
-    best = suf[pos]
-    val = np.where(best < BIG, S - best, NEG)
-    return val, pos
+    best = suf[np.searchsorted(Ws, f, side="right")]
+    val = np.where((best < BIG) & (S > NEG), S - best, NEG)
+    return TypeA(live, order, Ws, fs, suf, val)
 
 
 def _type_b(f: np.ndarray, S: np.ndarray) -> tuple[int, int, int]:
@@ -306,8 +321,8 @@ def check_zone(h: KeyHistory, staleness: bool = True,
         return ZoneResult(0, [], "no read observed any value")
     W, f, S = c.W[idx], c.f[idx], c.S[idx]
     with_reads = S > NEG
-    a_val, _ = _type_a(W, f, S)
-    a_val = np.where(with_reads, a_val, NEG)
+    type_a = _type_a(W, f, S, idx)
+    a_val = type_a.val
     ka = int(np.argmax(a_val))
     rd = np.flatnonzero(with_reads)
     b_val, bi, bj = _type_b(f[rd], S[rd])
@@ -323,7 +338,7 @@ def check_zone(h: KeyHistory, staleness: bool = True,
         u, v = int(idx[rd[bi]]), int(idx[rd[bj]])
         witness = _witness(h, c, u, v, "nested")
     z = ZoneResult(delta, [], "a read returned a value already overwritten when it was invoked",
-                   witness, clusters=c, pair=(u, v), type_b_ns=b_val)
+                   witness, clusters=c, pair=(u, v), type_b_ns=b_val, type_a=type_a)
     if staleness:
         add_staleness(h, z)
     return z
@@ -335,20 +350,6 @@ def add_staleness(h: KeyHistory, z: ZoneResult) -> None:
         z.shifts, z.staleness, z.stale_witness = _stale(h, z.clusters, z.min_delta_ns)
 
 
-def min_delta_of(W: np.ndarray, f: np.ndarray, S: np.ndarray,
-                 type_b_ns: int | None = None) -> int:
-    """The minimal Δ of clusters given by their columns (W, f, S, as in Clusters, live
-    ones only), none failing early; type_b_ns: the type-B maximum where it is known (it
-    depends on the clusters with reads only)."""
-    if len(W) == 0:
-        return 0
-    with_reads = S > NEG
-    a_val = np.where(with_reads, _type_a(W, f, S)[0], NEG)
-    if type_b_ns is None:
-        type_b_ns = _type_b(f[with_reads], S[with_reads])[0]
-    return max(0, int(a_val.max(initial=NEG)), type_b_ns)
-
-
 def staleness_of(h: KeyHistory, c: Clusters, delta: int) -> list[tuple[int, int]]:
     """(row, s) of every stale read of clusters c of h at their minimal Δ, largest first
     (as check_zone's staleness)."""
@@ -358,8 +359,28 @@ def staleness_of(h: KeyHistory, c: Clusters, delta: int) -> list[tuple[int, int]
 def staleness_of_reads(h: KeyHistory, c: Clusters, delta: int, rows: np.ndarray
                        ) -> list[tuple[int, int]]:
     """(row, s) of those of the given read rows that are stale at Δ = delta (the
-    clusters' minimal Δ): each one's own staleness, whatever a linearization moved."""
-    return _staleness(h, c, delta, rows)[0] if delta else []
+    clusters' minimal Δ): each one's own staleness, whatever a linearization moved.
+    A few reads (a relaxation's stale ones) take one pass each over the clusters
+    instead of the sorted table every read of a key shares (_staleness: the same T)."""
+    if not delta:
+        return []
+    if len(rows) > FEW_READS:
+        return _staleness(h, c, delta, rows)[0]
+    live = c.live
+    s_all = np.maximum(c.W, np.where(c.S > NEG, c.S - delta, NEG))
+    own = c.read_cluster[np.searchsorted(c.read_rows, rows)]
+    out = []
+    for row, k in zip(rows.tolist(), own.tolist(), strict=True):
+        later = live & (s_all > c.f[k])  # T = min{f_v : v != own, s_v > f_own}
+        later[k] = False
+        T = int(c.f[later].min(initial=BIG))
+        if T < BIG and (s := min(max(int(h.invoke[row]) - T, 0), delta)) > 0:
+            out.append((row, s))
+    return sorted(out, key=lambda x: (-x[1], x[0]))
+
+
+# up to this many reads, staleness_of_reads passes over the clusters once per read
+FEW_READS = 8
 
 
 def _stale(h: KeyHistory, c: Clusters, delta: int

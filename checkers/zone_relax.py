@@ -93,7 +93,8 @@ def _lost(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters, has_reads: np.nda
     if not changed[list(z.pair)].any():
         return True, delta_ns, None
     live = c.live & ~changed
-    low = zone.min_delta_of(c.W[live], c.f[live], c.S[live], z.type_b_ns)
+    assert z.type_a is not None and z.type_b_ns is not None
+    low = _without(c, z.type_a, z.type_b_ns, changed)
     if not below(low, delta_ns):
         return True, low, None
     # only a cluster u whose S_u - f_u exceeds Δ' can (f_v > f_u)
@@ -109,6 +110,48 @@ def _lost(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters, has_reads: np.nda
     kept.live[drop] = False
     return True, low, Relaxed([], DeltaSearch(low, True, [], None),
                               sorted(h.index[c.write_row[drop]].tolist()), clusters=kept)
+
+
+def _without(c: zone.Clusters, t: zone.TypeA, type_b_ns: int, gone: np.ndarray) -> int:
+    """The minimal Δ of c's live clusters without those marked in `gone` (bool per
+    cluster, none with reads), from check_zone's type-A table t and type-B maximum.
+
+    Type B pairs two clusters with reads, so removing clusters without reads leaves its
+    maximum. A type-A value S_u - min{f_v : W_v > f_u} only falls when v's are removed
+    (the minimum is over fewer), so a cluster u whose value was at most the best Δ found
+    so far (at least max(0, type B)) cannot raise it: only the others, greatest first,
+    need their minimum again, and the first whose value no longer exceeds the best
+    ends the walk. Each minimum walks the survivors by W from the first W_v > f_u only
+    as far as the suffix minimum of f (over all of them, removed or not) is below the
+    least f found: nothing further can be lower. So no pass over every cluster: the
+    same Δ as the zone method over the survivors, in the time of the few clusters that
+    bound it."""
+    best = max(0, type_b_ns)
+    cand = np.flatnonzero(t.val > best)
+    cand = cand[np.argsort(-t.val[cand], kind="stable")]
+    for p in cand.tolist():
+        if t.val[p] <= best:
+            break
+        u = int(t.live[p])
+        m = _least_f_after(t, int(c.f[u]), gone)
+        if m < zone.BIG:
+            best = max(best, int(c.S[u]) - m)
+    return best
+
+
+def _least_f_after(t: zone.TypeA, x: int, gone: np.ndarray) -> int:
+    """min{f_v : W_v > x, v live and not gone} (zone.BIG where none), walking t's W
+    order in growing steps while its suffix minimum can still beat the least found."""
+    n = len(t.Ws)
+    p = int(np.searchsorted(t.Ws, x, side="right"))
+    least, step = int(zone.BIG), 16
+    while p < n and t.suf[p] < least:
+        q = min(n, p + step)
+        keep = ~gone[t.live[t.order[p:q]]]
+        if keep.any():
+            least = min(least, int(t.fs[p:q][keep].min()))
+        p, step = q, 2 * step
+    return least
 
 
 def splittable(h: KeyHistory, c: zone.Clusters) -> np.ndarray:
