@@ -324,15 +324,20 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
     fixed = ~cut_any[pu] & ~cut_any[pv]
     floor = max(0, int(bound[fixed].max(initial=0)))
     degree = np.bincount(np.concatenate((pu, pv)), minlength=len(c.W))
-    parts = []
+    parts: list[_Component | _HubCut] = []
     for m in _components((pu, pv), cut_any):
         members = np.array(sorted(m))
         # most components are settled by cutting the cluster in the most conflicts alone
         # (a value read again after the values written meanwhile): a choice reaching the
         # floor is the least there is; else every member's cuts are tried
-        hub = {int(members[np.argmax(degree[members])])}
-        p = _Component(_splits(h, c, members, cmp_, hub), c, h.invoke, cmp_, (pu, pv),
-                       cut_any)
+        hub = int(members[np.argmax(degree[members])])
+        (hub_split,) = _splits(h, c, np.array([hub]), cmp_)
+        p: _Component | _HubCut
+        if len(members) + len(hub_split.options) <= CUT_SEARCH_NODES:
+            p = _HubCut(hub_split, c, h.invoke, cmp_, (pu, pv), bound, members)
+        else:  # _Component's search of the hub alone may run past its limit
+            p = _Component(_splits(h, c, members, cmp_, {hub}), c, h.invoke, cmp_,
+                           (pu, pv), cut_any)
         p.search(floor)
         if len(members) > 1 and p.upper > floor:
             p = _Component(_splits(h, c, members, cmp_), c, h.invoke, cmp_, (pu, pv),
@@ -556,6 +561,62 @@ class _Component:
                 choice[k] = 0
         return {s.v: (s, s.options[k]) for s, k in zip(self.splits, choice, strict=True)
                 if k}
+
+
+class _HubCut:
+    """A component with its hub's cuts alone tried (every other member whole): the least
+    Δ, choice and undone witness _Component finds over those splits, without its
+    tables. With one cluster varying, an option's value is the largest of its pieces'
+    bounds with every cluster the hub conflicts with (whole: members and partners
+    outside O alike, as _Component's unary and link tables hold them) and with each
+    other, and of the component's fixed pairs (those without the hub: their listed
+    bounds, each above 0, are the tables' and unary's entries for whole clusters; an
+    unlisted order is at most 0, below any Δ tried). Some choice fits within d iff some
+    option's value does, so the least Δ from floor is max(floor, the least value), and
+    the choice _Component's search returns is the first option within it (its options
+    are tried in order, the whole first). Its search never runs past CUT_SEARCH_NODES
+    where the members and the hub's options together stay within it (each member is
+    visited once, each hub option at most once), which is when this is used."""
+
+    def __init__(self, split: _Split, c: zone.Clusters, inv: np.ndarray, cmp_: np.ndarray,
+                 pairs: tuple[np.ndarray, np.ndarray], bound: np.ndarray,
+                 members: np.ndarray) -> None:
+        self.split = split
+        pu, pv = pairs
+        hub = split.v
+        P, own = split.all_pieces(c, inv, cmp_)
+        val = np.full(len(split.options), zone.NEG, dtype=np.int64)
+        xs = np.concatenate((pv[pu == hub], pu[pv == hub]))
+        if len(xs):
+            piece = np.repeat(np.arange(len(P)), len(xs))
+            x = np.tile(xs, len(P))
+            Q = np.stack((c.W[x], c.f[x], c.S[x]), axis=1)
+            b = np.maximum(pair_bound(*P[piece].T, *Q.T), pair_bound(*Q.T, *P[piece].T))
+            np.maximum.at(val, own[piece], b)
+        twin = np.flatnonzero(own[1:] == own[:-1])  # an option's two pieces, in a row
+        if len(twin):
+            A, B = P[twin], P[twin + 1]
+            b = np.maximum(pair_bound(*A.T, *B.T), pair_bound(*B.T, *A.T))
+            np.maximum.at(val, own[twin], b)
+        mine = np.zeros(len(c.W), dtype=bool)
+        mine[members] = True
+        fixed = (mine[pu] | mine[pv]) & (pu != hub) & (pv != hub)
+        self.value = np.maximum(val, bound[fixed].max(initial=zone.NEG))
+        self.choice = 0
+        self.upper = self.lower = 0
+
+    def search(self, floor: int) -> None:
+        """As _Component.search (never undecided here: lower = upper)."""
+        self.upper = self.lower = max(floor, int(self.value.min()))
+        self.choice = int(np.flatnonzero(self.value <= self.upper)[0])
+
+    def undo(self, found: int) -> dict[int, tuple[_Split, tuple[int, int]]]:
+        """As _Component.undo: the hub's cut, unless the whole hub stays within found."""
+        k = self.choice
+        if k and self.value[0] <= found:
+            k = 0
+        option = self.split.options[k]
+        return {self.split.v: (self.split, option)} if option is not None else {}
 
 
 def _apply(h: KeyHistory, c: zone.Clusters,

@@ -1,21 +1,26 @@
 """zone_relax's shortcuts against the definitions they stand for, on generated
 unique-value keys (bench/gen_history.py: stale reads, lost and info writes planted):
 the minimal Δ without the unread acknowledged writes from check_zone's type-A table
-against every pair's bound over the survivors, and a few reads' staleness against the
-sorted table every read shares."""
+against every pair's bound over the survivors, a few reads' staleness against the
+sorted table every read shares, and a component's hub cut alone against the
+component search over the same choices."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from bench.gen_history import generate
-from leaseline.checkers import zone
+from leaseline.checkers import zone, zone_relax
+from leaseline.checkers.anomalies import DUPLICATED_WRITE
 from leaseline.checkers.importers.jsonl import read_jsonl
-from leaseline.checkers.ops import KeyHistory
+from leaseline.checkers.ops import READ, UNKNOWN_END, WRITE, KeyHistory
 from leaseline.checkers.zone_relax import _without, pair_bound
+
+MS = 1_000_000
 
 
 def _keys(tmp_path: Path, seed: int) -> list[KeyHistory]:
@@ -70,3 +75,53 @@ def test_a_few_reads_staleness_is_the_tables(tmp_path: Path, seed: int) -> None:
                           key=lambda x: (-x[1], x[0]))
             assert zone.staleness_of_reads(h, c, delta, rows) == want
     assert stale
+
+
+def _reread(h: KeyHistory, rng: np.random.Generator, n: int) -> KeyHistory:
+    """h with n acknowledged writes' values read again by a few reads invoked after the
+    write completed and a little later (values read again after others were written:
+    duplicated writes, and clusters in conflict with many)."""
+    value = h.value.copy()
+    writes = np.flatnonzero((h.f == WRITE) & (h.complete != UNKNOWN_END))
+    reads = np.flatnonzero(h.f == READ)
+    for w in rng.choice(writes[: len(writes) // 2], n, replace=False).tolist():
+        later = reads[h.invoke[reads] > h.complete[w] + int(rng.integers(1, 15)) * MS][:30]
+        value[rng.choice(later, min(len(later), int(rng.integers(1, 4))), replace=False)] \
+            = h.value[w]
+    return dataclasses.replace(h, value=value)
+
+
+def test_a_hub_cut_alone_is_what_the_component_search_finds(tmp_path: Path,
+                                                            monkeypatch) -> None:  # noqa: ANN001
+    """_HubCut against _Component over the hub's cuts alone, through zone_relaxed: the
+    same Δ, bounds, witness and relaxed clusters."""
+    rng = np.random.default_rng(7)
+    keys = [_reread(h, rng, 3) for seed in range(6) for h in _keys(tmp_path, seed)]
+    real = zone_relax._HubCut
+
+    def as_component(split, c, inv, cmp_, pairs, bound, members):  # noqa: ANN001, ANN202
+        in_conflict = np.zeros(len(c.W), dtype=bool)
+        in_conflict[pairs[0]] = in_conflict[pairs[1]] = True
+        cut_any = zone_relax.splittable(h, c) & in_conflict
+        return zone_relax._Component(zone_relax._splits(h, c, members, cmp_, {split.v}),
+                                     c, inv, cmp_, pairs, cut_any)
+
+    compared = cut = 0
+    for h in keys:
+        z = zone.check_zone(h, staleness=False)
+        if z.clusters is None:
+            continue
+        got = []
+        for hub_cut in (real, as_component):
+            monkeypatch.setattr(zone_relax, "_HubCut", hub_cut)
+            got.append(zone_relax.zone_relaxed(h, z, DUPLICATED_WRITE, z.min_delta_ns))
+        (k1, low1, r1), (k2, low2, r2) = got
+        assert (k1, low1) == (k2, low2)
+        assert (r1 is None) == (r2 is None)
+        if r1 is not None and r2 is not None:
+            assert (r1.found, r1.changed, r1.lower_ns) == (r2.found, r2.changed, r2.lower_ns)
+            for f in dataclasses.fields(r1.clusters):
+                assert np.array_equal(getattr(r1.clusters, f.name), getattr(r2.clusters, f.name))
+            cut += bool(r1.changed)
+        compared += 1
+    assert compared and cut
