@@ -39,8 +39,7 @@ from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
 from leaseline.checkers.relax import Relaxed, applicable, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
-from leaseline.checkers.shifts import read_shifts
-from leaseline.checkers.staleness import read_staleness
+from leaseline.checkers.staleness import stale_shifts
 from leaseline.checkers.wgl import entry_bytes
 from leaseline.checkers.zone_relax import zone_relaxed
 
@@ -285,29 +284,14 @@ def _by_outcome(h: KeyHistory, ops: list[int]) -> dict[str, list[int]]:
             "info": [i for i in writes if h.complete[at[i]] == UNKNOWN_END]}
 
 
-def _staleness(ops: Sequence[Operation], model: Model, initial: str | None,
-               order: list[int], delta: int, limits: SearchLimits,
-               only: set[int] | None = None) -> tuple[list[tuple[int, int]], bool]:
-    """Each stale read's own shift (position in ops, shift), from a linearization at
-    the minimal Δ, and whether all were decided (only: of the reads with these history
-    indices)."""
-    if not delta:
-        return [], True
-    # only reads the witness moved can be stale (min_delta moved them as late as they
-    # may go, which leaves most of them unmoved); each is decided by searches of its own
-    moved = [(i, s) for i, s in read_shifts(ops, order, delta)
-             if s > 0 and (only is None or ops[i].index in only)]
-    return read_staleness(ops, model, initial, delta, moved, limits)
-
-
 def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],
                  model: Model, order: list[int], delta: int, budget: Budget,
                  only: set[int] | None = None) -> tuple[list[ShiftedRead], bool]:
-    """_staleness of a linearization at Δ of ops (h's, or h's with an anomaly's changes
+    """stale_shifts of a linearization at Δ of ops (h's, or h's with an anomaly's changes
     made; index: each one's history index), as the stale reads sorted by index, within a
     fresh budget."""
-    moved, exact = _staleness(ops, model, h.initial, order, delta, _limits(h, budget)[0],
-                              only)
+    moved, exact = stale_shifts(ops, model, h.initial, order, delta, _limits(h, budget)[0],
+                                only)
     return sorted((ShiftedRead(int(index[i]), s) for i, s in moved if s > 0),
                   key=lambda s: s.index), exact
 

@@ -41,7 +41,11 @@ from leaseline.checkers.ops import (
 from leaseline.checkers.search_columns import HistoryOperations, encode
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.wgl import compiled_fits, linearizable
-from leaseline.checkers.wgl_native import compiled_overwritten, compiled_refute
+from leaseline.checkers.wgl_native import (
+    compiled_minimal_ops,
+    compiled_overwritten,
+    compiled_refute,
+)
 from leaseline.checkers.zone import Witness
 
 # A counterexample with more operations than this is not shown (its graph is quadratic).
@@ -280,6 +284,22 @@ def minimal_ops(
     None when more than MAX_SHOWN operations are left then. The caller knows the history
     is not linearizable so. history_ops: h's rows, where the caller has them."""
     history_ops = history_ops if history_ops is not None else HistoryOperations(h)
+    if compiled_minimal_ops is not None and compiled_fits(history_ops, model):
+        # the same steps and searches in one compiled call (its Python around each
+        # search cost more than a small key's searches)
+        e = encode(history_ops, h.initial)
+        start = e.invoke
+        if delta or read_shift:
+            reads = e.kind == READ
+            shift = np.where(reads, np.int64(delta), np.int64(0))
+            for index, s in (read_shift or {}).items():
+                shift[(e.index == index) & reads] = s
+            start = e.invoke - shift
+        shown, _, rows = compiled_minimal_ops(
+            e.kind, e.val, e.exp, e.invoke, start, e.complete, e.drop, e.init,
+            -1 if keep_row is None else keep_row, -1 if max_states is None else max_states,
+            seconds, WINDOW_OPS, WINDOWS_STATES, WINDOW_STATES, QUICK_SHRINK_ABOVE, MAX_SHOWN)
+        return rows if shown else None
     ops = history_ops.operations()
     limits = SearchLimits(time.monotonic() + seconds, 1 << 62, max_work=max_states)
     kept_index = None if keep_row is None else int(h.index[keep_row])

@@ -4,16 +4,51 @@ every other read at the key's minimal Δ, that makes the key linearizable."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Sequence
 
 import numpy as np
 
 from leaseline.checkers.models import Model
 from leaseline.checkers.ops import READ, UNKNOWN_END, Operation
-from leaseline.checkers.search_columns import columns, encode
+from leaseline.checkers.search_columns import NO_DROP, columns, encode
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
-from leaseline.checkers.shifts import Moves
+from leaseline.checkers.shifts import Moves, read_shifts
 from leaseline.checkers.wgl import compiled_fits, linearizable
+from leaseline.checkers.wgl_native import compiled_read_staleness
+
+
+def stale_shifts(
+    ops: Sequence[Operation],
+    model: Model,
+    initial: str | None,
+    order: list[int],
+    delta: int,
+    limits: SearchLimits,
+    only: set[int] | None = None,
+) -> tuple[list[tuple[int, int]], bool]:
+    """Each stale read's own shift (position in ops, shift), from a linearization at
+    the minimal Δ, and whether all were decided (only: of the reads with these history
+    indices). Only reads the witness moved can be stale (min_delta moved them as late as
+    they may go, which leaves most of them unmoved); each is decided by read_staleness,
+    in the compiled module in one call where it fits (there the Python around each
+    search cost more than a small key's searches), the same searches in the same order."""
+    if not delta:
+        return [], True
+    if (compiled_read_staleness is not None and limits.max_work is None
+            and compiled_fits(ops, model)):
+        e = encode(ops, initial)
+        mask = NO_DROP if only is None else np.fromiter(
+            (i in only for i in e.index.tolist()), dtype=np.uint8, count=len(e.index))
+        exact, states, moved = compiled_read_staleness(
+            e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, delta,
+            order if type(order) is list else list(order), mask, limits.max_states,
+            max(0.0, limits.deadline - time.monotonic()))
+        limits.states += states
+        return moved, exact
+    moved = [(i, s) for i, s in read_shifts(ops, order, delta)
+             if s > 0 and (only is None or ops[i].index in only)]
+    return read_staleness(ops, model, initial, delta, moved, limits)
 
 
 def read_staleness(

@@ -4,6 +4,7 @@
 encoding of a history's values as the integer codes they search over."""
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 
 import numpy as np
@@ -141,6 +142,84 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
                          cheap_failure, list_candidates, walk_before_gallop, &states, out)
     return (rc, states, out.delta, out.exact, out.failed_at, out.verdict_states,
             list(out.order), list(out.longest))
+
+
+cdef extern from "wgl_checks.hpp" namespace "llwgl":
+    bint c_read_staleness "llwgl::read_staleness" (
+        int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+        const int64_t *invoke, const int64_t *end, const uint8_t *drop, int32_t init,
+        int64_t delta, const int32_t *order, int32_t order_len, const uint8_t *only,
+        int64_t max_states, double seconds, int64_t *states,
+        vector[pair[int32_t, int64_t]] &out) except + nogil
+
+    bint c_minimal_ops "llwgl::minimal_ops" (
+        int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+        const int64_t *invoke, const int64_t *start, const int64_t *end,
+        const uint8_t *drop, int32_t init, int32_t keep, int64_t max_work, double seconds,
+        int32_t window_ops, int64_t windows_states, int64_t window_states,
+        int32_t quick_shrink_above, int32_t max_shown, int64_t *states,
+        vector[int32_t] &rows) except + nogil
+
+
+def read_staleness(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+                   const int64_t[::1] invoke, const int64_t[::1] end,
+                   const uint8_t[::1] drop, int32_t init, int64_t delta, list order,
+                   const uint8_t[::1] only, int64_t max_states, double seconds):
+    """(exact, states, moved): each read a linearization at delta (order: operation
+    positions) moved, and its own staleness, as checkers/staleness.py's read_staleness
+    (wgl_checks.hpp): moved is [(position, shift)] in linearization order, exact False
+    where the budget ran out (the rest keep upper bounds). only: 1 for the reads to
+    decide (empty: all); drop as for linearizable."""
+    cdef int32_t n = kind.shape[0]
+    if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
+        raise ValueError("columns of different lengths")
+    if drop.shape[0] not in (0, n) or only.shape[0] not in (0, n):
+        raise ValueError("columns of different lengths")
+    cdef vector[int32_t] o = order
+    for i in o:
+        if i < 0 or i >= n:
+            raise ValueError("an order position out of range")
+    cdef const uint8_t *drop_p = &drop[0] if drop.shape[0] else NULL
+    cdef const uint8_t *only_p = &only[0] if only.shape[0] else NULL
+    cdef vector[pair[int32_t, int64_t]] out
+    cdef int64_t states = 0
+    cdef bint exact
+    if n == 0:
+        return True, 0, []
+    with nogil:
+        exact = c_read_staleness(n, &kind[0], &val[0], &exp[0], &invoke[0], &end[0], drop_p,
+                                 init, delta, o.data(), <int32_t>o.size(), only_p,
+                                 max_states, seconds, &states, out)
+    return exact, states, [(p.first, p.second) for p in out]
+
+
+def minimal_ops(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+                const int64_t[::1] invoke, const int64_t[::1] start, const int64_t[::1] end,
+                const uint8_t[::1] drop, int32_t init, int32_t keep, int64_t max_work,
+                double seconds, int32_t window_ops, int64_t windows_states,
+                int64_t window_states, int32_t quick_shrink_above, int32_t max_shown):
+    """(shown, states, rows): the positions of a small sub-history not linearizable at
+    the shifted invokes `start` (invoke: as recorded), as checkers/explain.py's
+    minimal_ops (wgl_checks.hpp); shown False where more than max_shown are left. keep:
+    a position never deleted (-1: none); max_work -1: no bound."""
+    cdef int32_t n = kind.shape[0]
+    if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == start.shape[0]
+            == end.shape[0] == n):
+        raise ValueError("columns of different lengths")
+    if drop.shape[0] not in (0, n):
+        raise ValueError("columns of different lengths")
+    if n == 0:
+        return True, 0, []
+    cdef const uint8_t *drop_p = &drop[0] if drop.shape[0] else NULL
+    cdef vector[int32_t] rows
+    cdef int64_t states = 0
+    cdef bint shown
+    with nogil:
+        shown = c_minimal_ops(n, &kind[0], &val[0], &exp[0], &invoke[0], &start[0], &end[0],
+                              drop_p, init, keep, max_work, seconds, window_ops,
+                              windows_states, window_states, quick_shrink_above, max_shown,
+                              &states, rows)
+    return shown, states, list(rows)
 
 
 def refute(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,

@@ -13,3 +13,8 @@ try:  # optional: the checker falls back to pure Python
 except ImportError:  # pragma: no cover - depends on the installation
     compiled_encode = compiled_search = compiled_min_delta = None
     compiled_overwritten = compiled_refute = None
+try:  # a module built before these were added lacks them: the Python loops run them
+    from leaseline.checkers.wgl_compiled import minimal_ops as compiled_minimal_ops
+    from leaseline.checkers.wgl_compiled import read_staleness as compiled_read_staleness
+except ImportError:  # pragma: no cover - depends on the installation
+    compiled_minimal_ops = compiled_read_staleness = None

@@ -313,10 +313,11 @@ def test_general_search_keeps_upper_bounds_when_the_budget_runs_out() -> None:
 
 def test_undecided_staleness_is_marked_in_results(monkeypatch) -> None:  # noqa: ANN001
     import leaseline.checkers.decide as decide
+    from leaseline.checkers.shifts import read_shifts
 
     # the per-read searches run out of budget (faked): the witness's shifts stay, marked
-    monkeypatch.setattr(decide, "read_staleness", lambda ops, m, i, d, moved, lim:
-                        (list(moved), False))
+    monkeypatch.setattr(decide, "stale_shifts", lambda ops, m, i, order, d, lim, only:
+                        (read_shifts(ops, order, d), False))
     h = history(w(1, 0, 1), w(2, 4, 5), r(1, 12, 13), model="cas-register")
     out = check_key(h, 0, anomalies=False).to_json()
     assert out["shifted_reads"] == [{"index": 2, "shift_ms": 7.0}]
