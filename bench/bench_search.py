@@ -19,7 +19,8 @@ Per case: Porcupine's verdict and time (CheckOperationsTimeout, 120 s); Leaselin
 verdict time (the same question: linearizable as recorded? from the imported columns,
 model choice included, as check_key asks it), and its full check time
 (check_key with the same 120 s budget: verdict, minimal Δ, shifted reads, counterexample;
-its status is the Leaseline verdict shown); both peak RSS; the
+its status is the Leaseline verdict shown), and in CPU time the plain check too (the same
+without naming a violation's anomalies, check_key's anomalies=False); both peak RSS; the
 time of the minimal Δ alone (wgl.min_delta, as check_key calls it; for the zone method
 verdict, Δ and check are one computation); the ratios Leaseline verdict / Porcupine and
 Leaseline minimal Δ / Porcupine verdict. Where Leaseline's verdict pass is undecided in
@@ -161,6 +162,7 @@ def worker(path: Path, prefix: str) -> None:
             print(json.dumps({
                 "name": c["name"], "ops": len(h), "status": "unknown", "verdict_s": t_verdict,
                 "delta_s": t_verdict, "check_s": t_verdict, "check_cpu_s": None,
+                "plain_cpu_s": None,
                 "delta_ms": None, "method": method,
                 "cx_ops": 0, "compiled": compiled_available(), "peak_rss_mb": peak_rss_mb(),
             }), flush=True)
@@ -170,6 +172,8 @@ def worker(path: Path, prefix: str) -> None:
         # Porcupine's limit; timed as the verdict is, in CPU time too
         res, t_check, cpu_check = fastest(
             functools.partial(check_key, h, 0, Budget(max_seconds=TIMEOUT_S)), cpu=True)
+        _, _, cpu_plain = fastest(functools.partial(check_key, h, 0, Budget(max_seconds=TIMEOUT_S),
+                                                    anomalies=False), cpu=True)
         if method == "zone":  # verdict, Δ and witness come at once
             t_verdict = t_delta = t_check
         elif verdict is not None and res.status != "unknown" and (
@@ -179,6 +183,7 @@ def worker(path: Path, prefix: str) -> None:
         print(json.dumps({
             "name": c["name"], "ops": len(h), "status": res.status, "verdict_s": t_verdict,
             "delta_s": t_delta, "check_s": t_check, "check_cpu_s": cpu_check,
+            "plain_cpu_s": cpu_plain,
             "delta_ms": None if res.min_delta_ns is None
             else res.min_delta_ns / 1e6, "method": res.method, "cx_ops": len(cx),
             "compiled": compiled_available(), "peak_rss_mb": peak_rss_mb(),
@@ -267,6 +272,7 @@ class Row:
     l_check_s: float
     p_cpu_s: float | None  # CPU time of Porcupine's verdict
     l_check_cpu_s: float | None  # CPU time of Leaseline's whole check
+    l_plain_cpu_s: float | None  # ... and of its plain check (no anomaly names)
     l_mb: float
     delta_ms: float | None
     cx_ops: int
@@ -284,16 +290,18 @@ def _ratio(a: float, b: float | None) -> str:
 
 def print_table(rows: list[Row], title: str) -> None:
     head = ("case", "ops", "Porcupine", "time", "CPU", "RSS MB", "Leaseline", "verdict",
-            "min Δ", "check", "CPU", "RSS MB", "verdict/P", "Δ/P", "check/P CPU", "Δ ms",
-            "same")
+            "min Δ", "check", "CPU", "plain CPU", "RSS MB", "verdict/P", "Δ/P", "check/P CPU",
+            "plain/P CPU", "Δ ms", "same")
     table = [head]
     for r in rows:
         table.append((
             r.name, f"{r.ops:,}", r.p_verdict, _fmt_s(r.p_s), _fmt_s(r.p_cpu_s),
             "-" if r.p_mb is None else f"{r.p_mb:.0f}", r.l_verdict, _fmt_s(r.l_verdict_s),
             _fmt_s(r.l_delta_s), _fmt_s(r.l_check_s), _fmt_s(r.l_check_cpu_s),
+            _fmt_s(r.l_plain_cpu_s),
             f"{r.l_mb:.0f}", _ratio(r.l_verdict_s, r.p_s), _ratio(r.l_delta_s, r.p_s),
             "-" if r.l_check_cpu_s is None else _ratio(r.l_check_cpu_s, r.p_cpu_s),
+            "-" if r.l_plain_cpu_s is None else _ratio(r.l_plain_cpu_s, r.p_cpu_s),
             "-" if r.delta_ms is None else f"{r.delta_ms:.3f}",
             "n/a" if r.p_s is None or r.p_verdict == "unknown"  # Porcupine did not decide
             else "yes" if r.p_verdict == r.l_verdict else "NO",
@@ -358,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                     x["name"], x["ops"],
                     VERDICT[p["result"]] if p else "missing", p["seconds"] if p else None,
                     p_mb, x["status"], x["verdict_s"], x["delta_s"], x["check_s"],
-                    p.get("cpu_seconds") if p else None, x["check_cpu_s"],
+                    p.get("cpu_seconds") if p else None, x["check_cpu_s"], x["plain_cpu_s"],
                     x["peak_rss_mb"],
                     x["delta_ms"], x["cx_ops"]))
             all_rows += rows
@@ -386,6 +394,7 @@ def _aggregate(name: str, rows: list[Row]) -> Row:
                "/".join(verdicts), sum(r.l_verdict_s for r in rows),
                sum(r.l_delta_s for r in rows), sum(r.l_check_s for r in rows),
                total([r.p_cpu_s for r in rows]), total([r.l_check_cpu_s for r in rows]),
+               total([r.l_plain_cpu_s for r in rows]),
                max(r.l_mb for r in rows), None,
                sum(r.cx_ops for r in rows))
 

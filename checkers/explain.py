@@ -93,6 +93,8 @@ def op_record(h: KeyHistory, row: int, role: str = "") -> dict[str, Any]:
 
 def nemesis_in_force(h: KeyHistory, start: int, end: int) -> list[dict[str, Any]]:
     """The faults in force at some time in [start, end] (ns), from checkers.faults."""
+    if not h.nemesis:
+        return []
     lo, hi = start / 1e6, end / 1e6
     return [{"f": p.f, "index": p.start_index, "value": _jsonable(p.value),
              "time_ms": p.start_ms, "end_ms": p.end_ms}
@@ -189,20 +191,33 @@ def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int,
                      ) -> list[tuple[int, int, str, bool]]:
     """Real-time order among rows at the shifted invokes, transitively reduced.
     own_shift: {row: shift} for reads that move by their own shift, not lease_ns."""
-    at = np.asarray(list(rows), dtype=np.int64)
-    start = h.invoke[at] - np.where(h.f[at] == READ, np.int64(lease_ns), np.int64(0))
-    for k, r in enumerate(at.tolist()):
-        if own_shift and r in own_shift and h.f[r] == READ:
-            start[k] = int(h.invoke[r]) - own_shift[r]
-    end = h.complete[at]
-    # before[i, j]: row i completed before row j's shifted invoke (an info one never did)
-    before = (end[:, None] < start[None, :]) & (end != UNKNOWN_END)[:, None]
-    np.fill_diagonal(before, False)
-    b = before.astype(np.int32)
-    through = (b @ b) > 0  # i before some c before j: implied, not drawn
-    i, j = np.nonzero(before & ~through)
-    return [(int(at[x]), int(at[y]), "real-time", False)
-            for x, y in zip(i.tolist(), j.tolist(), strict=True)]
+    at = list(rows)
+    kinds, invokes, ends = h.f[at].tolist(), h.invoke[at].tolist(), h.complete[at].tolist()
+    start = [i - lease_ns if f == READ else i for i, f in zip(invokes, kinds, strict=True)]
+    if own_shift:
+        for k, r in enumerate(at):
+            if r in own_shift and kinds[k] == READ:
+                start[k] = invokes[k] - own_shift[r]
+    # before[x]: bit y set when row x completed before row y's shifted invoke (an info
+    # one never did); as bit sets, a counterexample's few rows need no array calls
+    k = len(at)
+    before = [0] * k
+    for x, end in enumerate(ends):
+        if end != UNKNOWN_END:
+            before[x] = sum(1 << y for y in range(k) if y != x and end < start[y])
+    out = []
+    for x, later in enumerate(before):
+        through, rest = 0, later  # x before some c before y: implied, not drawn
+        while rest:
+            low = rest & -rest
+            through |= before[low.bit_length() - 1]
+            rest ^= low
+        drawn = later & ~through
+        while drawn:
+            low = drawn & -drawn
+            out.append((at[x], at[low.bit_length() - 1], "real-time", False))
+            drawn ^= low
+    return out
 
 
 def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int,
@@ -436,27 +451,30 @@ def from_search(
         return None
     rowset = set(rows)
     edges = _real_time_edges(h, rows, delta)
-    for a in rows:
-        for b in rows:
-            if a == b or h.f[b] != READ or h.f[a] not in (WRITE, CAS):
-                continue
-            if h.value[a] == h.value[b]:
+    # the few rows' cells as Python values: numpy's item access costs more than the rest
+    kinds, values = h.f[rows].tolist(), h.value[rows].tolist()
+    invokes, ends = h.invoke[rows].tolist(), h.complete[rows].tolist()
+    for x, a in enumerate(rows):
+        if kinds[x] not in (WRITE, CAS):
+            continue
+        for y, b in enumerate(rows):
+            if a != b and kinds[y] == READ and values[x] == values[y]:
                 edges.append((a, b, "reads-from", False))
-    order = [r for r in rows if h.f[r] != READ and h.f[r] != CAS_FAILED]
-    for a, b in zip(order, order[1:], strict=False):
-        if h.complete[a] != UNKNOWN_END and h.complete[a] < h.invoke[b]:
-            edges.append((a, b, "version-order", False))
+    order = [x for x, f in enumerate(kinds) if f != READ and f != CAS_FAILED]
+    for x, y in zip(order, order[1:], strict=False):
+        if ends[x] != UNKNOWN_END and ends[x] < invokes[y]:
+            edges.append((rows[x], rows[y], "version-order", False))
     # in a minimal set every operation is needed: all its edges close the contradiction
     edges = [(a, b, t, True) for a, b, t, _ in edges if a in rowset and b in rowset]
-    last = max(rows, key=lambda r: (int(h.complete[r]) if h.complete[r] != UNKNOWN_END
-                                    else -1))
+    last = rows[max(range(len(rows)), key=lambda x: -1 if ends[x] == UNKNOWN_END else ends[x])]
     roles = {last: "cannot be linearized"}
     why = ("no shift of the reads makes the key linearizable" if min_delta is None else
            f"the key needs a read shift of {min_delta / 1e6:.3f} ms")
+    described = [_describe(h, r) for r in rows]
     text = (f"{len(rows)} operations have no valid order with reads shifted by the lease "
             f"window of {delta / 1e6:.3f} ms ({why}); "
-            f"the last to complete is {_describe(h, last)}. Operations: "
-            + "; ".join(_describe(h, r) for r in rows) + ".")
+            f"the last to complete is {described[rows.index(last)]}. Operations: "
+            + "; ".join(described) + ".")
     return build(h, rows, roles, edges, text, delta)
 
 
