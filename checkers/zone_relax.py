@@ -154,13 +154,15 @@ def _least_f_after(t: zone.TypeA, x: int, gone: np.ndarray) -> int:
     return least
 
 
-def splittable(h: KeyHistory, c: zone.Clusters) -> np.ndarray:
-    """The clusters a second application may split (module docstring)."""
-    reads = np.bincount(c.read_cluster, minlength=len(c.W))
-    written = c.write_row >= 0
-    info = np.zeros(len(c.W), dtype=bool)
-    info[written] = h.complete[c.write_row[written]] == UNKNOWN_END
-    return c.live & written & np.where(info, reads > 1, reads > 0)
+def splittable(h: KeyHistory, c: zone.Clusters, which: np.ndarray | None = None
+               ) -> np.ndarray:
+    """Whether a second application may split each cluster (module docstring): of
+    `which` (cluster indices) where given, else of every cluster."""
+    which = np.arange(len(c.W)) if which is None else which
+    reads = np.bincount(c.read_cluster, minlength=len(c.W))[which]
+    row = c.write_row[which]
+    info = h.complete[np.maximum(row, 0)] == UNKNOWN_END
+    return c.live[which] & (row >= 0) & np.where(info, reads > 1, reads > 0)
 
 
 @dataclasses.dataclass
@@ -244,6 +246,30 @@ def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray
     return out
 
 
+def _near_conflicts(c: zone.Clusters) -> np.ndarray:
+    """The live clusters (indices, ascending) among which every pair in conflict at Δ = 0
+    lies, few on a history that is mostly linearizable: conflicts() over them lists the
+    same pairs in the same order as over every live cluster (its condition is pairwise,
+    and they keep their order), without sorting all of them.
+
+    A pair (u, v) conflicts at 0 iff f_u < S_u, f_v < S_u and f_u < s_v = max(W_v, S_v).
+    So u has a forward zone (f_u, S_u), and v is a live cluster for which some forward
+    u' (u itself) has f_u' < s_v and S_u' > f_v: among the forward clusters by f, those
+    with f_u' < s_v are a prefix, and its greatest S tells. That keeps every u and v of
+    a pair (and some more: a forward cluster's own zone counts too), and the forward
+    zones are what has to be sorted, not every cluster: on a mostly linearizable history
+    a cluster's reads rarely come after its first completion, and zones that overlap or
+    nest are the conflicts themselves."""
+    S, f = c.S, c.f
+    forward = c.live & (S > zone.NEG) & (f < S)
+    fw = np.flatnonzero(forward)
+    fw = fw[np.argsort(f[fw], kind="stable")]
+    most_s = np.maximum.accumulate(S[fw])  # greatest S of the forward zones so far, by f
+    k = np.searchsorted(f[fw], np.maximum(c.W, S), side="left")  # f_u' < s_v
+    near = forward | ((k > 0) & (most_s[np.maximum(k - 1, 0)] > f) if len(fw) else forward)
+    return np.flatnonzero(near & c.live)
+
+
 def conflicts(W: np.ndarray, f: np.ndarray, S: np.ndarray, delta: int
               ) -> tuple[np.ndarray, np.ndarray]:
     """The ordered pairs (u, v), u != v, whose pair bound exceeds delta (zone.py's
@@ -308,17 +334,16 @@ def _components(pairs: tuple[np.ndarray, np.ndarray], members: np.ndarray
 
 def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
                 delta_ns: int | None) -> tuple[bool, int | None, Relaxed | None]:
-    split = splittable(h, c)
     assert z.pair is not None
-    if not split[list(z.pair)].any():
+    if not splittable(h, c, np.array(z.pair)).any():
         return True, delta_ns, None
     cmp_ = np.where(h.complete == UNKNOWN_END, zone.BIG, h.complete)
-    live = np.flatnonzero(c.live)
-    pu, pv = conflicts(c.W[live], c.f[live], c.S[live], 0)
-    pu, pv = live[pu], live[pv]
-    in_conflict = np.zeros(len(c.W), dtype=bool)
-    in_conflict[pu] = in_conflict[pv] = True
-    cut_any = split & in_conflict  # O: only these are ever cut
+    near = _near_conflicts(c)
+    pu, pv = conflicts(c.W[near], c.f[near], c.S[near], 0)
+    pu, pv = near[pu], near[pv]
+    cut_any = np.zeros(len(c.W), dtype=bool)  # O: only these are ever cut
+    both = np.union1d(pu, pv)
+    cut_any[both] = splittable(h, c, both)
     # every pair bound above 0 is a listed pair's: the pairs no cut changes give floor
     bound = pair_bound(c.W[pu], c.f[pu], c.S[pu], c.W[pv], c.f[pv], c.S[pv])
     fixed = ~cut_any[pu] & ~cut_any[pv]
@@ -353,7 +378,7 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
     cuts: dict[int, tuple[_Split, tuple[int, int]]] = {}
     for p in parts:
         cuts.update(p.undo(found))
-    clusters, changed = _apply(h, c, cuts)
+    clusters, changed = _apply(h, c, cuts, cmp_)
     exact = lower >= found
     return True, lower, Relaxed([], DeltaSearch(found, exact, [], None), changed,
                                 clusters=clusters, lower_ns=None if exact else lower)
@@ -586,13 +611,14 @@ class _HubCut:
         hub = split.v
         P, own = split.all_pieces(c, inv, cmp_)
         val = np.full(len(split.options), zone.NEG, dtype=np.int64)
-        xs = np.concatenate((pv[pu == hub], pu[pv == hub]))
+        xs = np.unique(np.concatenate((pv[pu == hub], pu[pv == hub])))
         if len(xs):
-            piece = np.repeat(np.arange(len(P)), len(xs))
-            x = np.tile(xs, len(P))
-            Q = np.stack((c.W[x], c.f[x], c.S[x]), axis=1)
-            b = np.maximum(pair_bound(*P[piece].T, *Q.T), pair_bound(*Q.T, *P[piece].T))
-            np.maximum.at(val, own[piece], b)
+            # every piece against every partner, then each option's pieces (in a row)
+            p = [P[:, k][:, None] for k in range(3)]
+            q = [x[xs][None, :] for x in (c.W, c.f, c.S)]
+            b = np.maximum(pair_bound(*p, *q), pair_bound(*q, *p)).max(axis=1)
+            first = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
+            val[own[first]] = np.maximum.reduceat(b, first)
         twin = np.flatnonzero(own[1:] == own[:-1])  # an option's two pieces, in a row
         if len(twin):
             A, B = P[twin], P[twin + 1]
@@ -620,15 +646,16 @@ class _HubCut:
 
 
 def _apply(h: KeyHistory, c: zone.Clusters,
-           cuts: dict[int, tuple[_Split, tuple[int, int]]]) -> tuple[zone.Clusters, list[int]]:
+           cuts: dict[int, tuple[_Split, tuple[int, int]]], cmp_: np.ndarray
+           ) -> tuple[zone.Clusters, list[int]]:
     """The clusters with the witness's cuts made (the reads from the cut on get a
     cluster of their own), and the history indices of the doubled writes and of the
     reads that returned their second application (the group the acknowledged write's
-    own completion does not bound; of an info write, the later one)."""
+    own completion does not bound; of an info write, the later one; cmp_: each row's
+    completion, zone.BIG where unknown)."""
     out = dataclasses.replace(c, W=c.W.copy(), f=c.f.copy(), S=c.S.copy(),
                               write_row=c.write_row.copy(),
                               read_cluster=c.read_cluster.copy(), live=c.live.copy())
-    cmp_ = np.where(h.complete == UNKNOWN_END, zone.BIG, h.complete)
     changed: list[int] = []
     for v, (s, (cut, bounded)) in cuts.items():
         (_, f1, s1), (_, f2, s2) = s.pieces(c, h.invoke, cmp_, (cut, bounded))

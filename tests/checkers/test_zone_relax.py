@@ -125,3 +125,24 @@ def test_a_hub_cut_alone_is_what_the_component_search_finds(tmp_path: Path,
             cut += bool(r1.changed)
         compared += 1
     assert compared and cut
+
+
+def test_the_clusters_near_a_conflict_hold_every_pair_in_order(tmp_path: Path) -> None:
+    """conflicts() over _near_conflicts' clusters lists what it lists over every live
+    cluster, pair for pair, on keys with stale reads and values read again."""
+    rng = np.random.default_rng(3)
+    pairs = 0
+    for seed in range(6):
+        for h in _keys(tmp_path, seed):
+            for key in (h, _reread(h, rng, 3)):
+                c = zone.check_zone(key, staleness=False).clusters
+                if c is None:
+                    continue
+                live, near = np.flatnonzero(c.live), zone_relax._near_conflicts(c)
+                assert len(near) < len(live)
+                au, av = zone_relax.conflicts(c.W[live], c.f[live], c.S[live], 0)
+                nu, nv = zone_relax.conflicts(c.W[near], c.f[near], c.S[near], 0)
+                assert live[au].tolist() == near[nu].tolist()
+                assert live[av].tolist() == near[nv].tolist()
+                pairs += len(au)
+    assert pairs
