@@ -97,12 +97,13 @@ class ZoneResult:
     staleness: list[tuple[int, int]] = field(default_factory=list)
     stale_witness: Witness | None = None
     # for naming anomalies (checkers/zone_relax.py) without clustering the history again:
-    # its clusters, two clusters whose pair bound is the minimal Δ, the type-B maximum
-    # and the type-A table
+    # its clusters, two clusters whose pair bound is the minimal Δ, the type-B maximum,
+    # the type-A table and each row's cluster (its value's code)
     clusters: Clusters | None = None
     pair: tuple[int, int] | None = None
     type_b_ns: int | None = None
     type_a: TypeA | None = None
+    row_cluster: np.ndarray | None = None
 
 
 class NotUniqueValues(Exception):
@@ -313,6 +314,7 @@ def check_zone(h: KeyHistory, staleness: bool = True,
     staleness=False leaves the reads' shifts and staleness to add_staleness (a caller
     that may decide them over a relaxed history instead); codes: value_codes(h), where
     the caller has them."""
+    codes = codes if codes is not None else _codes(h)
     c, early = _clusters(h, codes)
     if early is not None:
         return early
@@ -338,7 +340,8 @@ def check_zone(h: KeyHistory, staleness: bool = True,
         u, v = int(idx[rd[bi]]), int(idx[rd[bj]])
         witness = _witness(h, c, u, v, "nested")
     z = ZoneResult(delta, [], "a read returned a value already overwritten when it was invoked",
-                   witness, clusters=c, pair=(u, v), type_b_ns=b_val, type_a=type_a)
+                   witness, clusters=c, pair=(u, v), type_b_ns=b_val, type_a=type_a,
+                   row_cluster=codes[0])
     if staleness:
         add_staleness(h, z)
     return z

@@ -246,28 +246,42 @@ def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray
     return out
 
 
-def _near_conflicts(c: zone.Clusters) -> np.ndarray:
+def _near_conflicts(h: KeyHistory, c: zone.Clusters, row_cluster: np.ndarray
+                    ) -> np.ndarray:
     """The live clusters (indices, ascending) among which every pair in conflict at Δ = 0
     lies, few on a history that is mostly linearizable: conflicts() over them lists the
     same pairs in the same order as over every live cluster (its condition is pairwise,
-    and they keep their order), without sorting all of them.
+    and they keep their order), without sorting all of them. row_cluster: each row's
+    cluster, as check_zone made them.
 
     A pair (u, v) conflicts at 0 iff f_u < S_u, f_v < S_u and f_u < s_v = max(W_v, S_v).
-    So u has a forward zone (f_u, S_u), and v is a live cluster for which some forward
-    u' (u itself) has f_u' < s_v and S_u' > f_v: among the forward clusters by f, those
-    with f_u' < s_v are a prefix, and its greatest S tells. That keeps every u and v of
-    a pair (and some more: a forward cluster's own zone counts too), and the forward
-    zones are what has to be sorted, not every cluster: on a mostly linearizable history
-    a cluster's reads rarely come after its first completion, and zones that overlap or
-    nest are the conflicts themselves."""
+    So u has a forward zone (f_u, S_u), and v is forward itself, or f_v < W_v (a write
+    completing before its invoke: no row bounds it), or one of v's rows is invoked
+    inside u's forward zone: where W_v > f_u, its write (W_v <= f_v < S_u); else
+    S_v > f_u, and a backward v has S_v <= f_v < S_u: its latest read. Rows are sorted by
+    invoke (checkers/ops.py), so each forward zone's rows are one range; the forward
+    zones of a mostly linearizable history hold few rows (zones that overlap or nest
+    are the conflicts themselves). Where they hold more than the history itself, the
+    forward zones are sorted by f instead, and a live cluster is kept where one of them
+    with f_u < s_v (a prefix) reaches beyond f_v."""
     S, f = c.S, c.f
     forward = c.live & (S > zone.NEG) & (f < S)
+    near = forward | (c.live & (f < c.W))
     fw = np.flatnonzero(forward)
-    fw = fw[np.argsort(f[fw], kind="stable")]
-    most_s = np.maximum.accumulate(S[fw])  # greatest S of the forward zones so far, by f
-    k = np.searchsorted(f[fw], np.maximum(c.W, S), side="left")  # f_u' < s_v
-    near = forward | ((k > 0) & (most_s[np.maximum(k - 1, 0)] > f) if len(fw) else forward)
+    lo = np.searchsorted(h.invoke, f[fw], side="right")
+    count = np.maximum(np.searchsorted(h.invoke, S[fw], side="left") - lo, 0)
+    if int(count.sum()) <= NEAR_ROWS * len(h):
+        near[row_cluster[concat_ranges(lo, count)]] = True
+    else:
+        fw = fw[np.argsort(f[fw], kind="stable")]
+        most_s = np.maximum.accumulate(S[fw])  # greatest S of the forward zones by f
+        k = np.searchsorted(f[fw], np.maximum(c.W, S), side="left")  # f_u < s_v
+        near |= (k > 0) & (most_s[np.maximum(k - 1, 0)] > f)
     return np.flatnonzero(near & c.live)
+
+
+# _near_conflicts reads the forward zones' rows up to this many times the history's
+NEAR_ROWS = 1
 
 
 def conflicts(W: np.ndarray, f: np.ndarray, S: np.ndarray, delta: int
@@ -338,7 +352,8 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
     if not splittable(h, c, np.array(z.pair)).any():
         return True, delta_ns, None
     cmp_ = np.where(h.complete == UNKNOWN_END, zone.BIG, h.complete)
-    near = _near_conflicts(c)
+    assert z.row_cluster is not None
+    near = _near_conflicts(h, c, z.row_cluster)
     pu, pv = conflicts(c.W[near], c.f[near], c.S[near], 0)
     pu, pv = near[pu], near[pv]
     cut_any = np.zeros(len(c.W), dtype=bool)  # O: only these are ever cut

@@ -127,18 +127,24 @@ def test_a_hub_cut_alone_is_what_the_component_search_finds(tmp_path: Path,
     assert compared and cut
 
 
-def test_the_clusters_near_a_conflict_hold_every_pair_in_order(tmp_path: Path) -> None:
+@pytest.mark.parametrize("rows", [1, 0])
+def test_the_clusters_near_a_conflict_hold_every_pair_in_order(tmp_path: Path, rows: int,
+                                                               monkeypatch) -> None:  # noqa: ANN001
     """conflicts() over _near_conflicts' clusters lists what it lists over every live
-    cluster, pair for pair, on keys with stale reads and values read again."""
+    cluster, pair for pair, on keys with stale reads and values read again: found by the
+    forward zones' rows, and by sorting the forward zones (rows 0: too many rows)."""
+    monkeypatch.setattr(zone_relax, "NEAR_ROWS", rows)
     rng = np.random.default_rng(3)
     pairs = 0
     for seed in range(6):
         for h in _keys(tmp_path, seed):
             for key in (h, _reread(h, rng, 3)):
-                c = zone.check_zone(key, staleness=False).clusters
+                z = zone.check_zone(key, staleness=False)
+                c = z.clusters
                 if c is None:
                     continue
-                live, near = np.flatnonzero(c.live), zone_relax._near_conflicts(c)
+                live = np.flatnonzero(c.live)
+                near = zone_relax._near_conflicts(key, c, z.row_cluster)
                 assert len(near) < len(live)
                 au, av = zone_relax.conflicts(c.W[live], c.f[live], c.S[live], 0)
                 nu, nv = zone_relax.conflicts(c.W[near], c.f[near], c.S[near], 0)
