@@ -28,12 +28,14 @@ bias and noise) says how far the recording arm's ratio can be trusted; the targe
 takes each round's recording phase against both. --dump FILE writes every phase.
 
 --pin puts Redis's container on the last CPU and this process (the workers and the
-flushers) on the others. Unpinned, the scheduler moves Redis and the four clients between
-the two CPUs, and which of them share a CPU changes every few seconds and the throughput
-with it; pinned, every arm runs with the same placement, and a run's noise was half
-(A/A at load 8-10: the per-round spread 0.21 against 0.41 per square root of a second).
-It is not the default, because a run of the harness is not pinned: the pinned figure is
-the fairer comparison of the arms, the unpinned one the loop as it runs.
+flushers) on the others. Unpinned, the scheduler places Redis, the four clients and the
+flusher on the two CPUs as it likes, and an arm can change the placement as well as the
+work: at load 7-8 the recording arm came out 8 % FASTER than the arms without recording
+(the control 1.00), where pinned it came out 3-4 % slower, with its extra CPU per op. So
+pinned, the arms differ only in their work, and their ratio is the comparison of costs
+(a fairer one); unpinned is the loop as a run of the harness has it (not pinned, so not
+the default), whatever the scheduler makes of it. Pinned, an operation costs more CPU
+(about 48 us against 35: Redis is woken on the other CPU every time).
 
 --baseline REV adds an arm: the HistoryWriter of harness/store/history.py as it is at git
 revision REV (e.g. the code before a change; it records through this checkout's Pending).
