@@ -159,10 +159,13 @@ def splittable(h: KeyHistory, c: zone.Clusters, which: np.ndarray | None = None
     """Whether a second application may split each cluster (module docstring): of
     `which` (cluster indices) where given, else of every cluster."""
     which = np.arange(len(c.W)) if which is None else which
-    reads = np.bincount(c.read_cluster, minlength=len(c.W))[which]
     row = c.write_row[which]
-    info = h.complete[np.maximum(row, 0)] == UNKNOWN_END
-    return c.live[which] & (row >= 0) & np.where(info, reads > 1, reads > 0)
+    info = (row >= 0) & (h.complete[np.maximum(row, 0)] == UNKNOWN_END)
+    out = c.live[which] & (row >= 0) & (c.S[which] > zone.NEG)  # read at all
+    if info.any():  # an info write needs two reads (module docstring)
+        twice = np.bincount(c.read_cluster, minlength=len(c.W)) > 1
+        out &= ~info | twice[which]
+    return out
 
 
 @dataclasses.dataclass
@@ -225,7 +228,8 @@ def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray
             only: set[int] | None = None) -> list[_Split]:
     """The given clusters' reads by invoke and options (the reads grouped in one pass);
     with `only`, the other clusters stay whole (their one option)."""
-    reads = np.flatnonzero(np.isin(c.read_cluster, which))
+    reads = np.flatnonzero(c.read_cluster == which[0] if len(which) == 1
+                           else np.isin(c.read_cluster, which))
     reads = reads[np.lexsort((h.invoke[c.read_rows[reads]], c.read_cluster[reads]))]
     bounds = np.searchsorted(c.read_cluster[reads], which, side="left").tolist()
     out = []
@@ -259,9 +263,10 @@ def _near_conflicts(h: KeyHistory, c: zone.Clusters, row_cluster: np.ndarray
     completing before its invoke: no row bounds it), or one of v's rows is invoked
     inside u's forward zone: where W_v > f_u, its write (W_v <= f_v < S_u); else
     S_v > f_u, and a backward v has S_v <= f_v < S_u: its latest read. Rows are sorted by
-    invoke (checkers/ops.py), so each forward zone's rows are one range; the forward
-    zones of a mostly linearizable history hold few rows (zones that overlap or nest
-    are the conflicts themselves). Where they hold more than the history itself, the
+    invoke (checkers/ops.py), so each forward zone's rows are one range, and of their
+    clusters those in conflict with the zone's own are kept; the forward zones of a
+    mostly linearizable history hold few rows (zones that overlap or nest are the
+    conflicts themselves). Where they hold more than the history itself, the
     forward zones are sorted by f instead, and a live cluster is kept where one of them
     with f_u < s_v (a prefix) reaches beyond f_v."""
     S, f = c.S, c.f
@@ -271,7 +276,9 @@ def _near_conflicts(h: KeyHistory, c: zone.Clusters, row_cluster: np.ndarray
     lo = np.searchsorted(h.invoke, f[fw], side="right")
     count = np.maximum(np.searchsorted(h.invoke, S[fw], side="left") - lo, 0)
     if int(count.sum()) <= NEAR_ROWS * len(h):
-        near[row_cluster[concat_ranges(lo, count)]] = True
+        v = row_cluster[concat_ranges(lo, count)]
+        u = np.repeat(fw, count)  # the zone each row is in
+        near[v[(f[v] < S[u]) & (np.maximum(c.W[v], S[v]) > f[u])]] = True
     else:
         fw = fw[np.argsort(f[fw], kind="stable")]
         most_s = np.maximum.accumulate(S[fw])  # greatest S of the forward zones by f
@@ -668,19 +675,19 @@ def _apply(h: KeyHistory, c: zone.Clusters,
     reads that returned their second application (the group the acknowledged write's
     own completion does not bound; of an info write, the later one; cmp_: each row's
     completion, zone.BIG where unknown)."""
-    out = dataclasses.replace(c, W=c.W.copy(), f=c.f.copy(), S=c.S.copy(),
-                              write_row=c.write_row.copy(),
-                              read_cluster=c.read_cluster.copy(), live=c.live.copy())
+    f, S, read_cluster = c.f.copy(), c.S.copy(), c.read_cluster.copy()
+    added: list[tuple[int, int, int, int]] = []  # W, f, S, write row of each new cluster
     changed: list[int] = []
     for v, (s, (cut, bounded)) in cuts.items():
         (_, f1, s1), (_, f2, s2) = s.pieces(c, h.invoke, cmp_, (cut, bounded))
-        out.f[v], out.S[v] = f1, s1
-        second = len(out.W)  # the cluster of the reads from the cut on
-        out.W, out.f, out.S = (np.append(out.W, c.W[v]), np.append(out.f, f2),
-                               np.append(out.S, s2))
-        out.write_row = np.append(out.write_row, c.write_row[v])
-        out.live = np.append(out.live, True)
-        out.read_cluster[s.reads[cut:]] = second
+        f[v], S[v] = f1, s1
+        read_cluster[s.reads[cut:]] = len(c.W) + len(added)  # the reads from the cut on
+        added.append((int(c.W[v]), f2, s2, int(c.write_row[v])))
         again = s.rows[cut:] if bounded == 0 else s.rows[:cut]
         changed += [int(h.index[c.write_row[v]]), *h.index[again].tolist()]
+    new = np.array(added, dtype=np.int64).reshape(-1, 4).T
+    out = dataclasses.replace(
+        c, W=np.concatenate((c.W, new[0])), f=np.concatenate((f, new[1])),
+        S=np.concatenate((S, new[2])), write_row=np.concatenate((c.write_row, new[3])),
+        read_cluster=read_cluster, live=np.concatenate((c.live, np.ones(len(added), bool))))
     return out, sorted(changed)
