@@ -30,6 +30,7 @@ from leaseline.checkers.relax import (
     unwritten_read,
 )
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+from leaseline.checkers.shifts import Candidates
 
 
 def classify(ops: Sequence[Operation], model: Model, initial: str | None,
@@ -55,6 +56,7 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     # repeats or leaves out writes), as no Δ does: nothing to search
     hopeless = (delta_ns is None and isinstance(model, Register | CasRegister)
                 and unwritten_read(ops, initial))
+    cands: Candidates | None = None  # the key's, shared by its relaxations' searches
     for name in RELAXATIONS:
         if hopeless or not (applicable(ops, name) if names is None else name in names):
             continue
@@ -62,8 +64,10 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
         if known and not below(low, delta_ns):
             continue
         try:
-            got = got or search_relaxed(ops, model, initial, (name,), delta_ns, lease_ns,
-                                        limits_for())
+            if got is None:
+                cands = cands if cands is not None else Candidates(ops)
+                got = search_relaxed(ops, model, initial, (name,), delta_ns, lease_ns,
+                                     limits_for(), cands)
         except BudgetExceeded:
             out.append(Anomaly(name, decided=False, applies=False))
             continue
@@ -89,7 +93,7 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     elif len(reported) == 2 and remaining:
         try:
             both = search_relaxed(ops, model, initial, reported, remaining, lease_ns,
-                                  limits_for())
+                                  limits_for(), cands)
             if below(both.found.min_delta_ns, remaining):
                 best, remaining = both, both.found.min_delta_ns
         except BudgetExceeded:

@@ -30,6 +30,7 @@ there to be the one it expects). Placed so, no read needs more than Δ.
 from __future__ import annotations
 
 import dataclasses
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -128,11 +129,19 @@ def _relax_coded(ops: HistoryOperations, e: Encoded, names: Sequence[str]
 
 def applicable(ops: Sequence[Operation], name: str) -> bool:
     """Whether the relaxation changes anything (else its Δ is the key's: no search)."""
+    return name in applicable_names(ops)
+
+
+def applicable_names(ops: Sequence[Operation]) -> list[str]:
+    """The relaxations that change anything, in RELAXATIONS' order (one pass over the
+    columns): any write may take effect twice, an acknowledged one be lost."""
     f, _, complete = columns(ops)
     writes = (f == WRITE) | (f == CAS)
-    if name == DUPLICATED_WRITE:  # any write may take effect twice
-        return bool(writes.any())
-    return bool((writes & (complete != UNKNOWN_END)).any())
+    if not writes.any():
+        return []
+    if (writes & (complete != UNKNOWN_END)).any():
+        return [DUPLICATED_WRITE, LOST_WRITE]
+    return [DUPLICATED_WRITE]
 
 
 def unwritten_read(ops: Sequence[Operation], initial: str | None) -> bool:
@@ -188,15 +197,17 @@ def below(a: int | None, b: int | None) -> bool:
 
 def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                    names: Sequence[str], delta_ns: int | None, lease_ns: int,
-                   limits: SearchLimits) -> Relaxed:
+                   limits: SearchLimits, cands: Candidates | None = None) -> Relaxed:
     """The minimal Δ of the relaxed history, the key's being delta_ns; BudgetExceeded if
     undecided. One search first asks whether the relaxation lowers Δ at all: the relaxed
     history at the largest candidate below delta_ns (at the largest candidate when no Δ
     helps the key). The candidates are the key's (clones complete never, drops change no
     completion), so if that fails the relaxed minimal Δ is the key's, and most keys a
-    relaxation does not explain cost that one search."""
+    relaxation does not explain cost that one search. cands: Candidates(ops), when the
+    caller has them (one key's relaxations share them)."""
     relaxed = relax(ops, initial, names)
-    cands = Candidates(ops)  # the relaxed history's: reads and completions are the same
+    # the relaxed history's: reads and completions are the same
+    cands = cands if cands is not None else Candidates(ops)
     probe = cands.top() if delta_ns is None else cands.below(delta_ns)
     # one encoding for both searches (where the compiled search fits)
     enc = encode(relaxed, initial) if compiled_fits(relaxed, model) else None
@@ -210,8 +221,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     # {position of a clone: position of the write it repeats}: the clones follow the
     # history's operations in the order of relaxed.clones
     clones = dict(enumerate(relaxed.clones.tolist(), start=len(ops)))
-    order = _trim(rows, model, initial, clones, found.order, found.min_delta_ns,
-                  Moves(relaxed))
+    order = _trim(rows, model, initial, clones, found.order, found.min_delta_ns, relaxed)
     order = _put_back(rows, model, initial, len(ops), order, found.min_delta_ns)
     found = dataclasses.replace(found, order=order)
     return Relaxed(rows, found, _changed(rows, model, len(ops), clones, order),
@@ -230,8 +240,8 @@ def _legal(ops: Sequence[Operation], model: Model, initial: str | None,
 
 
 def _trim(ops: Sequence[Operation], model: Model, initial: str | None,
-          clones: dict[int, int], order: list[int], delta: int, moves: Moves
-          ) -> list[int]:
+          clones: dict[int, int], order: list[int], delta: int,
+          relaxed: Sequence[Operation]) -> list[int]:
     """The witness with each second application of a write left out where it can be.
 
     A clone is an info write: leaving it out changes no completion, so no read needs
@@ -240,13 +250,15 @@ def _trim(ops: Sequence[Operation], model: Model, initial: str | None,
     operation after which the state is again the witness's (from there on nothing
     differs), usually the next write. Clones are tried from the last one back, so
     leaving one out moves none of the places still to try (clones: {position of a
-    clone: position of the write it repeats}; moves: Moves of ops, read off its
-    columns)."""
-    if not clones or moves.largest(order) > delta:
+    clone: position of the write it repeats}; relaxed: ops as the RelaxedOperations
+    whose columns give the reads' moves, read only where a write is applied twice)."""
+    if not clones:
         return list(order)
     placed = set(order)
     if not any(c in placed and w in placed for c, w in clones.items()):
         return list(order)  # no write applied twice: nothing to leave out
+    if Moves(relaxed).largest(order) > delta:
+        return list(order)
     out = list(order)
     states = [model.init(initial)]  # states[q]: the state before out[q]
     for i in out:
@@ -298,31 +310,45 @@ def _put_back(ops: Sequence[Operation], model: Model, initial: str | None, n: in
     dropped = [i for i in range(n) if ops[i].droppable and i not in placed]
     if not dropped:  # nothing to put back (a duplicated-write witness)
         return out
-    starts = np.array([ops[i].invoke - (delta if ops[i].f == READ else 0) for i in out],
-                      dtype=np.int64)
+    # Python lists: a witness is short, and per dropped write numpy's calls cost more
+    # than a pass over it
+    rows = [ops[i] for i in out]
+    starts = [o.invoke - delta if o.f == READ else o.invoke for o in rows]
+    step = model.step
     states = [model.init(initial)]  # states[q]: the state before out[q]
-    for i in out:
-        states.append(model.step(states[-1], ops[i])[1])
+    for o in rows:
+        states.append(step(states[-1], o)[1])
     # a write may go before out[q] (or at the end, q = len(out)) when out[q] is a blind
-    # write, no operation from q on completes before its invoke (the least completion
-    # in out[q:]), and none before q starts after it completes
-    blind = np.array([ops[i].f == WRITE for i in out] + [True])
-    comps = np.array([ops[i].complete for i in out] + [UNKNOWN_END], dtype=np.int64)
-    earliest_after = np.minimum.accumulate(comps[::-1])[::-1]
+    # write, no operation from q on completes before its invoke (earliest_after[q], the
+    # least completion in out[q:]), and none before q starts after it completes
+    # (latest_start[q], the latest start in out[:q]); both only grow with q, so the
+    # places left to try are one range, found by bisection
+    blind = [o.f == WRITE for o in rows] + [True]
+    earliest_after = [UNKNOWN_END] * (len(rows) + 1)
+    for q in range(len(rows) - 1, -1, -1):
+        earliest_after[q] = min(rows[q].complete, earliest_after[q + 1])
+    latest_start = [-(1 << 62)]
+    for s in starts:
+        latest_start.append(max(latest_start[-1], s))
     for d in dropped:
         w = ops[d]
-        latest_start = np.concatenate(([-(1 << 62)], np.maximum.accumulate(starts)))
-        fits = np.flatnonzero(blind & (earliest_after >= w.invoke)
-                              & (latest_start <= w.complete))
-        for q in fits.tolist():
-            ok, after = model.step(states[q], w)
+        for q in range(bisect_left(earliest_after, w.invoke),
+                       bisect_right(latest_start, w.complete)):
+            if not blind[q]:
+                continue
+            ok, after = step(states[q], w)
             if ok:  # before a blind write (or at the end): every later state stays
                 out.insert(q, d)
-                starts = np.concatenate((starts[:q], [w.invoke], starts[q:]))
                 states.insert(q + 1, after)
-                blind = np.concatenate((blind[:q], [w.f == WRITE], blind[q:]))
-                earliest_after = np.concatenate((earliest_after[:q + 1], earliest_after[q:]))
-                earliest_after[: q + 1] = np.minimum(earliest_after[: q + 1], w.complete)
+                blind.insert(q, w.f == WRITE)
+                # its completion bounds the least completions up to it, its invoke
+                # the latest starts after it (each a run of the sorted list)
+                earliest_after.insert(q, earliest_after[q])
+                k = bisect_right(earliest_after, w.complete, 0, q + 1)
+                earliest_after[k:q + 1] = [w.complete] * (q + 1 - k)
+                latest_start.insert(q + 1, max(latest_start[q], w.invoke))
+                k = bisect_left(latest_start, w.invoke, q + 2)
+                latest_start[q + 2:k] = [w.invoke] * (k - q - 2)
                 break
     return out
 
