@@ -26,7 +26,6 @@ import numpy as np
 from leaseline.checkers import explain, zone
 from leaseline.checkers.anomalies import (
     DUPLICATED_WRITE,
-    RELAXATIONS,
     STALE_READ,
     Anomaly,
     describe,
@@ -36,7 +35,7 @@ from leaseline.checkers.classify import classify
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
 from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
-from leaseline.checkers.relax import Relaxed, applicable, applied
+from leaseline.checkers.relax import Relaxed, applicable_names, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.staleness import stale_shifts
@@ -183,7 +182,7 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     decided the key; ops: h's rows, shared with it). The key is already invalid, so only
     violations pay for this."""
     model = search_model(h)
-    names = [name for name in RELAXATIONS if applicable(ops, name)]
+    names = applicable_names(ops)
     shares = max(1, len(names))
     work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states // shares)
 
@@ -206,7 +205,9 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     stale = {s.index for s in result.shifted_reads}
     remains = None if best is None else _still_stale(h, ops, model, best, budget, None)
     for name, r in alone.items():
-        still = remains if r is best else _still_stale(h, ops, model, r, budget, stale)
+        # (no stale read to explain: nothing to decide)
+        still = remains if r is best else \
+            _still_stale(h, ops, model, r, budget, stale) if stale else set()
         explained = [s for s in result.shifted_reads if s.index not in still]
         at = _rows(h, [*r.changed, *(s.index for s in explained)]) if explained else {}
         for s in explained:
