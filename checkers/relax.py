@@ -53,6 +53,11 @@ from leaseline.checkers.search_limits import SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves
 from leaseline.checkers.wgl import compiled_available, compiled_fits, linearizable
 
+try:  # optional, as the compiled search is: the Python steps below give the same
+    from leaseline.checkers import witness_compiled as _witness
+except ImportError:  # pragma: no cover - depends on the installation
+    _witness = None  # type: ignore[assignment]
+
 
 def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
           ) -> RelaxedOperations:
@@ -214,6 +219,13 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     if not linearizable(relaxed, model, initial, probe, limits, encoded=enc).ok:
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
                        originals=len(ops))
+    if enc is not None and _witness is not None:
+        # the compiled search's columns all through: the Operations are built only if
+        # a later step asks for them (applied())
+        found = min_delta(relaxed, model, initial, lease_ns, limits, encoded=enc)
+        if found.min_delta_ns is None:
+            return Relaxed(relaxed, found, [], originals=len(ops))
+        return _finish_compiled(relaxed, model, initial, enc, found)
     rows = relaxed.rows()  # indexed often from here on
     found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
     if found.min_delta_ns is None:
@@ -227,6 +239,31 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     return Relaxed(rows, found, _changed(rows, model, len(ops), clones, order),
                    originals=len(ops),
                    lower_ns=None if found.exact else found.failed_at)
+
+
+def _finish_compiled(relaxed: RelaxedOperations, model: Model, initial: str | None,
+                     enc: Encoded, found: DeltaSearch) -> Relaxed:
+    """search_relaxed's trim, put-back and changed operations in the compiled module
+    (witness_compiled.pyx), over the encoded columns: the same steps, the same answers."""
+    n, delta, order = len(relaxed.base), found.min_delta_ns or 0, found.order
+    clone_of = np.full(len(relaxed), -1, dtype=np.int64)
+    clone_of[n:] = relaxed.clones
+    if len(relaxed.clones):
+        placed = np.zeros(len(relaxed), dtype=bool)
+        placed[order] = True
+        # a write applied twice (else nothing to leave out), and no read needs more
+        # than Δ: the trim's conditions, as _trim checks them
+        if (placed[n:] & placed[relaxed.clones]).any() \
+                and Moves(relaxed).largest(order) <= delta:
+            trimmed = _witness.trim(enc.kind, enc.val, enc.exp, enc.init, order, clone_of)
+            order = trimmed if trimmed is not None else _trim_by_replay(
+                relaxed.rows(), model, initial,
+                dict(enumerate(relaxed.clones.tolist(), start=n)), order)
+    order = _witness.put_back(enc.kind, enc.val, enc.exp, enc.invoke, enc.complete,
+                              enc.drop, enc.init, n, order, delta)
+    changed = _witness.changed(enc.kind, enc.index, enc.drop, n, clone_of, order)
+    return Relaxed(relaxed, dataclasses.replace(found, order=order), changed,
+                   originals=n, lower_ns=None if found.exact else found.failed_at)
 
 
 def _legal(ops: Sequence[Operation], model: Model, initial: str | None,

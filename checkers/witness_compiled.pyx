@@ -1,0 +1,211 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+# distutils: language = c++
+"""A relaxed witness's finishing steps (checkers/relax.py's _trim, _put_back and
+_changed) over the compiled search's integer columns, step for step as there: the
+same order and the same operations named.
+
+The model steps on value codes (search_columns.encode): every value no read returns and
+no compare expects is one code, and the register models only ever compare the state
+with observed values, so each step passes or fails as it does on the values. The one
+comparison of two states (_trim's "the witness's state again") may then hold one step
+earlier than on the values, where both states hold unobserved values; the walk then
+stops there and keeps the clone left out, which the values' walk also does: until the
+next write every operation steps alike from either state (a read or a compare that
+passed from the witness's state saw an observed value, which neither holds; a failed
+compare passes from both), and after it the states are the same."""
+
+from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
+from libcpp.vector cimport vector
+
+cdef enum:
+    READ = 0
+    WRITE = 1
+    CAS = 2
+    CAS_FAILED = 3
+
+cdef int64_t UNKNOWN_END = 0x7FFFFFFFFFFFFFFF
+
+
+cdef inline bint step(int32_t state, int8_t k, int32_t v, int32_t x, int32_t *after) nogil:
+    """The cas-register's step (the register's is the same on reads and writes)."""
+    if k == READ:
+        after[0] = state
+        return state == v
+    if k == WRITE:
+        after[0] = v
+        return True
+    if k == CAS:
+        if state == x:
+            after[0] = v
+            return True
+        after[0] = state
+        return False
+    after[0] = state
+    return state != x
+
+
+def trim(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+         int32_t init, list order, const int64_t[::1] clone_of):
+    """_trim's walks (relax.py): the witness with each second application left out where
+    it can be, or None where the model rejects the order itself (the caller replays).
+    clone_of[i]: the position a clone at i repeats, else -1."""
+    cdef vector[int64_t] out
+    cdef vector[int32_t] states
+    cdef vector[int32_t] after
+    cdef vector[uint8_t] placed
+    cdef Py_ssize_t n = kind.shape[0], m = len(order), p, q, k
+    cdef int64_t i, c
+    cdef int32_t state, nxt
+    cdef bint ok
+    placed.resize(n, 0)
+    for q in range(m):
+        i = order[q]
+        out.push_back(i)
+        placed[i] = 1
+    states.push_back(init)
+    for q in range(m):
+        i = out[q]
+        if not step(states[q], kind[i], val[i], exp[i], &nxt):
+            return None
+        states.push_back(nxt)
+    with nogil:
+        p = m - 1
+        while p >= 0:
+            c = out[p]
+            if clone_of[c] < 0 or not placed[clone_of[c]]:
+                p -= 1
+                continue  # not a clone, or the clone alone: one application
+            state = states[p]
+            after.clear()
+            q = p + 1
+            ok = True
+            while q < <Py_ssize_t>out.size():
+                i = out[q]
+                if not step(state, kind[i], val[i], exp[i], &nxt):
+                    ok = False
+                    break
+                state = nxt
+                if state == states[q + 1]:
+                    break  # the witness's state again: the rest is unchanged
+                after.push_back(state)
+                q += 1
+            if ok:
+                out.erase(out.begin() + p)
+                # states[p + 1:q + 1] = after
+                states.erase(states.begin() + p + 1, states.begin() + q + 1)
+                states.insert(states.begin() + p + 1, after.begin(), after.end())
+            p -= 1
+    return [out[k] for k in range(<Py_ssize_t>out.size())]
+
+
+def put_back(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+             const int64_t[::1] invoke, const int64_t[::1] complete,
+             const uint8_t[::1] drop, int32_t init, Py_ssize_t originals, list order,
+             int64_t delta):
+    """_put_back (relax.py): each dropped write (droppable, one of the first `originals`
+    positions, not in the order) put back before the first blind write (or at the end)
+    where the real-time order allows and the model takes it, in position order."""
+    cdef vector[int64_t] out
+    cdef vector[int32_t] states
+    cdef vector[int64_t] earliest_after, latest_start
+    cdef vector[uint8_t] blind, placed
+    cdef vector[int64_t] dropped
+    cdef Py_ssize_t n = kind.shape[0], m = len(order), q, k, lo, hi, j
+    cdef int64_t i, d, start, least
+    cdef int32_t nxt
+    placed.resize(n, 0)
+    for q in range(m):
+        i = order[q]
+        out.push_back(i)
+        placed[i] = 1
+    if drop.shape[0]:
+        for j in range(originals):
+            if drop[j] and not placed[j]:
+                dropped.push_back(j)
+    if dropped.empty():
+        return list(order)
+    with nogil:
+        states.push_back(init)
+        latest_start.push_back(-(<int64_t>1 << 62))
+        for q in range(m):
+            i = out[q]
+            step(states[q], kind[i], val[i], exp[i], &nxt)
+            states.push_back(nxt)
+            start = invoke[i] - delta if kind[i] == READ else invoke[i]
+            latest_start.push_back(start if start > latest_start[q] else latest_start[q])
+            blind.push_back(kind[i] == WRITE)
+        blind.push_back(True)
+        earliest_after.resize(m + 1, UNKNOWN_END)
+        q = m - 1
+        while q >= 0:
+            least = complete[out[q]]
+            earliest_after[q] = least if least < earliest_after[q + 1] else earliest_after[q + 1]
+            q -= 1
+        for k in range(<Py_ssize_t>dropped.size()):
+            d = dropped[k]
+            # the first place no later operation completes before its invoke, the last
+            # one no earlier one starts after it completes: both bounds only grow
+            lo = 0
+            while lo < <Py_ssize_t>earliest_after.size() and earliest_after[lo] < invoke[d]:
+                lo += 1
+            hi = lo
+            while hi < <Py_ssize_t>latest_start.size() and latest_start[hi] <= complete[d]:
+                hi += 1
+            for q in range(lo, hi):
+                if not blind[q] or not step(states[q], kind[d], val[d], exp[d], &nxt):
+                    continue
+                out.insert(out.begin() + q, d)
+                states.insert(states.begin() + q + 1, nxt)
+                blind.insert(blind.begin() + q, kind[d] == WRITE)
+                earliest_after.insert(earliest_after.begin() + q, earliest_after[q])
+                for j in range(q + 1):
+                    if earliest_after[j] > complete[d]:
+                        earliest_after[j] = complete[d]
+                latest_start.insert(latest_start.begin() + q + 1,
+                                    latest_start[q] if latest_start[q] > invoke[d]
+                                    else invoke[d])
+                for j in range(q + 2, <Py_ssize_t>latest_start.size()):
+                    if latest_start[j] < invoke[d]:
+                        latest_start[j] = invoke[d]
+                break
+    return [out[k] for k in range(<Py_ssize_t>out.size())]
+
+
+def changed(const int8_t[::1] kind, const int64_t[::1] index, const uint8_t[::1] drop,
+            Py_ssize_t originals, const int64_t[::1] clone_of, list order):
+    """_changed (relax.py): history indices (sorted) of the writes the witness drops or
+    applies twice, and of the reads that returned a second application's value before
+    the next change. clone_of as for trim."""
+    cdef vector[uint8_t] placed, doubled, seen
+    cdef Py_ssize_t n = kind.shape[0], m = len(order), q, j
+    cdef int64_t i, original
+    cdef bint second = False, any_doubled = False
+    cdef set out = set()
+    placed.resize(n, 0)
+    doubled.resize(n, 0)
+    seen.resize(n, 0)
+    for q in range(m):
+        placed[<int64_t>order[q]] = 1
+    if drop.shape[0]:
+        for j in range(originals):
+            if drop[j] and not placed[j]:
+                out.add(index[j])
+    for q in range(m):
+        i = order[q]
+        if clone_of[i] >= 0 and placed[clone_of[i]]:
+            doubled[i] = doubled[clone_of[i]] = 1
+            any_doubled = True
+    if not any_doubled:  # nothing applied twice: no read returned a second application
+        return sorted(out)
+    for q in range(m):
+        i = order[q]
+        if kind[i] == READ:
+            if second:
+                out.add(index[i])
+        elif kind[i] == WRITE or kind[i] == CAS:
+            original = clone_of[i] if clone_of[i] >= 0 else i
+            second = doubled[i] and seen[original]
+            if doubled[i]:
+                seen[original] = 1
+                out.add(index[i])
+    return sorted(out)

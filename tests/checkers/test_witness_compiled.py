@@ -1,0 +1,65 @@
+"""A relaxed witness's trim, put-back and changed operations in the compiled module
+(checkers/witness_compiled.pyx) against relax.py's Python steps: the same minimal Δ, the
+same witness and the same operations named, on generated cas-register keys with one
+planted stale read and many info writes (each relaxation alone and both)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from bench.gen_cas_history import generate_cas
+from leaseline.checkers import relax
+from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
+from leaseline.checkers.decide import search_model
+from leaseline.checkers.search_columns import HistoryOperations
+from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+
+pytestmark = pytest.mark.skipif(relax._witness is None or not relax.compiled_available(),
+                                reason="the compiled modules are not built here")
+
+
+def _relaxed(h, names, delta):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    ops = HistoryOperations(h)
+    try:
+        r = relax.search_relaxed(ops, search_model(h), h.initial, names, delta, 0,
+                                 SearchLimits(time.monotonic() + 60, 100_000, 100_000))
+    except BudgetExceeded:
+        return None
+    return r.found.min_delta_ns, r.found.exact, list(r.found.order), r.changed, r.lower_ns
+
+
+def test_the_compiled_steps_give_the_python_steps_answers(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    trimmed = put_back = 0
+    python_trim, python_put_back = relax._trim, relax._put_back
+
+    def trim(*a):  # type: ignore[no-untyped-def]  # noqa: ANN002, ANN202
+        nonlocal trimmed
+        out = python_trim(*a)
+        trimmed += len(out) != len(a[4])
+        return out
+
+    def put(*a):  # type: ignore[no-untyped-def]  # noqa: ANN002, ANN202
+        nonlocal put_back
+        out = python_put_back(*a)
+        put_back += len(out) != len(a[4])
+        return out
+
+    compared = 0
+    for seed in range(1, 13):
+        for think in (10.0, 0.5):
+            h = generate_cas(60, stale=True, seed=seed, think_ms=think, info_rate=0.1).history
+            for names in ((DUPLICATED_WRITE,), (LOST_WRITE,), (DUPLICATED_WRITE, LOST_WRITE)):
+                for delta in (None, 10**9):
+                    compiled = _relaxed(h, names, delta)
+                    with monkeypatch.context() as m:
+                        m.setattr(relax, "_witness", None)
+                        m.setattr(relax, "_trim", trim)
+                        m.setattr(relax, "_put_back", put)
+                        python = _relaxed(h, names, delta)
+                    assert compiled == python, (seed, think, names, delta)
+                    compared += compiled is not None
+    # the comparison reached both steps' real work: clones left out, writes put back
+    assert compared > 100 and trimmed > 10 and put_back > 10
