@@ -51,7 +51,9 @@ so it costs the record and the memory it holds, not the writing), `take-only` an
 encodes them and writes nothing), `slow-flush` and `fast-flush` (this checkout's writer
 flushing every 0.2 s or every 5 ms: fewer wake-ups and more lines held, or the other way
 round; a gap flushes what is pending, so at short phases `slow-flush` writes mostly
-unmeasured), `baseline` (needs --baseline), and two probes in the recorder's extension
+unmeasured), `inline` (this checkout's writer with no flusher: the record() that finds
+nothing written for 20 ms writes the backlog itself), `baseline` (needs --baseline),
+and two probes in the recorder's extension
 that tell the GIL from memory: `spin` (a C record step that holds the GIL for --spin-ns
 a record, 500 by default: about the recorder's 1 us an operation, and allocates and keeps
 nothing) and `keep` (a C record step that builds the recorder's lines and keeps them for
@@ -109,9 +111,9 @@ ROOT = Path(__file__).resolve().parent.parent
 WITHOUT, RECORDING, RECORD_ONLY, BASELINE = "without", "recording", "record-only", "baseline"
 TAKE_ONLY, ENCODE_ONLY = "take-only", "encode-only"
 SLOW_FLUSH, FAST_FLUSH = "slow-flush", "fast-flush"
-SPIN, KEEP = "spin", "keep"
+SPIN, KEEP, INLINE = "spin", "keep", "inline"
 KINDS = (WITHOUT, RECORDING, RECORD_ONLY, TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH, FAST_FLUSH,
-         SPIN, KEEP, BASELINE)
+         INLINE, SPIN, KEEP, BASELINE)
 PROBES = (SPIN, KEEP)  # record steps in the recorder's extension, for the bench only
 
 
@@ -198,6 +200,18 @@ class FastFlush(HistoryWriter):
     """Flushing every 5 ms: a quarter of the lines held, four times the wake-ups."""
 
     flush_interval_s = 0.005
+
+
+class InlineWrite(HistoryWriter):
+    """This checkout's writer whose flusher thread never writes: the record() that finds
+    nothing sent for 20 ms writes the backlog itself, in the client's thread (what the
+    writer does only when its flusher falls behind), so there is no flusher to wake and
+    hand the GIL to."""
+
+    flush_interval_s = 0.01  # record() writes once twice this has passed
+
+    def _flush_loop(self) -> None:
+        self._closed.wait()
 
 
 class OneNode:
@@ -332,6 +346,7 @@ def arm_name(arm: str, args: argparse.Namespace) -> str:
              ENCODE_ONLY: "flusher takes, encodes",
              SLOW_FLUSH: f"a flush every {SlowFlush.flush_interval_s:g} s",
              FAST_FLUSH: f"a flush every {FastFlush.flush_interval_s:g} s",
+             INLINE: "the clients write (no flusher)",
              SPIN: f"a C record step holding the GIL {args.spin_ns} ns, keeping nothing",
              KEEP: "a C record step keeping the lines, no index or clock",
              BASELINE: f"baseline {args.baseline}"}
@@ -474,7 +489,7 @@ def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: 
             arms[label] = Probe(kind, spin_ns)
         elif kind != BASELINE:
             cls = {RECORDING: HistoryWriter, TAKE_ONLY: TakeOnly, ENCODE_ONLY: EncodeOnly,
-                   SLOW_FLUSH: SlowFlush, FAST_FLUSH: FastFlush}[kind]
+                   SLOW_FLUSH: SlowFlush, FAST_FLUSH: FastFlush, INLINE: InlineWrite}[kind]
             arms[label] = _Writer(stack.enter_context(
                 cls(folder / f"{n}-{HISTORY}", MonotonicClock())))
         else:

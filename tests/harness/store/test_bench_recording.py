@@ -60,20 +60,21 @@ def test_probe_arms_without_the_probes_built_are_refused(
 
 def test_loop_runs_every_kind_and_the_writers_write_whole_lines(tmp_path: Path) -> None:
     kinds = ["without", "recording", "without", "record-only", "take-only", "encode-only",
-             "slow-flush", "fast-flush"] + (["spin", "keep"] if bench.probes_built() else [])
+             "slow-flush", "fast-flush", "inline"] + (
+                 ["spin", "keep"] if bench.probes_built() else [])
     args = argparse.Namespace(pairs=1, loop_ops=500, baseline=None)
     with contextlib.ExitStack() as stack:
         arms = bench.open_arms(stack, tmp_path, kinds, None, spin_ns=2000)
         costs = bench.loop_costs(arms, args)
     assert list(costs) == ["without", "recording", "without'", "record-only", "take-only",
-                           "encode-only", "slow-flush", "fast-flush"] + kinds[8:]
+                           "encode-only", "slow-flush", "fast-flush", "inline"] + kinds[9:]
     assert all(c > 0 for c in costs.values())
     if bench.probes_built():  # two records of 2 us each an op, and nothing kept
         assert costs["spin"] >= 4.0
         assert arms["spin"]._probe.count == 2 * args.loop_ops
     files = {p.name.split("-", 1)[0]: p for p in tmp_path.iterdir()}
     written = {kinds[int(n)]: p.read_bytes() for n, p in files.items()}
-    for kind in ("recording", "slow-flush", "fast-flush"):  # both record invoke and ok of every op
+    for kind in ("recording", "slow-flush", "fast-flush", "inline"):  # every op's invoke and ok
         lines = written[kind].splitlines()
         assert len(lines) == 2 * args.loop_ops
         records = [json.loads(line) for line in lines]
