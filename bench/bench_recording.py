@@ -34,8 +34,10 @@ work: at load 7-8 the recording arm came out 8 % FASTER than the arms without re
 (the control 1.00), where pinned it came out 3-4 % slower, with its extra CPU per op. So
 pinned, the arms differ only in their work, and their ratio is the comparison of costs
 (a fairer one); unpinned is the loop as a run of the harness has it (not pinned, so not
-the default), whatever the scheduler makes of it. Pinned, an operation costs more CPU
-(about 48 us against 35: Redis is woken on the other CPU every time).
+the default), whatever the scheduler makes of it. Pinned is another regime, though: the
+clients have one CPU, so the loop is CPU-bound there (about 6,000 ops/s against 15,000
+unpinned at load 7), an operation costs more CPU (about 50 us against 35-40: Redis is
+woken on the other CPU every time), and so does recording (+2-4 us an op against +1-1.5).
 
 --baseline REV adds an arm: the HistoryWriter of harness/store/history.py as it is at git
 revision REV (e.g. the code before a change; it records through this checkout's Pending).
