@@ -47,7 +47,9 @@ have pieces within 0 too: O falls into components linked by conflicts, and each
 component's cuts only change its own clusters' pairs with each other and with their
 partners outside O. So the relaxed Δ is the greatest of the floor and, per component,
 the least over its choices of cuts of the largest such pair bound, found by a
-constraint search per component (_Component), never over the product of all of them.
+constraint search per component (_Component), never over the product of all of them;
+first with its hub's cuts alone (_HubCut: one cluster varying needs no search), which
+settles most components.
 Where that search runs past its limit at some Δ, the result keeps both bounds: the least
 Δ shown to fit (an upper bound, found.exact False) and the least not shown too low
 (lower_ns).
