@@ -109,6 +109,33 @@ static void sort_events(std::vector<std::pair<int64_t, int32_t>> &v) {
     }
 }
 
+struct SearchFrame {
+    int32_t node;
+    int32_t state;
+    bool committed;
+    bool dropped;  // the operation was dropped, not linearized
+};
+
+// A search's buffers, kept per thread for the next search of at most REUSE_OPS
+// operations (on a small key, allocating them was a tenth of the search); a longer
+// history's search has its own, so that no thread keeps a large one.
+constexpr int32_t REUSE_OPS = 4096;
+struct SearchBuffers {
+    std::vector<std::pair<int64_t, int32_t>> calls, rets;
+    std::vector<int32_t> nxt, prv, op_of, match, call_node, nxt1, prv1, info_calls, info_at,
+        sig, ret_key, seen_min;
+    std::vector<uint8_t> is_call, lifted_info;
+    std::vector<std::pair<uint64_t, int32_t>> effects;
+    std::vector<int64_t> seen_scan;
+    std::vector<uint64_t> zobrist;  // operation i's keys at 2i, 2i + 1
+    std::vector<SearchFrame> stack;
+};
+
+static SearchBuffers &search_buffers(int32_t n, SearchBuffers &own) {
+    static thread_local SearchBuffers shared;
+    return n <= REUSE_OPS ? shared : own;
+}
+
 // Is the history linearizable? ops are given as columns; start[i] is the (already
 // shifted) invocation, end[i] the completion (INT64_MAX: outcome unknown); drop[i]
 // (nullptr: none) marks an operation that may also never take effect: reached with
@@ -132,15 +159,26 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     // The events in (time, call before return, operation) order: the calls sorted by
     // start and the returns by end (each usually sorted already, or nearly), then
     // merged, a call first where a return has the same time.
-    std::vector<std::pair<int64_t, int32_t>> calls(n), rets(n);
+    SearchBuffers own;
+    SearchBuffers &buf = search_buffers(n, own);
+    auto &calls = buf.calls, &rets = buf.rets;
+    calls.resize(n);
+    rets.resize(n);
     for (int32_t i = 0; i < n; ++i) {
         calls[i] = {start[i], i};
         rets[i] = {end[i], i};
     }
     sort_events(calls);
     sort_events(rets);
-    std::vector<int32_t> nxt(m + 1), prv(m + 1), op_of(m + 1), match(m + 1, 0), call_node(n);
-    std::vector<uint8_t> is_call(m + 1, 0);  // 1: a call, 2: an info operation's call
+    auto &nxt = buf.nxt, &prv = buf.prv, &op_of = buf.op_of, &match = buf.match,
+         &call_node = buf.call_node;
+    nxt.assign(m + 1, 0);
+    prv.assign(m + 1, 0);
+    op_of.assign(m + 1, 0);
+    match.assign(m + 1, 0);
+    call_node.assign(n, 0);
+    auto &is_call = buf.is_call;  // 1: a call, 2: an info operation's call
+    is_call.assign(m + 1, 0);
     for (int32_t k = 0; k <= m; ++k) {
         nxt[k] = k + 1;
         prv[k] = k - 1;
@@ -164,8 +202,13 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     // whether it passed one from the earliest pending info call's node (nodes are
     // numbered in list order): with info operations piling up pending, walking past
     // them was much of a step's cost.
-    std::vector<int32_t> nxt1(m + 1), prv1(m + 1), info_calls, info_at(m + 1, -1);
-    std::vector<uint8_t> lifted_info;  // per info call (info_calls' order)
+    auto &nxt1 = buf.nxt1, &prv1 = buf.prv1, &info_calls = buf.info_calls,
+         &info_at = buf.info_at;
+    nxt1.assign(m + 1, 0);
+    prv1.assign(m + 1, 0);
+    info_calls.clear();
+    info_at.assign(m + 1, -1);
+    auto &lifted_info = buf.lifted_info;  // per info call (info_calls' order)
     for (int32_t node = 0, last = 0; node <= m; ++node) {
         if (is_call[node] == 2) {
             info_at[node] = (int32_t)info_calls.size();
@@ -185,12 +228,15 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     // now, one returning no later than the other goes first (info returns tie, then the
     // scan's order: call order).
     // (group numbers are labels only: sorting by effect numbers them)
-    std::vector<int32_t> sig(n, -1), ret_key(n);
+    auto &sig = buf.sig, &ret_key = buf.ret_key;
+    sig.assign(n, -1);
+    ret_key.assign(n, 0);
     int32_t groups = 0;
     {
         // (kind, value, expected) packed in one key, in that order (codes are >= -1):
         // sorting pairs of integers is several times cheaper than sorting tuples
-        std::vector<std::pair<uint64_t, int32_t>> effects;
+        auto &effects = buf.effects;
+        effects.clear();
         for (int32_t i = 0; i < n; ++i) {
             ret_key[i] = end[i] == INT64_MAX ? m + 1 : match[call_node[i]];
             if (kind[i] != WRITE && kind[i] != CAS) continue;
@@ -206,8 +252,10 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         }
         if (!effects.empty()) ++groups;
     }
-    std::vector<int64_t> seen_scan(groups, -1);
-    std::vector<int32_t> seen_min(groups, 0);
+    auto &seen_scan = buf.seen_scan;
+    auto &seen_min = buf.seen_min;
+    seen_scan.assign(groups, -1);
+    seen_min.assign(groups, 0);
     int64_t scan = 0;
     auto passed = [&](int32_t node) {
         int32_t g = sig[op_of[node]];
@@ -220,12 +268,17 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             seen_min[g] = k;
         }
     };
-    std::vector<uint64_t> z1(n), z2(n);
-    uint64_t seed = 0x5EED1EA5E11E0000ULL;
-    for (int32_t i = 0; i < n; ++i) {
-        z1[i] = splitmix(seed);
-        z2[i] = splitmix(seed);
+    // Zobrist keys: the same sequence for every search, so drawn once for the buffers
+    auto &zobrist = buf.zobrist;
+    if (zobrist.size() < 2 * (size_t)n) {
+        uint64_t seed = 0x5EED1EA5E11E0000ULL;
+        zobrist.resize(2 * (size_t)n);
+        for (int32_t i = 0; i < n; ++i) {
+            zobrist[2 * i] = splitmix(seed);
+            zobrist[2 * i + 1] = splitmix(seed);
+        }
     }
+    const uint64_t *z = zobrist.data();
     auto out1 = [&](int32_t node) {
         nxt1[prv1[node]] = nxt1[node];
         if (nxt1[node]) prv1[nxt1[node]] = prv1[node];
@@ -262,13 +315,9 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         nxt[prv[node]] = node;
         if (nxt[node]) prv[nxt[node]] = node;
     };
-    struct Frame {
-        int32_t node;
-        int32_t state;
-        bool committed;
-        bool dropped;  // the operation was dropped, not linearized
-    };
-    std::vector<Frame> stack;
+    using Frame = SearchFrame;
+    auto &stack = buf.stack;
+    stack.clear();
     stack.reserve(n);
     int32_t longest_valid = 0;  // stack[0:longest_valid] == longest[0:longest_valid]
     FingerprintSet cache((size_t)n);
@@ -355,7 +404,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             }
             bool passive = f == READ || f == CAS_FAILED;
             if (ok) {
-                uint64_t n1 = h1 ^ z1[i], n2 = h2 ^ z2[i];
+                uint64_t n1 = h1 ^ z[2 * i], n2 = h2 ^ z[2 * i + 1];
                 bool info_i = end[i] == UNKNOWN;
                 // after an info operation the next step depends on the state before it
                 uint64_t salt = info_i ? state_mix(state, 0x9E3779B97F4A7C15ULL) : 0;
@@ -387,7 +436,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             // a droppable operation's return with its call pending: it never took
             // effect, the one way on from here (committed, as a forced step)
             int32_t i = op_of[entry], call = call_node[i];
-            uint64_t n1 = h1 ^ z1[i], n2 = h2 ^ z2[i];
+            uint64_t n1 = h1 ^ z[2 * i], n2 = h2 ^ z[2 * i + 1];
             if (cache.insert(n1 ^ state_mix(state, 0x1234567ULL),
                              n2 ^ state_mix(state, 0xABCDEF01ULL))) {
                 if (++*states > max_states) return OUT_OF_STATES;
@@ -405,8 +454,8 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             node = fr.node;
             state = fr.state;
             int32_t i = op_of[node];
-            h1 ^= z1[i];
-            h2 ^= z2[i];
+            h1 ^= z[2 * i];
+            h2 ^= z[2 * i + 1];
             unlift(node);
             if (!fr.committed) break;
         }
