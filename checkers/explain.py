@@ -68,24 +68,26 @@ def _val(v: str | None) -> Any:
 
 
 def op_record(h: KeyHistory, row: int, role: str = "") -> dict[str, Any]:
-    f = int(h.f[row])
-    value = _val(h.value[row])
+    # .item: a Python value at once (a numpy scalar and its conversion cost twice that)
+    f = h.f.item(row)
+    value = _val(h.value.item(row))
     if f in (CAS, CAS_FAILED):
-        value = [_val(h.expected[row]), value]
-    done = h.complete[row] != UNKNOWN_END
+        value = [_val(h.expected.item(row)), value]
+    index, end = h.index.item(row), h.complete.item(row)
     rec: dict[str, Any] = {
-        "id": int(h.index[row]),
-        "index": int(h.index[row]),
-        "process": h.process[row],
+        "id": index,
+        "index": index,
+        "process": h.process.item(row),
         "f": F_NAMES[f],
         "value": value,
-        "type": ("fail" if f == CAS_FAILED else "ok") if done else "info",
-        "node": h.node[row],
-        "invoke_ms": _ms(int(h.invoke[row])),
-        "complete_ms": _ms(int(h.complete[row])),
+        "type": ("fail" if f == CAS_FAILED else "ok") if end != UNKNOWN_END else "info",
+        "node": h.node.item(row),
+        "invoke_ms": _ms(h.invoke.item(row)),
+        "complete_ms": _ms(end),
     }
-    if h.complete_index[row] >= 0:
-        rec["complete_index"] = int(h.complete_index[row])
+    complete_index = h.complete_index.item(row)
+    if complete_index >= 0:
+        rec["complete_index"] = complete_index
     if role:
         rec["role"] = role
     return rec
@@ -171,19 +173,20 @@ def _node_link(h: KeyHistory, lease_ns: int, nodes: dict[int, dict[str, Any]],
 
 
 def _describe(h: KeyHistory, row: int) -> str:
-    f = int(h.f[row])
-    v = h.value[row]
+    # Python values (.item): numpy scalars format many times slower
+    f = h.f.item(row)
+    v = h.value.item(row)
     what = F_NAMES[f]
     if f in (CAS, CAS_FAILED):
-        what += f" [{h.expected[row]} {v}]" + (" (failed)" if f == CAS_FAILED else "")
+        what += f" [{h.expected.item(row)} {v}]" + (" (failed)" if f == CAS_FAILED else "")
     else:
         what += f" {'nil' if v is None else v}"
-    node = h.node[row]
-    end = int(h.complete[row])  # Python numbers: numpy scalars format many times slower
+    node = h.node.item(row)
+    end = h.complete.item(row)
     done = "unknown end" if end == UNKNOWN_END else f"{end / 1e6:.3f} ms"
     where = f" on {node}" if node is not None else ""
-    return (f"op {int(h.index[row])} (process {h.process[row]}{where}: {what}, "
-            f"{int(h.invoke[row]) / 1e6:.3f} ms .. {done})")
+    return (f"op {h.index.item(row)} (process {h.process.item(row)}{where}: {what}, "
+            f"{h.invoke.item(row) / 1e6:.3f} ms .. {done})")
 
 
 def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int,
