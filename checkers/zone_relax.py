@@ -265,19 +265,20 @@ def _near_conflicts(h: KeyHistory, c: zone.Clusters, row_cluster: np.ndarray
     completing before its invoke: no row bounds it), or one of v's rows is invoked
     inside u's forward zone: where W_v > f_u, its write (W_v <= f_v < S_u); else
     S_v > f_u, and a backward v has S_v <= f_v < S_u: its latest read. Rows are sorted by
-    invoke (checkers/ops.py), so each forward zone's rows are one range, and of their
-    clusters those in conflict with the zone's own are kept; the forward zones of a
-    mostly linearizable history hold few rows (zones that overlap or nest are the
-    conflicts themselves). Where they hold more than the history itself, the
-    forward zones are sorted by f instead, and a live cluster is kept where one of them
-    with f_u < s_v (a prefix) reaches beyond f_v."""
+    invoke (checkers/ops.py; checked, one pass), so each forward zone's rows are one
+    range, and of their clusters those in conflict with the zone's own are kept; the
+    forward zones of a mostly linearizable history hold few rows (zones that overlap or
+    nest are the conflicts themselves). Where they hold more than the history itself (or
+    the rows are not in order), the forward zones are sorted by f instead, and a live
+    cluster is kept where one of them with f_u < s_v (a prefix) reaches beyond f_v."""
     S, f = c.S, c.f
     forward = c.live & (S > zone.NEG) & (f < S)
     near = forward | (c.live & (f < c.W))
     fw = np.flatnonzero(forward)
     lo = np.searchsorted(h.invoke, f[fw], side="right")
     count = np.maximum(np.searchsorted(h.invoke, S[fw], side="left") - lo, 0)
-    if int(count.sum()) <= NEAR_ROWS * len(h):
+    inv = h.invoke
+    if int(count.sum()) <= NEAR_ROWS * len(h) and bool(np.all(inv[1:] >= inv[:-1])):
         v = row_cluster[concat_ranges(lo, count)]
         u = np.repeat(fw, count)  # the zone each row is in
         near[v[(f[v] < S[u]) & (np.maximum(c.W[v], S[v]) > f[u])]] = True

@@ -127,17 +127,27 @@ def test_a_hub_cut_alone_is_what_the_component_search_finds(tmp_path: Path,
     assert compared and cut
 
 
-@pytest.mark.parametrize("rows", [1, 0])
-def test_the_clusters_near_a_conflict_hold_every_pair_in_order(tmp_path: Path, rows: int,
+def _shuffled(h: KeyHistory, rng: np.random.Generator) -> KeyHistory:
+    """h with its rows out of invoke order (every column permuted alike)."""
+    p = rng.permutation(len(h))
+    return dataclasses.replace(h, **{f.name: getattr(h, f.name)[p]
+                                     for f in dataclasses.fields(h)
+                                     if isinstance(getattr(h, f.name), np.ndarray)})
+
+
+@pytest.mark.parametrize("how", ["rows", "sorted zones", "rows out of order"])
+def test_the_clusters_near_a_conflict_hold_every_pair_in_order(tmp_path: Path, how: str,
                                                                monkeypatch) -> None:  # noqa: ANN001
     """conflicts() over _near_conflicts' clusters lists what it lists over every live
     cluster, pair for pair, on keys with stale reads and values read again: found by the
-    forward zones' rows, and by sorting the forward zones (rows 0: too many rows)."""
-    monkeypatch.setattr(zone_relax, "NEAR_ROWS", rows)
+    forward zones' rows, by sorting the forward zones (too many rows), and where the
+    rows are not sorted by invoke."""
+    monkeypatch.setattr(zone_relax, "NEAR_ROWS", 0 if how == "sorted zones" else 1)
     rng = np.random.default_rng(3)
     pairs = 0
     for seed in range(6):
         for h in _keys(tmp_path, seed):
+            h = _shuffled(h, rng) if how == "rows out of order" else h
             for key in (h, _reread(h, rng, 3)):
                 z = zone.check_zone(key, staleness=False)
                 c = z.clusters
