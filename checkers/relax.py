@@ -187,12 +187,33 @@ def applied(r: Relaxed, ops: Sequence[Operation]) -> tuple[list[Operation], list
     restriction of the relaxed history, so that is its minimal Δ too; each read's
     staleness is decided over it, so that the stale reads left are those of the anomaly
     as reported (the zone method does the same with its relaxed clusters)."""
-    placed = set(r.found.order)
-    keep = [i for i, o in enumerate(r.ops)
-            if i in placed or not (o.droppable or i >= r.originals)]
+    n = r.originals
+    if type(r.ops) is RelaxedOperations:
+        # read off its columns: its Operations (a copy of every droppable write) are
+        # built only for the second applications kept
+        rel = r.ops
+        keep_mask = np.zeros(len(rel), dtype=bool)
+        keep_mask[np.asarray(r.found.order, dtype=np.intp)] = True
+        keep_mask[:n] |= ~rel.drop
+        keep = np.flatnonzero(keep_mask).tolist()
+        clones = rel.clones.tolist()
+        rows = [ops[i] if i < n else _second(rel.base[clones[i - n]]) for i in keep]
+    else:
+        placed = set(r.found.order)
+        keep = [i for i, o in enumerate(r.ops)
+                if i in placed or not (o.droppable or i >= n)]
+        rows = [ops[i] if i < n else r.ops[i] for i in keep]
     at = {i: k for k, i in enumerate(keep)}
-    return [ops[i] if i < r.originals else r.ops[i] for i in keep], \
-        [at[i] for i in r.found.order]
+    return rows, [at[i] for i in r.found.order]
+
+
+def _second(o: Operation) -> Operation:
+    """A second application of o, as RelaxedOperations makes it: o itself where its
+    outcome is unknown, else o with an unknown outcome."""
+    if o.complete == UNKNOWN_END:
+        return o
+    return Operation(o.index, o.process, o.f, o.value, o.invoke, UNKNOWN_END, o.expected,
+                     o.node)
 
 
 def below(a: int | None, b: int | None) -> bool:
