@@ -38,6 +38,7 @@ from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
 from leaseline.checkers.relax import Relaxed, applicable_names, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+from leaseline.checkers.shifts import read_shifts
 from leaseline.checkers.staleness import stale_shifts
 from leaseline.checkers.wgl import entry_bytes
 from leaseline.checkers.zone_relax import zone_relaxed
@@ -112,6 +113,8 @@ class KeyResult:
     exact: bool = True  # False: the budget ran out refining; min_delta_ns is an upper bound
     # False: the budget ran out deciding reads' staleness; some shifts are upper bounds
     staleness_exact: bool = True
+    # True: no read is stale on its own (_stale_reads): the witness's moved reads instead
+    staleness_by_witness: bool = False
     anomalies: list[Anomaly] = field(default_factory=list)  # violations only
     verdict_states: int = 0  # memoised entries the WGL searches deciding the verdict took
 
@@ -127,7 +130,8 @@ class KeyResult:
             "anomaly_types": [a.name for a in self.anomalies if a.decided and a.applies],
             "anomalies": {a.name: a.to_json() for a in self.anomalies},
         } | ({} if self.exact else {"min_delta_exact": False}) | (
-            {} if self.staleness_exact else {"shifted_reads_exact": False})
+            {} if self.staleness_exact else {"shifted_reads_exact": False}) | (
+            {"shifted_reads_by_witness": True} if self.staleness_by_witness else {})
 
 
 def status_for(min_delta_ns: int | None, lease_ns: int) -> str:
@@ -198,10 +202,13 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
         zone.add_staleness(h, z)
         result.shifted_reads = _zone_stale_reads(h, z.staleness)
     elif verdict is not None:
-        result.shifted_reads, result.staleness_exact = _stale_reads(
-            h, ops, h.index, model, verdict.order, verdict.min_delta_ns or 0, budget)
+        result.shifted_reads, result.staleness_exact, result.staleness_by_witness = \
+            _stale_reads(h, ops, h.index, model, verdict.order, verdict.min_delta_ns or 0,
+                         budget)
         if not result.staleness_exact:
             result.reason += STALENESS_INEXACT
+        if result.staleness_by_witness:
+            result.reason += BY_WITNESS
     stale = {s.index for s in result.shifted_reads}
     remains = None if best is None else _still_stale(h, ops, model, best, budget, None)
     for name, r in alone.items():
@@ -245,7 +252,7 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
                                            np.flatnonzero(np.isin(h.index, list(only))))
         return {int(h.index[row]) for row, _ in rows}
     changed, order = applied(r, ops)
-    reads, _ = _stale_reads(h, changed, [o.index for o in changed], model, order,
+    reads, _, _ = _stale_reads(h, changed, [o.index for o in changed], model, order,
                             r.found.min_delta_ns or 0, budget, only)
     return {s.index for s in reads}
 
@@ -287,18 +294,31 @@ def _by_outcome(h: KeyHistory, ops: list[int]) -> dict[str, list[int]]:
 
 def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],
                  model: Model, order: list[int], delta: int, budget: Budget,
-                 only: set[int] | None = None) -> tuple[list[ShiftedRead], bool]:
+                 only: set[int] | None = None) -> tuple[list[ShiftedRead], bool, bool]:
     """stale_shifts of a linearization at Δ of ops (h's, or h's with an anomaly's changes
     made; index: each one's history index), as the stale reads sorted by index, within a
-    fresh budget."""
+    fresh budget; whether all were decided; and whether they are the witness's instead.
+
+    A key can need Δ > 0 while no read is stale on its own: two reads of values whose
+    writes may take effect in either order (the one written last is fresh), each fresh
+    with the other moved by Δ. The list would then be empty beside a Δ that some read
+    must take, so (where every read is asked about) it names the reads the witness
+    `order` moved, each by its shift there: one choice among equals, said as such."""
     moved, exact = stale_shifts(ops, model, h.initial, order, delta, _limits(h, budget)[0],
                                 only)
+    by_witness = False
+    if delta and only is None and exact and not any(s > 0 for _, s in moved):
+        moved, by_witness = read_shifts(ops, order, delta), True
     return sorted((ShiftedRead(int(index[i]), s) for i, s in moved if s > 0),
-                  key=lambda s: s.index), exact
+                  key=lambda s: s.index), exact, by_witness
 
 
 STALENESS_INEXACT = (" (the budget ran out deciding each read's staleness: shifts are upper"
                      " bounds)")
+BY_WITNESS = (" (no read is stale on its own: whichever of them takes effect last is fresh;"
+              " the reads listed are those one valid order shifts, by their shifts there)")
+NONE_ON_ITS_OWN = ("no read is stale on its own (whichever of them takes effect last is "
+                   "fresh), but one of them must move by the key's shift")
 
 
 def _ms(ns: int) -> str:
@@ -331,8 +351,11 @@ def _reason(status: str, delta: int | None, lease_ns: int, stale: list[ShiftedRe
         return "linearizable as recorded: no read needed a shift"
     if delta is None:
         return f"no shift of the reads helps: {why}"
+    if status == LEASE_BOUNDED and not stale:  # the zone method's own shifts only
+        return (f"{NONE_ON_ITS_OWN} ({_ms(delta)}), within the lease window of "
+                f"{_ms(lease_ns)}")
     if status == LEASE_BOUNDED:
-        worst = max((s.shift_ns for s in stale), default=0)
+        worst = max(s.shift_ns for s in stale)
         return (f"{len(stale)} read(s) returned values up to {_ms(worst)} stale (the key "
                 f"needs a shift of {_ms(delta)}), within the lease window of {_ms(lease_ns)}")
     return (f"a read needed a shift of {_ms(delta)}, beyond the lease window of "
@@ -367,7 +390,8 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget, *, later: bool = Fa
     delta = found.min_delta_ns
     status = status_for(delta, lease_ns)
     # staleness_exact False: the budget ran out; some shifts are upper bounds
-    shifted, staleness_exact = ([], True) if not delta or later and status == VIOLATION \
+    shifted, staleness_exact, by_witness = ([], True, False) \
+        if not delta or later and status == VIOLATION \
         else _stale_reads(h, ops, h.index, model, found.order, delta, budget)
     counterexample = None
     if status == VIOLATION:
@@ -389,6 +413,9 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget, *, later: bool = Fa
         reason += " (the budget ran out refining: the minimal Δ is at most this)"
     if not staleness_exact:
         reason += STALENESS_INEXACT
+    if by_witness:
+        reason += BY_WITNESS
     return KeyResult(h.key, status, delta, len(h), "wgl", shifted, counterexample, reason,
                      exact=found.exact, staleness_exact=staleness_exact,
+                     staleness_by_witness=by_witness,
                      verdict_states=found.verdict_states), found
