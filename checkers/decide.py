@@ -252,8 +252,10 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
                                            np.flatnonzero(np.isin(h.index, list(only))))
         return {int(h.index[row]) for row, _ in rows}
     changed, order = applied(r, ops)
-    reads, _, _ = _stale_reads(h, changed, [o.index for o in changed], model, order,
-                            r.found.min_delta_ns or 0, budget, only)
+    index = changed.history.index if type(changed) is HistoryOperations \
+        else [o.index for o in changed]
+    reads, _, _ = _stale_reads(h, changed, index, model, order, r.found.min_delta_ns or 0,
+                               budget, only)
     return {s.index for s in reads}
 
 

@@ -41,7 +41,15 @@ from leaseline.checkers import zone
 from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import Model
-from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
+from leaseline.checkers.ops import (
+    CAS,
+    CAS_FAILED,
+    READ,
+    UNKNOWN_END,
+    WRITE,
+    KeyHistory,
+    Operation,
+)
 from leaseline.checkers.search_columns import (
     Encoded,
     HistoryOperations,
@@ -179,7 +187,8 @@ class Relaxed:
     lower_ns: int | None = None
 
 
-def applied(r: Relaxed, ops: Sequence[Operation]) -> tuple[list[Operation], list[int]]:
+def applied(r: Relaxed, ops: Sequence[Operation]
+            ) -> tuple[Sequence[Operation], list[int]]:
     """The history with the changes r's witness reports made, and the witness in it: the
     writes it drops left out, the second applications it makes kept (info, like the
     writes they repeat), every other clone left out, nothing droppable (ops: the history
@@ -188,6 +197,21 @@ def applied(r: Relaxed, ops: Sequence[Operation]) -> tuple[list[Operation], list
     staleness is decided over it, so that the stale reads left are those of the anomaly
     as reported (the zone method does the same with its relaxed clusters)."""
     n = r.originals
+    if type(r.ops) is RelaxedOperations and type(ops) is HistoryOperations:
+        # a history of its own, cut from the key's columns: no Operation is built (the
+        # staleness decided over it reads the columns too)
+        rel = r.ops
+        keep_mask = np.zeros(len(rel), dtype=bool)
+        order = np.asarray(r.found.order, dtype=np.intp)
+        keep_mask[order] = True
+        keep_mask[:n] |= ~rel.drop
+        keep = np.flatnonzero(keep_mask)
+        second = keep >= n
+        rows = keep.copy()  # the history's row of each operation kept
+        rows[second] = rel.clones[keep[second] - n]
+        position = np.zeros(len(rel), dtype=np.intp)
+        position[keep] = np.arange(len(keep))
+        return HistoryOperations(_cut(ops.history, rows, second)), position[order].tolist()
     if type(r.ops) is RelaxedOperations:
         # read off its columns: its Operations (a copy of every droppable write) are
         # built only for the second applications kept
@@ -205,6 +229,18 @@ def applied(r: Relaxed, ops: Sequence[Operation]) -> tuple[list[Operation], list
         rows = [ops[i] if i < n else r.ops[i] for i in keep]
     at = {i: k for k, i in enumerate(keep)}
     return rows, [at[i] for i in r.found.order]
+
+
+def _cut(h: KeyHistory, rows: np.ndarray, second: np.ndarray) -> KeyHistory:
+    """h's rows, in this order, those marked second as second applications (as
+    _second: an unknown outcome, no completion record, where the write had one)."""
+    complete, complete_index = h.complete[rows], h.complete_index[rows]
+    repeat = second & (complete != UNKNOWN_END)
+    complete[repeat] = UNKNOWN_END
+    complete_index[repeat] = -1
+    return KeyHistory(h.file, h.key, h.model, h.index[rows], h.process[rows], h.f[rows],
+                      h.value[rows], h.expected[rows], h.invoke[rows], complete,
+                      h.node[rows], complete_index, h.initial)
 
 
 def _second(o: Operation) -> Operation:
