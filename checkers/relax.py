@@ -201,11 +201,8 @@ def applied(r: Relaxed, ops: Sequence[Operation]
         # a history of its own, cut from the key's columns: no Operation is built (the
         # staleness decided over it reads the columns too)
         rel = r.ops
-        keep_mask = np.zeros(len(rel), dtype=bool)
         order = np.asarray(r.found.order, dtype=np.intp)
-        keep_mask[order] = True
-        keep_mask[:n] |= ~rel.drop
-        keep = np.flatnonzero(keep_mask)
+        keep = _kept(rel, order, n)
         second = keep >= n
         rows = keep.copy()  # the history's row of each operation kept
         rows[second] = rel.clones[keep[second] - n]
@@ -216,10 +213,7 @@ def applied(r: Relaxed, ops: Sequence[Operation]
         # read off its columns: its Operations (a copy of every droppable write) are
         # built only for the second applications kept
         rel = r.ops
-        keep_mask = np.zeros(len(rel), dtype=bool)
-        keep_mask[np.asarray(r.found.order, dtype=np.intp)] = True
-        keep_mask[:n] |= ~rel.drop
-        keep = np.flatnonzero(keep_mask).tolist()
+        keep = _kept(rel, np.asarray(r.found.order, dtype=np.intp), n).tolist()
         clones = rel.clones.tolist()
         rows = [ops[i] if i < n else _second(rel.base[clones[i - n]]) for i in keep]
     else:
@@ -229,6 +223,15 @@ def applied(r: Relaxed, ops: Sequence[Operation]
         rows = [ops[i] if i < n else r.ops[i] for i in keep]
     at = {i: k for k, i in enumerate(keep)}
     return rows, [at[i] for i in r.found.order]
+
+
+def _kept(rel: RelaxedOperations, order: np.ndarray, n: int) -> np.ndarray:
+    """Positions of rel that applied() keeps, ascending: those the witness placed and
+    the first n that are not droppable."""
+    keep = np.zeros(len(rel), dtype=bool)
+    keep[order] = True
+    keep[:n] |= ~rel.drop
+    return np.flatnonzero(keep)
 
 
 def _cut(h: KeyHistory, rows: np.ndarray, second: np.ndarray) -> KeyHistory:
