@@ -48,7 +48,10 @@ revision REV (e.g. the code before a change; it records through this checkout's 
 --arms KIND,KIND,...: the arms of the run, each compared with the first: `without` (the
 dropping history), `recording` (this checkout's HistoryWriter), `record-only` (this
 checkout's per-record step with no flusher: the lines are kept and dropped between phases,
-so it costs the record and the memory it holds, not the writing), `take-only` and
+so it costs the record and the memory it holds, not the writing), `lines` and
+`lines-record-only` (the same two with the recorder before its C records, the extension's
+LinePending: a msgspec Line allocated per record and encoded by msgspec; with `lines` and
+`recording` both given, the report also compares them round by round), `take-only` and
 `encode-only` (this checkout's writer whose flusher takes the lines and drops them, or
 encodes them and writes nothing), `slow-flush` and `fast-flush` (this checkout's writer
 flushing every 0.2 s or every 5 ms: fewer wake-ups and more lines held, or the other way
@@ -114,9 +117,12 @@ WITHOUT, RECORDING, RECORD_ONLY, BASELINE = "without", "recording", "record-only
 TAKE_ONLY, ENCODE_ONLY = "take-only", "encode-only"
 SLOW_FLUSH, FAST_FLUSH = "slow-flush", "fast-flush"
 SPIN, KEEP, INLINE = "spin", "keep", "inline"
-KINDS = (WITHOUT, RECORDING, RECORD_ONLY, TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH, FAST_FLUSH,
-         INLINE, SPIN, KEEP, BASELINE)
+LINES, LINES_ONLY = "lines", "lines-record-only"
+KINDS = (WITHOUT, RECORDING, RECORD_ONLY, LINES, LINES_ONLY, TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH,
+         FAST_FLUSH, INLINE, SPIN, KEEP, BASELINE)
 PROBES = (SPIN, KEEP)  # record steps in the recorder's extension, for the bench only
+# the recorder before its C records: a msgspec Line per record (the extension's LinePending)
+LINE_KINDS = (LINES, LINES_ONLY)
 
 
 class DroppingHistory:
@@ -139,8 +145,8 @@ class RecordOnly:
     flusher and no file: the lines stay in memory for the phase and are dropped between
     phases, outside the measured time."""
 
-    def __init__(self) -> None:
-        self._pending = Pending(Line, TxnLine, MonotonicClock().origin_ns, 1 << 62, self._late)
+    def __init__(self, pending: type = Pending) -> None:
+        self._pending = pending(Line, TxnLine, MonotonicClock().origin_ns, 1 << 62, self._late)
         self.record = self._pending.record
 
     def _late(self) -> None:  # never: the lag is centuries
@@ -174,8 +180,24 @@ class Probe:
         return None
 
 
+class LineWriter(HistoryWriter):
+    """This checkout's writer recording through the extension's LinePending, the per-record
+    step before the C records: a msgspec Line allocated per record, the batch encoded by
+    msgspec. Side by side with `recording`, it tells what the C records change."""
+
+    def __init__(self, path: Path, clock: MonotonicClock) -> None:
+        from leaseline.harness.store.pending_compiled import LinePending
+
+        super().__init__(path, clock)
+        # the flusher may have taken the first Pending already: it held nothing
+        self._pending = LinePending(Line, TxnLine, clock.origin_ns, self._pending.lag_ns,
+                                    self._late)
+        self.record = self._pending.record
+
+
 class TakeOnly(HistoryWriter):
-    """This checkout's writer whose flusher takes the pending lines and drops them."""
+    """This checkout's writer whose flusher takes the pending lines and drops them (the
+    compiled step's take builds a Line per record for it)."""
 
     def _write_pending(self) -> None:
         self._pending.take()
@@ -185,9 +207,7 @@ class EncodeOnly(HistoryWriter):
     """This checkout's writer whose flusher takes and encodes the lines, and writes nothing."""
 
     def _write_pending(self) -> None:
-        batch, inexact = self._pending.take()
-        if batch:
-            encode_lines(batch, inexact)
+        self._pending.take_encoded(encode_lines)
 
 
 class SlowFlush(HistoryWriter):
@@ -349,6 +369,8 @@ def arm_name(arm: str, args: argparse.Namespace) -> str:
              SLOW_FLUSH: f"a flush every {SlowFlush.flush_interval_s:g} s",
              FAST_FLUSH: f"a flush every {FastFlush.flush_interval_s:g} s",
              INLINE: "the clients write (no flusher)",
+             LINES: "a msgspec Line per record (the recorder before C records)",
+             LINES_ONLY: "a msgspec Line per record, no flusher",
              SPIN: f"a C record step holding the GIL {args.spin_ns} ns, keeping nothing",
              KEEP: "a C record step keeping the lines, no index or clock",
              BASELINE: f"baseline {args.baseline}"}
@@ -410,6 +432,14 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
               f"{'; the control says how far to trust it' if controls else ''}); "
               f"{cpu_us_per_op(of(RECORDING)) - cpu_us_per_op(pooled):+.1f} us CPU per op "
               f"(target <= 2)")
+    for old, new in ((LINES, RECORDING), (LINES_ONLY, RECORD_ONLY)):
+        if old in labels and new in labels:  # the two recorders' phases of each round
+            rounds = [(a, b) for a, b in zip(of(new), of(old), strict=True) if a.ops and b.ops]
+            logs = [math.log((a.ops / a.seconds) / (b.ops / b.seconds)) for a, b in rounds]
+            cpu_diff = mean_ci([(a.cpu_s / a.ops - b.cpu_s / b.ops) * 1e6 for a, b in rounds])
+            print(f"  {arm_name(new, args)} against {arm_name(old, args)}: {paired(logs)}; "
+                  f"CPU per op per round {cpu_diff[0]:+.2f} us (95 % {cpu_diff[1]:+.2f} to "
+                  f"{cpu_diff[2]:+.2f})")
 
 
 def paired(logs: list[float]) -> str:
@@ -487,10 +517,15 @@ def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: 
             arms[label] = DroppingHistory()
         elif kind == RECORD_ONLY:
             arms[label] = RecordOnly()
+        elif kind == LINES_ONLY:
+            from leaseline.harness.store.pending_compiled import LinePending
+
+            arms[label] = RecordOnly(LinePending)
         elif kind in PROBES:
             arms[label] = Probe(kind, spin_ns)
         elif kind != BASELINE:
-            cls = {RECORDING: HistoryWriter, TAKE_ONLY: TakeOnly, ENCODE_ONLY: EncodeOnly,
+            cls = {RECORDING: HistoryWriter, LINES: LineWriter, TAKE_ONLY: TakeOnly,
+                   ENCODE_ONLY: EncodeOnly,
                    SLOW_FLUSH: SlowFlush, FAST_FLUSH: FastFlush, INLINE: InlineWrite}[kind]
             arms[label] = _Writer(stack.enter_context(
                 cls(folder / f"{n}-{HISTORY}", MonotonicClock())))
@@ -505,7 +540,7 @@ def probes_built() -> bool:
         return False
     from leaseline.harness.store import pending_compiled
 
-    return hasattr(pending_compiled, "Spin") and hasattr(pending_compiled, "Keep")
+    return all(hasattr(pending_compiled, name) for name in ("Spin", "Keep", "LinePending"))
 
 
 def parse_arms(text: str | None, baseline: str | None) -> list[str]:
@@ -519,9 +554,9 @@ def parse_arms(text: str | None, baseline: str | None) -> list[str]:
         refuse(f"--arms takes two or more of {', '.join(KINDS)}, comma-separated (got {text!r})")
     if BASELINE in kinds and not baseline:
         refuse("the baseline arm needs --baseline REV")
-    if any(k in PROBES for k in kinds) and not probes_built():
-        refuse("the spin and keep arms are in the recorder's extension, which is not built "
-               "here or predates them (pip install --no-deps -e . builds it)")
+    if any(k in PROBES + LINE_KINDS for k in kinds) and not probes_built():
+        refuse("the spin, keep and lines arms are in the recorder's extension, which is not "
+               "built here or predates them (pip install --no-deps -e . builds it)")
     return kinds
 
 

@@ -2,23 +2,26 @@
 and reads it back for everything but the checker (`read_records`).
 
 What a client thread pays per record is one atomic step (harness/store/pending.py): the
-index is assigned, the time read and a Line appended, so index order is time order; in
-C where the package's extension is built, else under a short lock. A flusher thread swaps
-the pending list out every `flush_interval_s` (FLUSH_INTERVAL_S unless a subclass says
-otherwise), encodes it to JSON lines, appends them (whole lines only) and fsyncs every
-FSYNC_INTERVAL_S. Should the flusher fall behind (a client
-loop hogging the GIL), the next record() that finds no send in the last two flush
-intervals writes the backlog itself. So a crash or SIGKILL of the harness loses at most
-the last flush intervals, never the file, and never half a line: a killed write() stops at
-a page boundary, and page_aligned pads lines so that every page boundary ends one.
+index is assigned, the time read and the record kept, so index order is time order; in
+C where the package's extension is built (a fixed-size C record, nothing allocated), else
+under a short lock (a Line appended). A flusher thread swaps the pending records out every
+`flush_interval_s` (FLUSH_INTERVAL_S unless a subclass says otherwise), encodes them to
+JSON lines, appends them (whole lines only) and fsyncs every FSYNC_INTERVAL_S. Should
+the flusher fall behind (a client loop hogging the GIL), the next record() that finds no
+send in the last two flush intervals writes the backlog itself. So a crash or SIGKILL of
+the harness loses at most the last flush intervals, never the file, and never half a
+line: a killed write() stops at a page boundary, and page_aligned pads lines so that
+every page boundary ends one.
 
 Why this shape (bench/bench_recording.py): the clients are GIL-bound, and on 2 cores every
-CPU cycle recording takes is taken from them or from the system under test. Lines are
-msgspec Structs, encoded in C: creating one costs what a tuple does, and encoding costs
-a fraction of formatting the line in Python. Formatting in Python cost the client loop a
-noticeable share of its throughput, in the harness and in a writer process of its own
-alike (the process competes with the clients and Redis for the cores); bench_recording
-prints the ratios (docs/benchmarks.md).
+CPU cycle recording takes is taken from them or from the system under test. The compiled
+step keeps C records and formats their lines in C, the same bytes msgspec writes for a
+Line (what the Python step keeps and encode_lines encodes): a msgspec Struct per record,
+allocated by the client and freed by the flusher, cost the client loop a measurable share
+of its throughput more, side by side (`lines` against `recording`). Formatting in Python
+cost more still, in the harness and in a writer process of its own alike (the process
+competes with the clients and Redis for the cores); bench_recording prints the ratios
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -232,10 +235,9 @@ class HistoryWriter:
 
     def _write_pending(self) -> None:
         """Append every pending line, in index order, to the file; hold _write_lock."""
-        batch, inexact = self._pending.take()
-        if not batch or self._fd is None:
+        data, at = self._pending.take_encoded(encode_lines), self._offset
+        if not data or self._fd is None:
             return
-        data, at = encode_lines(batch, inexact), self._offset
         if at > self._start:  # the byte before is this writer's newline: it may move
             data, at = b"\n" + data, at - 1
         data = page_aligned(data, at)

@@ -1,7 +1,13 @@
 """The lines a HistoryWriter has recorded and not yet written: the per-record step of
 every client thread. `Pending` is the compiled one (pending_compiled.pyx, built with the
-package where it can be, about a third of the cost) or, where it is not built, the
-Python one below; both take the same calls and give the same lines."""
+package where it can be: a C record per record, formatted to JSON in C by the flusher) or,
+where it is not built, the Python one below; both take the same calls and give the same
+bytes.
+
+The contract: record(process, type_, f, key, value, node, error) -> index, in one atomic
+step (index order is time order), calling late() after it once the clock passes write_by;
+take_encoded(encode) -> the JSON lines of every record since the last take, in index
+order, where encode(lines, inexact) writes a list of Lines (history.encode_lines)."""
 
 from __future__ import annotations
 
@@ -81,6 +87,10 @@ class PythonPending:
             self.lines, self.inexact = [], False
             self.write_by = _monotonic_ns() - self.origin_ns + self.lag_ns
             return lines, inexact
+
+    def take_encoded(self, encode: Callable[[list[Any], bool], bytes]) -> bytes:
+        lines, inexact = self.take()
+        return encode(lines, inexact) if lines else b""
 
 
 try:  # optional: where the extension is not built, the Python one above
