@@ -44,6 +44,19 @@ cdef inline bint step(int32_t state, int8_t k, int32_t v, int32_t x, int32_t *af
     return state != x
 
 
+cdef inline void copy_order(list order, Py_ssize_t n, vector[int64_t]& out,
+                            vector[uint8_t]& placed):
+    """The witness order copied into out, and placed[i] set for each of its positions
+    (placed sized n): how trim and put_back both begin."""
+    cdef Py_ssize_t q
+    cdef int64_t i
+    placed.resize(n, 0)
+    for q in range(len(order)):
+        i = order[q]
+        out.push_back(i)
+        placed[i] = 1
+
+
 def trim(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
          int32_t init, list order, const int64_t[::1] clone_of):
     """_trim's walks (relax.py): the witness with each second application left out where
@@ -57,11 +70,7 @@ def trim(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
     cdef int64_t i, c
     cdef int32_t state, nxt
     cdef bint ok
-    placed.resize(n, 0)
-    for q in range(m):
-        i = order[q]
-        out.push_back(i)
-        placed[i] = 1
+    copy_order(order, n, out, placed)
     states.push_back(init)
     for q in range(m):
         i = out[q]
@@ -113,11 +122,7 @@ def put_back(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] 
     cdef Py_ssize_t n = kind.shape[0], m = len(order), q, k, lo, hi, j
     cdef int64_t i, d, start, least
     cdef int32_t nxt
-    placed.resize(n, 0)
-    for q in range(m):
-        i = order[q]
-        out.push_back(i)
-        placed[i] = 1
+    copy_order(order, n, out, placed)
     if drop.shape[0]:
         for j in range(originals):
             if drop[j] and not placed[j]:
@@ -209,3 +214,4 @@ def changed(const int8_t[::1] kind, const int64_t[::1] index, const uint8_t[::1]
                 seen[original] = 1
                 out.add(index[i])
     return sorted(out)
+
