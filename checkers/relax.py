@@ -270,12 +270,11 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     completion), so if that fails the relaxed minimal Δ is the key's, and most keys a
     relaxation does not explain cost that one search. cands: Candidates(ops), when the
     caller has them (one key's relaxations share them)."""
-    relaxed = relax(ops, initial, names)
+    # one encoding for both searches (where the compiled search fits)
+    relaxed, enc = _relaxed(ops, model, initial, names)
     # the relaxed history's: reads and completions are the same
     cands = cands if cands is not None else Candidates(ops)
     probe = cands.top() if delta_ns is None else cands.below(delta_ns)
-    # one encoding for both searches (where the compiled search fits)
-    enc = encode(relaxed, initial) if compiled_fits(relaxed, model) else None
     if not linearizable(relaxed, model, initial, probe, limits, encoded=enc).ok:
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
                        originals=len(ops))
@@ -301,6 +300,23 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                    lower_ns=None if found.exact else found.failed_at)
 
 
+def _relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
+             names: Sequence[str]) -> tuple[RelaxedOperations, Encoded | None]:
+    """relax(ops, initial, names) and its encoding where the compiled search fits it
+    (else None): in one compiled call over the history's codes where the compiled
+    module is built (the same clones, droppable writes and columns)."""
+    if type(ops) is HistoryOperations and _witness is not None \
+            and compiled_fits(ops, model):
+        e = encode(ops, initial)
+        clones, drop, (kind, val, exp, invoke, complete, edrop, index) = _witness.relaxed(
+            e.kind, e.val, e.exp, e.invoke, e.complete, e.index, e.init,
+            DUPLICATED_WRITE in names, LOST_WRITE in names)
+        return RelaxedOperations(ops, drop, clones), Encoded(
+            kind, val, exp, invoke, complete, edrop, e.init, index)
+    relaxed = relax(ops, initial, names)
+    return relaxed, encode(relaxed, initial) if compiled_fits(relaxed, model) else None
+
+
 def _finish_compiled(relaxed: RelaxedOperations, model: Model, initial: str | None,
                      enc: Encoded, found: DeltaSearch) -> Relaxed:
     """search_relaxed's trim, put-back and changed operations in the compiled module
@@ -308,6 +324,13 @@ def _finish_compiled(relaxed: RelaxedOperations, model: Model, initial: str | No
     n, delta, order = len(relaxed.base), found.min_delta_ns or 0, found.order
     clone_of = np.full(len(relaxed), -1, dtype=np.int64)
     clone_of[n:] = relaxed.clones
+    # every step in one call, unless the trim must replay (the model rejects the order)
+    done = _witness.finish(enc.kind, enc.val, enc.exp, enc.invoke, enc.complete, enc.drop,
+                           enc.index, enc.init, n, clone_of, order, delta)
+    if done is not None:
+        order, changed = done
+        return Relaxed(relaxed, dataclasses.replace(found, order=order), changed,
+                       originals=n, lower_ns=None if found.exact else found.failed_at)
     if len(relaxed.clones):
         placed = np.zeros(len(relaxed), dtype=bool)
         placed[order] = True

@@ -17,6 +17,8 @@ compare passes from both), and after it the states are the same."""
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libcpp.vector cimport vector
 
+import numpy as np
+
 cdef enum:
     READ = 0
     WRITE = 1
@@ -215,3 +217,128 @@ def changed(const int8_t[::1] kind, const int64_t[::1] index, const uint8_t[::1]
                 out.add(index[i])
     return sorted(out)
 
+
+cdef int64_t largest_shift(const int8_t[::1] kind, const int64_t[::1] invoke,
+                           const int64_t[::1] complete, list order):
+    """shifts.Moves(ops).largest(order): the largest shift a read of the order needs,
+    its invoke less the earliest completion linearized after it (0: none moves)."""
+    cdef Py_ssize_t q = len(order) - 1
+    cdef int64_t i, later = UNKNOWN_END, best = 0
+    while q >= 0:
+        i = order[q]
+        if kind[i] == READ and later < invoke[i] and invoke[i] - later > best:
+            best = invoke[i] - later
+        if complete[i] < later:
+            later = complete[i]
+        q -= 1
+    return best
+
+
+def finish(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+           const int64_t[::1] invoke, const int64_t[::1] complete,
+           const uint8_t[::1] drop, const int64_t[::1] index, int32_t init,
+           Py_ssize_t originals, const int64_t[::1] clone_of, list order, int64_t delta):
+    """relax._finish_compiled's steps in one call, over a relaxed history's encoded
+    columns (clones at positions originals..): trim where a write is applied twice and
+    no read needs more than delta (as _trim checks), then put_back, then changed.
+    Returns (order, changed), or None where the model rejects the order itself (the
+    caller replays the trim in Python, as trim's None asks)."""
+    cdef Py_ssize_t n = kind.shape[0], q
+    cdef int64_t i
+    cdef bint doubled = False
+    cdef vector[uint8_t] placed
+    if n > originals:
+        placed.resize(n, 0)
+        for q in range(len(order)):
+            i = order[q]
+            placed[i] = 1
+        for q in range(originals, n):
+            if placed[q] and placed[clone_of[q]]:
+                doubled = True
+                break
+        if doubled and largest_shift(kind, invoke, complete, order) <= delta:
+            order = trim(kind, val, exp, init, order, clone_of)
+            if order is None:
+                return None
+    order = put_back(kind, val, exp, invoke, complete, drop, init, originals, order, delta)
+    return order, changed(kind, index, drop, originals, clone_of, order)
+
+
+def relaxed(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+            const int64_t[::1] invoke, const int64_t[::1] complete,
+            const int64_t[::1] index, int32_t init, bint duplicate, bint lose):
+    """relax._relax_coded and search_columns.encode of its RelaxedOperations in one pass
+    over a history's encoded columns: the same clones and droppable writes, the same
+    relaxed columns. Returns (clones, drop, (kind, val, exp, invoke, complete, drop,
+    index) of the relaxed history); its drop column is empty where nothing is
+    droppable, as encode makes it."""
+    cdef Py_ssize_t n = kind.shape[0], i, j, m, size = 1
+    cdef bint blind = True, any_drop = False
+    cdef int32_t v
+    cdef vector[int64_t] clones
+    cdef vector[uint8_t] read, cloned
+    cdef vector[int64_t] produced
+    for i in range(n):
+        if kind[i] == CAS_FAILED:
+            blind = False
+        if val[i] + 1 > size:
+            size = val[i] + 1
+    cloned.resize(n, 0)
+    if duplicate:
+        # without failed compares a clone of an unobserved value cannot help
+        for i in range(n):
+            if (kind[i] == WRITE or kind[i] == CAS) and (not blind or val[i] >= 0):
+                clones.push_back(i)
+                cloned[i] = 1
+    drop_np = np.zeros(n, dtype=bool)
+    cdef uint8_t[::1] drop = drop_np.view(np.uint8)
+    if lose:
+        read.resize(size, 0)
+        produced.resize(size, 0)
+        for i in range(n):
+            v = val[i]
+            if v < 0:
+                continue
+            if kind[i] == READ:
+                read[v] = 1
+            elif kind[i] == WRITE or kind[i] == CAS:
+                produced[v] += 1
+        for i in range(n):
+            if not (kind[i] == WRITE or kind[i] == CAS) or complete[i] == UNKNOWN_END:
+                continue
+            v = val[i]
+            # a write that alone produces a value some read returns is never dropped
+            # (unless cloned: its clone may still apply it once)
+            if v >= 0 and read[v] and produced[v] == 1 and v != init and not cloned[i]:
+                continue
+            drop[i] = 1
+            any_drop = True
+    m = n + <Py_ssize_t>clones.size()
+    clones_np = np.empty(clones.size(), dtype=np.int64)
+    kind_np = np.empty(m, dtype=np.int8)
+    val_np = np.empty(m, dtype=np.int32)
+    exp_np = np.empty(m, dtype=np.int32)
+    invoke_np = np.empty(m, dtype=np.int64)
+    complete_np = np.empty(m, dtype=np.int64)
+    index_np = np.empty(m, dtype=np.int64)
+    edrop_np = np.zeros(m if any_drop else 0, dtype=np.uint8)
+    cdef int64_t[::1] c_out = clones_np
+    cdef int8_t[::1] k_out = kind_np
+    cdef int32_t[::1] v_out = val_np, x_out = exp_np
+    cdef int64_t[::1] i_out = invoke_np, e_out = complete_np, n_out = index_np
+    cdef uint8_t[::1] d_out = edrop_np
+    for j in range(m):
+        i = j if j < n else clones[j - n]
+        k_out[j] = kind[i]
+        v_out[j] = val[i]
+        x_out[j] = exp[i]
+        i_out[j] = invoke[i]
+        # a second application: its outcome unknown
+        e_out[j] = complete[i] if j < n else UNKNOWN_END
+        n_out[j] = index[i]
+        if any_drop and j < n:
+            d_out[j] = drop[i]
+    for j in range(<Py_ssize_t>clones.size()):
+        c_out[j] = clones[j]
+    return clones_np, drop_np, (kind_np, val_np, exp_np, invoke_np, complete_np,
+                                edrop_np, index_np)

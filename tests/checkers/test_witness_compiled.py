@@ -63,3 +63,30 @@ def test_the_compiled_steps_give_the_python_steps_answers(monkeypatch: pytest.Mo
                     compared += compiled is not None
     # the comparison reached both steps' real work: clones left out, writes put back
     assert compared > 100 and trimmed > 10 and put_back > 10
+
+
+def test_the_compiled_relaxed_history_is_relax_and_encode() -> None:
+    # the clones, the droppable writes and every column of the relaxed history, as
+    # relax() and encode() make them, with failed compares (every write cloned) and
+    # without (only observed values), for each relaxation alone and both
+    from leaseline.checkers.search_columns import encode
+
+    compared = 0
+    for seed in range(1, 9):
+        for think in (10.0, 0.5):
+            h = generate_cas(60, stale=True, seed=seed, think_ms=think, info_rate=0.1).history
+            ops = HistoryOperations(h)
+            model = search_model(h)
+            for names in ((DUPLICATED_WRITE,), (LOST_WRITE,), (DUPLICATED_WRITE, LOST_WRITE)):
+                got, enc = relax._relaxed(ops, model, h.initial, names)
+                want = relax.relax(ops, h.initial, names)
+                assert got.clones.tolist() == want.clones.tolist()
+                assert got.drop.tolist() == want.drop.tolist()
+                expected = encode(want, h.initial)
+                assert enc is not None
+                for column in ("kind", "val", "exp", "invoke", "complete", "drop", "index"):
+                    assert getattr(enc, column).tolist() == \
+                        getattr(expected, column).tolist(), (seed, think, names, column)
+                assert enc.init == expected.init
+                compared += len(want.clones) > 0 and bool(want.drop.any())
+    assert compared > 10
