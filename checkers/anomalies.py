@@ -87,7 +87,7 @@ OPS_LISTED = 8  # operation indices a one-line description lists
 
 
 def _listed(ops: list[Any]) -> str:
-    return ", ".join(str(i) for i in ops[:OPS_LISTED]) + (
+    return ", ".join(map(str, ops[:OPS_LISTED])) + (
         f" … ({len(ops)})" if len(ops) > OPS_LISTED else "")
 
 

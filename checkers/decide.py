@@ -211,12 +211,15 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
             result.reason += BY_WITNESS
     stale = {s.index for s in result.shifted_reads}
     remains = None if best is None else _still_stale(h, ops, model, best, budget, None)
+    # {history index: row} of every operation named below (the stale reads, the
+    # relaxations' changes), found in one pass over the key
+    at = _rows(h, [*stale, *(i for r in alone.values() for i in r.changed)]) \
+        if alone else {}
     for name, r in alone.items():
         # (no stale read to explain: nothing to decide)
         still = remains if r is best else \
             _still_stale(h, ops, model, r, budget, stale) if stale else set()
         explained = [s for s in result.shifted_reads if s.index not in still]
-        at = _rows(h, [*r.changed, *(s.index for s in explained)]) if explained else {}
         for s in explained:
             s.explained_by.append((name, _bearing(h, at, name, r.changed, s.index)))
     for a in found:
@@ -225,7 +228,7 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
         elif a.name == VIOLATION_TYPE and result.counterexample:
             a.ops = [int(o["id"]) for o in result.counterexample.get("ops", [])]
         elif a.name == DUPLICATED_WRITE:
-            a.writes = _by_outcome(h, a.ops)
+            a.writes = _by_outcome(h, a.ops, at)
     result.anomalies = found
     if result.counterexample is not None and found:
         # what explains the violation as decided, `unknown` where a search ran out
@@ -286,9 +289,10 @@ def _bearing(h: KeyHistory, at: dict[int, int], name: str, changed: list[int], r
     return mine or writes
 
 
-def _by_outcome(h: KeyHistory, ops: list[int]) -> dict[str, list[int]]:
-    """The writes among ops by their recorded outcome: acknowledged or info."""
-    at = _rows(h, ops)
+def _by_outcome(h: KeyHistory, ops: list[int], at: dict[int, int]
+                ) -> dict[str, list[int]]:
+    """The writes among ops by their recorded outcome: acknowledged or info (at: rows of
+    these indices)."""
     writes = [i for i in ops if h.f[at[i]] != READ]
     return {"acknowledged": [i for i in writes if h.complete[at[i]] != UNKNOWN_END],
             "info": [i for i in writes if h.complete[at[i]] == UNKNOWN_END]}

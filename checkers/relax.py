@@ -335,8 +335,9 @@ def _finish_compiled(relaxed: RelaxedOperations, model: Model, initial: str | No
                            enc.index, enc.init, n, clone_of, order, delta) \
         if _fused(_witness) else None
     if done is not None:
-        order, changed = done
-        return Relaxed(relaxed, dataclasses.replace(found, order=order), changed,
+        # found is this search's own (min_delta's), so its order may be replaced in place
+        found.order, changed = done
+        return Relaxed(relaxed, found, changed,
                        originals=n, lower_ns=None if found.exact else found.failed_at)
     if len(relaxed.clones):
         placed = np.zeros(len(relaxed), dtype=bool)

@@ -64,6 +64,14 @@ def trim(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
     """_trim's walks (relax.py): the witness with each second application left out where
     it can be, or None where the model rejects the order itself (the caller replays).
     clone_of[i]: the position a clone at i repeats, else -1."""
+    return trim_order(kind, val, exp, init, order, clone_of)
+
+
+# (the steps as cdef functions too: finish calls them on the columns it already holds,
+# where each def call would take every column's buffer again)
+cdef object trim_order(const int8_t[::1] kind, const int32_t[::1] val,
+                       const int32_t[::1] exp, int32_t init, list order,
+                       const int64_t[::1] clone_of):
     cdef vector[int64_t] out
     cdef vector[int32_t] states
     cdef vector[int32_t] after
@@ -116,6 +124,14 @@ def put_back(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] 
     """_put_back (relax.py): each dropped write (droppable, one of the first `originals`
     positions, not in the order) put back before the first blind write (or at the end)
     where the real-time order allows and the model takes it, in position order."""
+    return put_back_order(kind, val, exp, invoke, complete, drop, init, originals, order,
+                          delta)
+
+
+cdef list put_back_order(const int8_t[::1] kind, const int32_t[::1] val,
+                         const int32_t[::1] exp, const int64_t[::1] invoke,
+                         const int64_t[::1] complete, const uint8_t[::1] drop,
+                         int32_t init, Py_ssize_t originals, list order, int64_t delta):
     cdef vector[int64_t] out
     cdef vector[int32_t] states
     cdef vector[int64_t] earliest_after, latest_start
@@ -183,6 +199,12 @@ def changed(const int8_t[::1] kind, const int64_t[::1] index, const uint8_t[::1]
     """_changed (relax.py): history indices (sorted) of the writes the witness drops or
     applies twice, and of the reads that returned a second application's value before
     the next change. clone_of as for trim."""
+    return changed_ops(kind, index, drop, originals, clone_of, order)
+
+
+cdef list changed_ops(const int8_t[::1] kind, const int64_t[::1] index,
+                      const uint8_t[::1] drop, Py_ssize_t originals,
+                      const int64_t[::1] clone_of, list order):
     cdef vector[uint8_t] placed, doubled, seen
     cdef Py_ssize_t n = kind.shape[0], m = len(order), q, j
     cdef int64_t i, original
@@ -257,11 +279,12 @@ def finish(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] ex
                 doubled = True
                 break
         if doubled and largest_shift(kind, invoke, complete, order) <= delta:
-            order = trim(kind, val, exp, init, order, clone_of)
+            order = trim_order(kind, val, exp, init, order, clone_of)
             if order is None:
                 return None
-    order = put_back(kind, val, exp, invoke, complete, drop, init, originals, order, delta)
-    return order, changed(kind, index, drop, originals, clone_of, order)
+    order = put_back_order(kind, val, exp, invoke, complete, drop, init, originals, order,
+                           delta)
+    return order, changed_ops(kind, index, drop, originals, clone_of, order)
 
 
 def relaxed(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
