@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """The recorder's per-record step in C (harness/store/pending.py has the same in Python,
 with a lock, for where this does not build).
 
@@ -109,11 +109,15 @@ cdef struct Buf:
     Py_ssize_t cap
 
 
-cdef int _reserve(Buf *b, Py_ssize_t more) except -1:
+cdef inline int _reserve(Buf *b, Py_ssize_t more) except -1:
+    if b.len + more <= b.cap:
+        return 0
+    return _grow_buf(b, more)
+
+
+cdef int _grow_buf(Buf *b, Py_ssize_t more) except -1:
     cdef Py_ssize_t cap = b.cap
     cdef char *data
-    if b.len + more <= cap:
-        return 0
     while cap < b.len + more:
         cap = cap * 2 if cap else 65536
     data = <char *>PyMem_Realloc(b.data, cap)
@@ -130,18 +134,31 @@ cdef inline int _put(Buf *b, const char *s, Py_ssize_t n) except -1:
     return 0
 
 
-cdef int _put_int(Buf *b, int64_t v) except -1:
+cdef const char *_PAIRS = (b"00010203040506070809101112131415161718192021222324252627282930313233"
+                           b"34353637383940414243444546474849505152535455565758596061626364656667"
+                           b"6869707172737475767778798081828384858687888990919293949596979899")
+
+
+cdef inline int _put_int(Buf *b, int64_t v) except -1:
     cdef char tmp[24]
     cdef int i = 24
     cdef uint64_t u = <uint64_t>v
+    cdef uint64_t d
     if v < 0:
         u = (~u) + 1  # |v|, INT64_MIN included
-    while True:
+    while u >= 100:  # two digits a division
+        d = (u % 100) * 2
+        u //= 100
+        i -= 2
+        tmp[i] = _PAIRS[d]
+        tmp[i + 1] = _PAIRS[d + 1]
+    if u >= 10:
+        i -= 2
+        tmp[i] = _PAIRS[u * 2]
+        tmp[i + 1] = _PAIRS[u * 2 + 1]
+    else:
         i -= 1
-        tmp[i] = <char>(48 + u % 10)
-        u //= 10
-        if u == 0:
-            break
+        tmp[i] = <char>(48 + u)
     if v < 0:
         i -= 1
         tmp[i] = 45  # '-'
