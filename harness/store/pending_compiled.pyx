@@ -397,12 +397,14 @@ cdef class Pending:
         encode(lines, True) writes the lines this does not (pending.py's contract)."""
         cdef Rec *recs
         cdef Py_ssize_t n, cap, i, start
-        cdef Buf *b = &self._buf
+        cdef Buf buf = self._buf  # this take's own: a concurrent take gets another
+        cdef Buf *b = &buf
         cdef bytes out, text
         recs = self._swap(&n, &cap)
         if n == 0:
             self._keep_spare(recs, cap)
             return b""
+        self._buf.data, self._buf.len, self._buf.cap = NULL, 0, 0
         b.len = 0
         try:
             for i in range(n):
@@ -415,9 +417,12 @@ cdef class Pending:
         finally:
             _release(recs, n)
             self._keep_spare(recs, cap)
-        if b.cap > (1 << 24):  # one huge backlog need not stay allocated
-            PyMem_Free(b.data)
-            b.data, b.len, b.cap = NULL, 0, 0
+            # kept for the next take, unless another kept one meanwhile or a huge backlog
+            # made it large
+            if self._buf.data == NULL and b.cap <= (1 << 24):
+                self._buf = buf
+            else:
+                PyMem_Free(b.data)
         return out
 
     def take(self):

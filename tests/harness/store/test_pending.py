@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -114,3 +116,54 @@ def test_the_array_grows_and_is_reused_across_takes() -> None:
     lines, inexact = pending.take()
     assert inexact and lines[0].index == index and lines[0].key == "k"
     assert pending.take() == ([], False) and pending.take_encoded(encode_lines) == b""
+
+
+@needs_compiled
+def test_a_record_holds_its_fields_until_taken_and_no_longer() -> None:
+    """The C records take a reference to each field that is not None and give every one
+    back when taken (formatted or as Lines) or when the Pending goes: no leak, no early free."""
+    assert compiled is not None
+    fields = ["p" + str(1), "k" + str(2), ["v", 3], "n" + str(4), "e" + str(5)]
+    process, key, value, node, error = fields
+    before = [sys.getrefcount(x) for x in fields]
+    pending = compiled.Pending(Line, TxnLine, 0, 1 << 62, lambda: None)
+    for how in ("formatted", "as Lines", "left to the Pending's end"):
+        for _ in range(1000):
+            pending.record(process, "ok", "cas", key, value, node, error)
+        held = [sys.getrefcount(x) for x in fields]
+        assert held == [n + 1000 for n in before]
+        if how == "formatted":
+            pending.take_encoded(encode_lines)
+        elif how == "as Lines":
+            pending.take()
+    del pending
+    assert [sys.getrefcount(x) for x in fields] == before
+
+
+@needs_compiled
+def test_threads_recording_while_the_flusher_takes_keep_every_record_in_order() -> None:
+    assert compiled is not None
+    pending = compiled.Pending(Line, TxnLine, 0, 1 << 62, lambda: None)
+    done = threading.Event()
+    chunks: list[bytes] = []
+
+    def flusher() -> None:
+        while not done.is_set():
+            chunks.append(pending.take_encoded(encode_lines))
+
+    def client(t: int) -> None:
+        for i in range(20_000):
+            pending.record(t, "ok", "write", "k", i if i % 3 else 0.5, "n1")
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(3)]
+    taker = threading.Thread(target=flusher)
+    for thread in [taker, *threads]:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    taker.join()
+    chunks.append(pending.take_encoded(encode_lines))
+    recs = [json.loads(x) for x in b"".join(chunks).splitlines()]
+    assert [r["index"] for r in recs] == list(range(60_000))
+    assert all(a["time"] <= b["time"] for a, b in zip(recs, recs[1:], strict=False))
