@@ -51,6 +51,7 @@ from leaseline.checkers.ops import (
     Operation,
 )
 from leaseline.checkers.search_columns import (
+    NO_DROP,
     Encoded,
     HistoryOperations,
     RelaxedOperations,
@@ -68,10 +69,10 @@ except ImportError:  # pragma: no cover - depends on the installation
 
 
 def _fused(module: object) -> bool:
-    """Does the compiled module have the one-call steps (relaxed, finish)? An extension
+    """Does the compiled module have the one-call steps (relaxed, finish, cut)? An extension
     built from an older witness_compiled.pyx (a checkout not rebuilt since) has only
     trim, put_back and changed: those run one by one."""
-    return module is not None and hasattr(module, "finish")
+    return module is not None and hasattr(module, "finish") and hasattr(module, "cut")
 
 
 def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
@@ -192,6 +193,9 @@ class Relaxed:
     originals: int = 0  # ops[:originals] are the history's, the rest clones
     # where found is not exact: the relaxed minimal Δ is at least this (found's is at most)
     lower_ns: int | None = None
+    # the relaxed history's encoding, where the compiled steps finished it (applied()
+    # cuts the changed history's from it)
+    encoded: Encoded | None = None
 
 
 def applied(r: Relaxed, ops: Sequence[Operation]
@@ -208,6 +212,19 @@ def applied(r: Relaxed, ops: Sequence[Operation]
         # a history of its own, cut from the key's columns: no Operation is built (the
         # staleness decided over it reads the columns too)
         rel = r.ops
+        if r.encoded is not None and _fused(_witness):
+            # in one compiled pass, with the cut's encoding, which its staleness takes
+            # instead of encoding its values again
+            e = r.encoded
+            clone_of = np.full(len(rel), -1, dtype=np.int64)
+            clone_of[n:] = rel.clones
+            rows, second, witness, (kind, val, exp, invoke, complete, index, init) = \
+                _witness.cut(e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.index,
+                             e.init, n, clone_of, list(r.found.order))
+            out = HistoryOperations(_cut(ops.history, rows, second))
+            out.encoded_as(ops.history.initial, Encoded(kind, val, exp, invoke, complete,
+                                                        NO_DROP, init, index))
+            return out, witness
         order = np.asarray(r.found.order, dtype=np.intp)
         keep = _kept(rel, order, n)
         second = keep >= n
@@ -337,8 +354,8 @@ def _finish_compiled(relaxed: RelaxedOperations, model: Model, initial: str | No
     if done is not None:
         # found is this search's own (min_delta's), so its order may be replaced in place
         found.order, changed = done
-        return Relaxed(relaxed, found, changed,
-                       originals=n, lower_ns=None if found.exact else found.failed_at)
+        return Relaxed(relaxed, found, changed, originals=n,
+                       lower_ns=None if found.exact else found.failed_at, encoded=enc)
     if len(relaxed.clones):
         placed = np.zeros(len(relaxed), dtype=bool)
         placed[order] = True

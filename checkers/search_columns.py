@@ -53,6 +53,15 @@ class HistoryOperations(Sequence[Operation]):
             out = self._codes[initial] = (kind, val, exp, init)
         return out
 
+    def encoded_as(self, initial: str | None, e: Encoded) -> None:
+        """Take e as this history's encoding (encode's, for this initial value), where
+        the caller has it already (relax.applied cuts a relaxed history's): read-only,
+        as encode's own, since every search of the history shares it."""
+        for column in (e.kind, e.val, e.exp, e.invoke, e.complete, e.index):
+            column.flags.writeable = False
+        self._encoded[initial] = e
+        self._codes[initial] = (e.kind, e.val, e.exp, e.init)
+
     def _rows(self) -> list[Operation]:
         if self._ops is None:
             self._ops = self.history.operations()

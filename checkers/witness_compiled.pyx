@@ -365,3 +365,80 @@ def relaxed(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] e
         c_out[j] = clones[j]
     return clones_np, drop_np, (kind_np, val_np, exp_np, invoke_np, complete_np,
                                 edrop_np, index_np)
+
+
+def cut(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+        const int64_t[::1] invoke, const int64_t[::1] complete, const uint8_t[::1] drop,
+        const int64_t[::1] index, int32_t init, Py_ssize_t originals,
+        const int64_t[::1] clone_of, list order):
+    """relax.applied's cut of a relaxed witness (its columns as finish takes them): the
+    positions kept (those the witness placed, and the originals nothing may drop),
+    ascending, as (rows: the history's row of each, second: which are second
+    applications, the witness as positions in the cut) and the cut's encoding as
+    search_columns.encode makes it of a history of its own: (kind, val, exp, invoke,
+    complete, index, init). Its value codes are the relaxed ones renumbered in order of
+    first observation in the cut (a value no operation kept observes: -1), as encode
+    numbers the values themselves: the codes are one to one with the observed values."""
+    cdef Py_ssize_t n = kind.shape[0], m = 0, q, j, p
+    cdef int64_t i
+    cdef int32_t c, code = 0, top = 0
+    cdef vector[uint8_t] placed
+    cdef vector[int64_t] position
+    cdef vector[int32_t] renumber
+    placed.resize(n, 0)
+    for q in range(len(order)):
+        i = order[q]
+        placed[i] = 1
+    position.resize(n, -1)
+    for p in range(n):
+        if placed[p] or (p < originals and not (drop.shape[0] and drop[p])):
+            position[p] = m
+            m += 1
+        if val[p] > top:
+            top = val[p]
+        if exp[p] > top:
+            top = exp[p]
+    if init > top:
+        top = init
+    renumber.resize(top + 1, -1)
+    rows_np = np.empty(m, dtype=np.int64)
+    second_np = np.zeros(m, dtype=bool)
+    kind_np = np.empty(m, dtype=np.int8)
+    val_np = np.empty(m, dtype=np.int32)
+    exp_np = np.empty(m, dtype=np.int32)
+    invoke_np = np.empty(m, dtype=np.int64)
+    complete_np = np.empty(m, dtype=np.int64)
+    index_np = np.empty(m, dtype=np.int64)
+    cdef int64_t[::1] rows = rows_np
+    cdef uint8_t[::1] second = second_np.view(np.uint8)
+    cdef int8_t[::1] k_out = kind_np
+    cdef int32_t[::1] v_out = val_np, x_out = exp_np
+    cdef int64_t[::1] i_out = invoke_np, e_out = complete_np, n_out = index_np
+    for p in range(n):
+        j = position[p]
+        if j < 0:
+            continue
+        rows[j] = p if p < originals else clone_of[p]
+        second[j] = p >= originals
+        k_out[j] = kind[p]
+        i_out[j] = invoke[p]
+        e_out[j] = complete[p]  # a clone's: unknown already
+        n_out[j] = index[p]
+        # the values observed, numbered in order of first observation
+        if kind[p] == READ:
+            c = val[p]
+        elif kind[p] == CAS or kind[p] == CAS_FAILED:
+            c = exp[p]
+        else:
+            continue
+        if c >= 0 and renumber[c] < 0:
+            renumber[c] = code
+            code += 1
+    for p in range(n):
+        j = position[p]
+        if j >= 0:
+            v_out[j] = renumber[val[p]] if val[p] >= 0 else -1
+            x_out[j] = renumber[exp[p]] if exp[p] >= 0 else -1
+    witness = [position[<int64_t>order[q]] for q in range(len(order))]
+    return rows_np, second_np, witness, (kind_np, val_np, exp_np, invoke_np, complete_np,
+                                         index_np, renumber[init] if init >= 0 else -1)

@@ -90,3 +90,42 @@ def test_the_compiled_relaxed_history_is_relax_and_encode() -> None:
                 assert enc.init == expected.init
                 compared += len(want.clones) > 0 and bool(want.drop.any())
     assert compared > 10
+
+
+def test_the_compiled_cut_is_applied_and_encode(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the history with a relaxed witness's changes made, the witness in it, and the
+    # encoding its staleness takes, as applied() cuts them step by step and encode()
+    # encodes the cut (each relaxation alone and both)
+    from leaseline.checkers.search_columns import encode
+
+    compared = 0
+    for seed in range(1, 9):
+        for think in (10.0, 0.5):
+            h = generate_cas(60, stale=True, seed=seed, think_ms=think, info_rate=0.1).history
+            for names in ((DUPLICATED_WRITE,), (LOST_WRITE,), (DUPLICATED_WRITE, LOST_WRITE)):
+                ops = HistoryOperations(h)
+                try:
+                    r = relax.search_relaxed(
+                        ops, search_model(h), h.initial, names, None, 0,
+                        SearchLimits(time.monotonic() + 60, 100_000, 100_000))
+                except BudgetExceeded:
+                    continue
+                if r.found.min_delta_ns is None or r.encoded is None:
+                    continue
+                got, witness = relax.applied(r, ops)
+                with monkeypatch.context() as m:
+                    m.setattr(relax, "_witness", None)
+                    want, want_witness = relax.applied(r, ops)
+                assert witness == want_witness
+                for column in ("index", "f", "value", "expected", "invoke", "complete",
+                               "complete_index", "process", "node"):
+                    assert getattr(got.history, column).tolist() == \
+                        getattr(want.history, column).tolist(), column
+                e, expected = encode(got, h.initial), encode(HistoryOperations(
+                    want.history), h.initial)
+                for column in ("kind", "val", "exp", "invoke", "complete", "drop", "index"):
+                    assert getattr(e, column).tolist() == \
+                        getattr(expected, column).tolist(), (seed, think, names, column)
+                assert e.init == expected.init
+                compared += 1
+    assert compared > 40
