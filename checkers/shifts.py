@@ -62,6 +62,18 @@ class Candidates:
             return 0
         return max(0, int((self.reads[ok] - self.comps[k[ok]]).max()))
 
+    def at_least(self, d: int) -> int | None:
+        """The least candidate >= max(d, 1) (None if none): per read, the latest
+        completion at or before read.invoke - d gives its least value from d up."""
+        if len(self.reads) == 0 or len(self.comps) == 0:
+            return None
+        d = max(d, 1)
+        k = np.searchsorted(self.comps, self.reads - d, side="right") - 1
+        ok = k >= 0
+        if not ok.any():
+            return None
+        return int((self.reads[ok] - self.comps[k[ok]]).min())
+
 
 class Moves:
     """How far each read of a linearization had to move its invoke earlier: past the
