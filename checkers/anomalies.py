@@ -55,6 +55,9 @@ class Anomaly:
     # duplicated-write: the writes applied twice, by their outcome as recorded
     # ("acknowledged", "info")
     writes: dict[str, list[int]] | None = None
+    # where not exact: does what remains lie within the run's lease whichever way the
+    # budget would have gone (None: the lease lies between the bounds); see classify.py
+    within_lease: bool | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -71,6 +74,8 @@ class Anomaly:
             out["remaining_delta_exact"] = False
             if self.lower_delta_ns is not None:
                 out["remaining_delta_lower_ms"] = self.lower_delta_ns / 1e6
+            if self.within_lease is not None:
+                out["within_lease"] = self.within_lease
         return out
 
 
@@ -91,6 +96,29 @@ def _listed(ops: list[Any]) -> str:
         f" … ({len(ops)})" if len(ops) > OPS_LISTED else "")
 
 
+def _undecided(a: dict[str, Any]) -> str:
+    """What an undecided relaxation leaves: both bounds (the upper one the key's Δ, or
+    none helping), and where the lease lies."""
+    low, high = a.get("remaining_delta_lower_ms") or 0.0, a.get("remaining_delta_ms")
+    if high is None:  # the key's: no Δ helps it
+        what = (f"what remains is at least {low:,.3f} ms, if any Δ helps at all"
+                if low else "whether any Δ helps with it is open")
+    else:
+        what = f"what remains lies between {low:,.3f} and {high:,.3f} ms"
+    return what + _lease(a)
+
+
+def _lease(a: dict[str, Any]) -> str:
+    """Where the run's lease lies against an inexact remaining Δ, where both bounds are
+    on one side of it (classify.py)."""
+    within = a.get("within_lease")
+    if within is True:
+        return ", within the lease either way"
+    if within is False:
+        return ", beyond the lease either way"
+    return ""
+
+
 def describe(key_result: dict[str, Any]) -> str:
     """One line naming a key's anomaly types from its results.json record ("" if none),
     then its stale reads with what else would explain each: what the summary, inspect,
@@ -101,10 +129,7 @@ def describe(key_result: dict[str, Any]) -> str:
         if not isinstance(a, dict):
             continue
         if a.get("unknown"):
-            low, high = a.get("remaining_delta_lower_ms"), a.get("remaining_delta_ms")
-            parts.append(f"{name}: unknown (its search ran out of budget" + (
-                f"; it leaves between {low:,.3f} and {high:,.3f} ms"
-                if low is not None and high is not None else "") + ")")
+            parts.append(f"{name}: undecided, the budget ran out: {_undecided(a)}")
             continue
         ops = list(a.get("ops") or [])
         rem = a.get("remaining_delta_ms")
@@ -112,7 +137,7 @@ def describe(key_result: dict[str, Any]) -> str:
         if rem is not None and a.get("remaining_delta_exact") is False:
             # which bound: the search ran out between the two
             amount = (f"between {low:,.3f} and {rem:,.3f} ms (undecided: the budget ran "
-                      "out)" if low is not None else f"at most {rem:,.3f} ms")
+                      "out)" if low is not None else f"at most {rem:,.3f} ms") + _lease(a)
         else:
             amount = "" if rem is None else f"{rem:,.3f} ms"
         if name == VIOLATION:

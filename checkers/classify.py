@@ -11,8 +11,33 @@ are applied (together, by one more search, when both are reported and neither al
 explains the key at the lease) is a `stale-read` with that Δ: an anomaly when it
 exceeds the lease, else reads served early within the lease as allowed. Where no
 relaxation leaves any Δ that helps, the key stays a `violation` (its counterexample
-explains it). Where a relaxation's search runs out of budget, that relaxation is
-unknown, never guessed.
+explains it).
+
+Where a relaxation's budget runs out, it is never guessed: what is known is an
+interval [lower, upper] holding its minimal Δ (relax.search_relaxed).
+
+- The upper bound is always known: the key's Δ (with the key's exactness; none helps:
+  above every Δ), since the relaxation only adds linearizations, or less where a
+  search found a linearization needing less. The lower bound is 0 unless a search
+  failed above it or read_bound's argument shows more.
+- *Undecided* (`decided` False): the first search ran out, so whether it lowers Δ at
+  all is open, and the upper bound is the key's Δ. It is never in `anomaly_types`.
+  Could it explain the key at the lease, undecided? That needs upper <= lease, but
+  its upper bound is the key's Δ, which exceeds the lease (the key is a violation:
+  its Δ is beyond the lease, or none helps); a search finding a linearization within
+  the lease would have decided that it lowers Δ. So it never applies while undecided.
+  Where lower > lease it cannot explain the key at the lease either way
+  (`within_lease` False); where lower <= lease that stays open (`within_lease` absent).
+- *Decided, inexact* (`exact` False): a linearization needing upper < the key's Δ was
+  found, so it lowers Δ and is reported, with both bounds. upper <= lease: it
+  explains the key at the lease (`within_lease` True), exactly as if exact, since
+  its Δ is at most upper; lower > lease: it does not (`within_lease` False). With
+  lower <= lease < upper, whether it does is open: `anomaly_types` lists it only when
+  it applies on either answer (no other relaxation explains the key at the lease,
+  judged by upper bounds), never where another one does (it might not be needed).
+- `stale-read` is what the decided relaxations leave, by their upper bounds (an
+  undecided one's interval is listed beside it: where its lower bound is below that,
+  it might leave less).
 """
 
 from __future__ import annotations
@@ -29,7 +54,7 @@ from leaseline.checkers.relax import (
     search_relaxed,
     unwritten_read,
 )
-from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+from leaseline.checkers.search_limits import SearchLimits
 from leaseline.checkers.shifts import Candidates
 
 
@@ -63,41 +88,41 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
         known, low, got = bound(name, delta_ns) if bound else (False, None, None)
         if known and not below(low, delta_ns):
             continue
-        try:
-            if got is None:
-                cands = cands if cands is not None else Candidates(ops)
-                got = search_relaxed(ops, model, initial, (name,), delta_ns, lease_ns,
-                                     limits_for(), cands)
-        except BudgetExceeded:
-            out.append(Anomaly(name, decided=False, applies=False))
-            continue
+        if got is None:
+            cands = cands if cands is not None else Candidates(ops)
+            got = search_relaxed(ops, model, initial, (name,), delta_ns, lease_ns,
+                                 limits_for(), cands)
         if not below(got.found.min_delta_ns, delta_ns):
-            if not got.found.exact and below(got.lower_ns, delta_ns):
-                # it may lower Δ or not: undecided, with both bounds
+            if got.undecided or (not got.found.exact and below(got.lower_ns, delta_ns)):
+                # it may lower Δ or not: undecided, with both bounds (the upper one the
+                # key's, beyond the lease)
+                low = got.lower_ns or 0
                 out.append(Anomaly(name, decided=False, applies=False, exact=False,
                                    remaining_delta_ns=got.found.min_delta_ns,
-                                   lower_delta_ns=got.lower_ns))
+                                   lower_delta_ns=low,
+                                   within_lease=False if low > lease_ns else None))
             continue
         reported.append(name)
         alone[name] = got
         out.append(Anomaly(name, got.changed, got.found.min_delta_ns,
-                           exact=got.found.exact, lower_delta_ns=got.lower_ns))
+                           exact=got.found.exact, lower_delta_ns=got.lower_ns,
+                           within_lease=None if got.found.exact else _within(
+                               got.lower_ns, got.found.min_delta_ns, lease_ns)))
         if best is None or below(got.found.min_delta_ns, best.found.min_delta_ns):
             best = got
     remaining = delta_ns if best is None else best.found.min_delta_ns
-    if remaining is not None and remaining <= lease_ns:
-        # one change alone explains the key at the lease: the others are not needed
-        for a in out:
-            a.applies = a.decided and a.remaining_delta_ns is not None \
-                and a.remaining_delta_ns <= lease_ns
-    elif len(reported) == 2 and remaining:
-        try:
-            both = search_relaxed(ops, model, initial, reported, remaining, lease_ns,
-                                  limits_for(), cands)
-            if below(both.found.min_delta_ns, remaining):
-                best, remaining = both, both.found.min_delta_ns
-        except BudgetExceeded:
-            pass  # each alone is decided; together stays an upper bound
+    for a in out:
+        # it explains the key at the lease, or no other one might: then it is needed
+        # whatever the open bounds hide (exact, this is the rule above)
+        a.applies = a.decided and (_surely(a, lease_ns) or not any(
+            _might(b, lease_ns) for b in out if b is not a))
+    if (remaining is None or remaining > lease_ns) and len(reported) == 2 and remaining:
+        both = search_relaxed(ops, model, initial, reported, remaining, lease_ns,
+                              limits_for(), cands)
+        # where the budget ran out before min_delta decided it, each alone is decided;
+        # together stays an upper bound
+        if not both.bounded and below(both.found.min_delta_ns, remaining):
+            best, remaining = both, both.found.min_delta_ns
     if remaining is None:
         out.append(Anomaly(VIOLATION, [], None))
     elif remaining > 0:
@@ -106,3 +131,24 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
                            applies=remaining > lease_ns,
                            lower_delta_ns=None if best is None else best.lower_ns))
     return out, best, alone
+
+
+def _surely(a: Anomaly, lease_ns: int) -> bool:
+    """Does the relaxation explain the key at the lease (its upper bound within it)?"""
+    return a.remaining_delta_ns is not None and a.remaining_delta_ns <= lease_ns
+
+
+def _might(a: Anomaly, lease_ns: int) -> bool:
+    """Might it (its lower bound within the lease, decided or not)?"""
+    low = a.remaining_delta_ns if a.exact else a.lower_delta_ns or 0
+    return low is not None and low <= lease_ns
+
+
+def _within(lower: int | None, upper: int | None, lease_ns: int) -> bool | None:
+    """Does a relaxation known to leave a Δ in [lower, upper] explain the key at the
+    lease: True, False, or None where the lease lies between the bounds."""
+    if upper is not None and upper <= lease_ns:
+        return True
+    if lower is not None and lower > lease_ns:
+        return False
+    return None

@@ -35,7 +35,8 @@ from leaseline.checkers.classify import classify
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
 from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
-from leaseline.checkers.relax import Relaxed, applicable_names, applied
+from leaseline.checkers.read_bound import stale_reads_shown
+from leaseline.checkers.relax import FROM_ABOVE_OPS, Relaxed, applicable_names, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.shifts import read_shifts
@@ -257,9 +258,17 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
     changed, order = applied(r, ops)
     index = changed.history.index if type(changed) is HistoryOperations \
         else [o.index for o in changed]
-    reads, _, _ = _stale_reads(h, changed, index, model, order, r.found.min_delta_ns or 0,
-                               budget, only)
-    return {s.index for s in reads}
+    delta = r.found.min_delta_ns or 0
+    shown: set[int] = set()
+    if only is not None and len(changed) >= FROM_ABOVE_OPS:
+        # reads read_bound shows still stale need no search (a failing one, the dearest;
+        # on a short history the arrays cost more than the search)
+        shown = stale_reads_shown(changed, h.initial, model, delta) & only
+        only = only - shown
+        if not only:
+            return shown
+    reads, _, _ = _stale_reads(h, changed, index, model, order, delta, budget, only)
+    return shown | {s.index for s in reads}
 
 
 def _rows(h: KeyHistory, indices: Sequence[int]) -> dict[int, int]:

@@ -40,7 +40,7 @@ import numpy as np
 from leaseline.checkers import zone
 from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
-from leaseline.checkers.models import Model
+from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import (
     CAS,
     CAS_FAILED,
@@ -50,6 +50,7 @@ from leaseline.checkers.ops import (
     KeyHistory,
     Operation,
 )
+from leaseline.checkers.read_bound import coded, refuted_below
 from leaseline.checkers.search_columns import (
     NO_DROP,
     Encoded,
@@ -58,8 +59,8 @@ from leaseline.checkers.search_columns import (
     columns,
     encode,
 )
-from leaseline.checkers.search_limits import SearchLimits
-from leaseline.checkers.shifts import Candidates, Moves
+from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
+from leaseline.checkers.shifts import Candidates, Moves, compact
 from leaseline.checkers.wgl import compiled_available, compiled_fits, linearizable
 
 try:  # optional, as the compiled search is: the Python steps below give the same
@@ -196,6 +197,12 @@ class Relaxed:
     # the relaxed history's encoding, where the compiled steps finished it (applied()
     # cuts the changed history's from it)
     encoded: Encoded | None = None
+    # the budget ran out before the first search said whether the relaxation lowers Δ
+    # at all: its Δ lies between lower_ns and the key's (found.min_delta_ns)
+    undecided: bool = False
+    # found is only what the budget left: undecided, or min_delta ran out before it
+    # decided anything, found being the first search's bound
+    bounded: bool = False
 
 
 def applied(r: Relaxed, ops: Sequence[Operation]
@@ -284,44 +291,137 @@ def below(a: int | None, b: int | None) -> bool:
     return a is not None and (b is None or a < b)
 
 
+# Relaxed histories of at least this many operations are narrowed from above where
+# read_bound shows a floor (see search_relaxed); on smaller ones min_delta's failing
+# searches stay cheap, and the floor's arrays would cost more than they spare.
+FROM_ABOVE_OPS = 512
+
+
 def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                    names: Sequence[str], delta_ns: int | None, lease_ns: int,
                    limits: SearchLimits, cands: Candidates | None = None) -> Relaxed:
-    """The minimal Δ of the relaxed history, the key's being delta_ns; BudgetExceeded if
-    undecided. One search first asks whether the relaxation lowers Δ at all: the relaxed
-    history at the largest candidate below delta_ns (at the largest candidate when no Δ
-    helps the key). The candidates are the key's (clones complete never, drops change no
-    completion), so if that fails the relaxed minimal Δ is the key's, and most keys a
-    relaxation does not explain cost that one search. cands: Candidates(ops), when the
-    caller has them (one key's relaxations share them)."""
-    # one encoding for both searches (where the compiled search fits)
+    """The minimal Δ of the relaxed history, the key's being delta_ns, never above it
+    (a relaxation only adds linearizations). One search first asks whether the
+    relaxation lowers Δ at all: the relaxed history at the largest candidate below
+    delta_ns (at the largest candidate when no Δ helps the key). The candidates are the
+    key's (clones complete never, drops change no completion), so if that fails the
+    relaxed minimal Δ is the key's, and most keys a relaxation does not explain cost
+    that one search. If it passes, its linearization, compacted, needs some hi below
+    delta_ns: the relaxation lowers Δ, to hi at most.
+
+    From there, where read_bound shows the relaxed history linearizable at no Δ below
+    some floor > 0, the search at Δ = 0 with which min_delta starts would fail, and
+    failing searches of a relaxed history can cost far more than passing ones (a CAS
+    key's thousands of times more, failing just below the relaxed Δ, than passing just
+    above it). So the Δ is narrowed from above instead (_from_above): the relaxed
+    minimal Δ is a candidate (or 0) at least the floor, so the least candidate from the
+    floor up first (passing, it is exact), then the candidate just below what each
+    passing search's compacted linearization needs, until that one is shown failing
+    (hi is then exact: nothing lies between). Without such a floor (or on a history
+    shorter than FROM_ABOVE_OPS), min_delta decides it as for the key.
+
+    Where the budget runs out the result says both bounds (`Relaxed.undecided`, or
+    found.exact False with `lower_ns`): undecided when the first search ran out (its
+    Δ lies between the floor and delta_ns), else lowered, to at most the least hi found
+    and at least the floor or the largest Δ a search failed at.
+    cands: Candidates(ops), when the caller has them (one key's relaxations share them)."""
+    # one encoding for every search (where the compiled search fits)
     relaxed, enc = _relaxed(ops, model, initial, names)
     # the relaxed history's: reads and completions are the same
     cands = cands if cands is not None else Candidates(ops)
     probe = cands.top() if delta_ns is None else cands.below(delta_ns)
-    if not linearizable(relaxed, model, initial, probe, limits, encoded=enc).ok:
-        return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
-                       originals=len(ops))
+    rows: Sequence[Operation] = relaxed if enc is not None else relaxed.rows()
+    n = len(ops)
+    try:
+        first = linearizable(rows, model, initial, probe, limits, encoded=enc)
+    except BudgetExceeded:
+        floor = _floor(relaxed, initial, enc, model)
+        if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
+            return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
+                           originals=n)
+        return Relaxed(relaxed, DeltaSearch(delta_ns, False, [], None), [], originals=n,
+                       lower_ns=floor, undecided=True, bounded=True)
+    if not first.ok:
+        return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
+    floor = _floor(relaxed, initial, enc, model) if len(relaxed) >= FROM_ABOVE_OPS else 0
+    bounded = False
+    if floor > 0:
+        found = _from_above(rows, model, initial, enc, limits, cands, floor, probe,
+                            first.order)
+    else:
+        try:
+            found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
+        except BudgetExceeded:
+            # undecided from below: the first search's linearization bounds it
+            order = compact(rows, model, initial, first.order)
+            found = DeltaSearch(Moves(rows).largest(order), False, order, 0)
+            bounded = True
+    if found.min_delta_ns is None:  # (the first search passed: not reached)
+        return Relaxed(rows, found, [], originals=n)
     if enc is not None and _witness is not None:
         # the compiled search's columns all through: the Operations are built only if
         # a later step asks for them (applied())
-        found = min_delta(relaxed, model, initial, lease_ns, limits, encoded=enc)
-        if found.min_delta_ns is None:
-            return Relaxed(relaxed, found, [], originals=len(ops))
-        return _finish_compiled(relaxed, model, initial, enc, found)
+        return dataclasses.replace(_finish_compiled(relaxed, model, initial, enc, found),
+                                   bounded=bounded)
     rows = relaxed.rows()  # indexed often from here on
-    found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
-    if found.min_delta_ns is None:
-        return Relaxed(rows, found, [], originals=len(ops))
     # {position of a clone: position of the write it repeats}: the clones follow the
     # history's operations in the order of relaxed.clones
-    clones = dict(enumerate(relaxed.clones.tolist(), start=len(ops)))
+    clones = dict(enumerate(relaxed.clones.tolist(), start=n))
     order = _trim(rows, model, initial, clones, found.order, found.min_delta_ns, relaxed)
-    order = _put_back(rows, model, initial, len(ops), order, found.min_delta_ns)
+    order = _put_back(rows, model, initial, n, order, found.min_delta_ns)
     found = dataclasses.replace(found, order=order)
-    return Relaxed(rows, found, _changed(rows, model, len(ops), clones, order),
-                   originals=len(ops),
-                   lower_ns=None if found.exact else found.failed_at)
+    return Relaxed(rows, found, _changed(rows, model, n, clones, order), originals=n,
+                   lower_ns=None if found.exact else found.failed_at, bounded=bounded)
+
+
+def _floor(relaxed: RelaxedOperations, initial: str | None, enc: Encoded | None,
+           model: Model) -> int:
+    """read_bound's floor of the relaxed history's minimal Δ (0: none shown)."""
+    if not isinstance(model, Register | CasRegister):
+        return 0  # its argument is about a register's states
+    e = enc if enc is not None else coded(relaxed.rows(), initial)
+    return refuted_below(e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init)
+
+
+def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
+                enc: Encoded | None, limits: SearchLimits, cands: Candidates, floor: int,
+                probe: int, first: list[int]) -> DeltaSearch:
+    """search_relaxed's narrowing from above: the relaxed history is linearizable at
+    probe (by the linearization first) and at no Δ below floor. Its minimal Δ is a
+    candidate in [floor, probe], so first the least of them: where the floor is tight
+    that one search decides it. Then (it failed) the candidate just below what the
+    last linearization needs, until that one is shown failing."""
+    moves = Moves(rows)
+    lo = -1  # the largest Δ a search failed at
+    hi_order: list[int] = []
+    hi = probe
+    try:
+        d = cands.at_least(floor)
+        if d is not None and d <= probe:
+            out = Outcome(True, first) if d == probe else linearizable(
+                rows, model, initial, d, limits, encoded=enc)
+            if out.ok:  # needs d at most, and at least the floor: exactly d
+                order = compact(rows, model, initial, out.order)
+                return DeltaSearch(moves.largest(order), True, order, cands.below(floor))
+            lo = d
+        hi_order = compact(rows, model, initial, first)
+        hi = moves.largest(hi_order)
+        while hi > 0:
+            d = cands.below(hi)
+            if d < floor or d <= lo:
+                break  # nothing left in [floor, hi) but Δs shown failing: hi is exact
+            out = linearizable(rows, model, initial, d, limits, encoded=enc)
+            if not out.ok:
+                lo = d
+                break  # d is the candidate just below hi: hi is exact
+            hi_order = compact(rows, model, initial, out.order)
+            hi = moves.largest(hi_order)
+    except BudgetExceeded:
+        if not hi_order:
+            hi_order = compact(rows, model, initial, first)
+            hi = moves.largest(hi_order)
+        return DeltaSearch(hi, False, hi_order, max(lo, floor))
+    return DeltaSearch(hi, True, hi_order, max(lo, cands.below(floor)))
 
 
 def _relaxed(ops: Sequence[Operation], model: Model, initial: str | None,

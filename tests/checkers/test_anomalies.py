@@ -295,5 +295,5 @@ def test_a_cut_search_past_its_limit_keeps_both_bounds(monkeypatch) -> None:  # 
     assert dup["remaining_delta_lower_ms"] == 0.0
     assert dup["remaining_delta_ms"] == res.min_delta_ns / 1e6 == 18.0
     assert DUPLICATED_WRITE not in res.to_json()["anomaly_types"]
-    assert "duplicated-write: unknown (its search ran out of budget; it leaves between " \
-        "0.000 and 18.000 ms)" in res.counterexample["text"]
+    assert "duplicated-write: undecided, the budget ran out: what remains lies between " \
+        "0.000 and 18.000 ms" in res.counterexample["text"]

@@ -293,9 +293,10 @@ def test_an_undecided_relaxation_is_unknown_in_the_explanation(monkeypatch) -> N
     assert [(a.name, a.decided) for a in res.anomalies] == [
         ("duplicated-write", False), ("lost-write", False), ("stale-read", True)]
     assert res.counterexample["text"].endswith(
-        "duplicated-write: unknown (its search ran out of budget); lost-write: unknown (its "
-        "search ran out of budget); stale-read (reads up to 8.000 ms early, which no change "
-        "explains; ops 3).")
+        "duplicated-write: undecided, the budget ran out: what remains lies between 0.000 "
+        "and 8.000 ms; lost-write: undecided, the budget ran out: what remains lies "
+        "between 0.000 and 8.000 ms; stale-read (reads up to 8.000 ms early, which no "
+        "change explains; ops 3).")
 
 
 def test_an_acknowledged_write_applied_twice_is_reported_as_acknowledged() -> None:
