@@ -318,7 +318,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     floor up first (passing, it is exact), then the candidate just below what each
     passing search's compacted linearization needs, until that one is shown failing
     (hi is then exact: nothing lies between). Without such a floor (or on a history
-    shorter than FROM_ABOVE_OPS), min_delta decides it as for the key.
+    shorter than FROM_ABOVE_OPS, or with clones), min_delta decides it as for the key.
 
     Where the budget runs out the result says both bounds (`Relaxed.undecided`, or
     found.exact False with `lower_ns`): undecided when the first search ran out (its
@@ -343,7 +343,10 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                        lower_ns=floor, undecided=True, bounded=True)
     if not first.ok:
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
-    floor = _floor(relaxed, initial, enc, model) if len(relaxed) >= FROM_ABOVE_OPS else 0
+    # (a clone may go anywhere after its write's invoke, so with clones read_bound
+    # shows nothing but about reads no write gives: not worth its arrays)
+    floor = _floor(relaxed, initial, enc, model) \
+        if len(relaxed) >= FROM_ABOVE_OPS and not len(relaxed.clones) else 0
     bounded = False
     if floor > 0:
         found = _from_above(rows, model, initial, enc, limits, cands, floor, probe,
@@ -361,8 +364,9 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     if enc is not None and _witness is not None:
         # the compiled search's columns all through: the Operations are built only if
         # a later step asks for them (applied())
-        return dataclasses.replace(_finish_compiled(relaxed, model, initial, enc, found),
-                                   bounded=bounded)
+        done = _finish_compiled(relaxed, model, initial, enc, found)
+        done.bounded = bounded
+        return done
     rows = relaxed.rows()  # indexed often from here on
     # {position of a clone: position of the write it repeats}: the clones follow the
     # history's operations in the order of relaxed.clones
