@@ -117,9 +117,9 @@ WITHOUT, RECORDING, RECORD_ONLY, BASELINE = "without", "recording", "record-only
 TAKE_ONLY, ENCODE_ONLY = "take-only", "encode-only"
 SLOW_FLUSH, FAST_FLUSH = "slow-flush", "fast-flush"
 SPIN, KEEP, INLINE = "spin", "keep", "inline"
-LINES, LINES_ONLY = "lines", "lines-record-only"
-KINDS = (WITHOUT, RECORDING, RECORD_ONLY, LINES, LINES_ONLY, TAKE_ONLY, ENCODE_ONLY, SLOW_FLUSH,
-         FAST_FLUSH, INLINE, SPIN, KEEP, BASELINE)
+LINES, LINES_ONLY, PY_WRITE = "lines", "lines-record-only", "py-write"
+KINDS = (WITHOUT, RECORDING, RECORD_ONLY, LINES, LINES_ONLY, PY_WRITE, TAKE_ONLY, ENCODE_ONLY,
+         SLOW_FLUSH, FAST_FLUSH, INLINE, SPIN, KEEP, BASELINE)
 PROBES = (SPIN, KEEP)  # record steps in the recorder's extension, for the bench only
 # the recorder before its C records: a msgspec Line per record (the extension's LinePending)
 LINE_KINDS = (LINES, LINES_ONLY)
@@ -193,6 +193,14 @@ class LineWriter(HistoryWriter):
         self._pending = LinePending(Line, TxnLine, clock.origin_ns, self._pending.lag_ns,
                                     self._late)
         self.record = self._pending.record
+
+
+class PyWrite(HistoryWriter):
+    """This checkout's writer with the lines formatted in C but padded (page_aligned) and
+    written from Python, as before the compiled step wrote them itself."""
+
+    def _write_pending(self) -> None:
+        self._write_bytes(self._pending.take_encoded(encode_lines))
 
 
 class TakeOnly(HistoryWriter):
@@ -371,6 +379,7 @@ def arm_name(arm: str, args: argparse.Namespace) -> str:
              INLINE: "the clients write (no flusher)",
              LINES: "a msgspec Line per record (the recorder before C records)",
              LINES_ONLY: "a msgspec Line per record, no flusher",
+             PY_WRITE: "C records, padded and written from Python",
              SPIN: f"a C record step holding the GIL {args.spin_ns} ns, keeping nothing",
              KEEP: "a C record step keeping the lines, no index or clock",
              BASELINE: f"baseline {args.baseline}"}
@@ -432,7 +441,7 @@ def report(phases: list[Phase], args: argparse.Namespace) -> None:
               f"{'; the control says how far to trust it' if controls else ''}); "
               f"{cpu_us_per_op(of(RECORDING)) - cpu_us_per_op(pooled):+.1f} us CPU per op "
               f"(target <= 2)")
-    for old, new in ((LINES, RECORDING), (LINES_ONLY, RECORD_ONLY)):
+    for old, new in ((LINES, RECORDING), (LINES_ONLY, RECORD_ONLY), (PY_WRITE, RECORDING)):
         if old in labels and new in labels:  # the two recorders' phases of each round
             rounds = [(a, b) for a, b in zip(of(new), of(old), strict=True) if a.ops and b.ops]
             logs = [math.log((a.ops / a.seconds) / (b.ops / b.seconds)) for a, b in rounds]
@@ -524,7 +533,8 @@ def open_arms(stack: contextlib.ExitStack, folder: Path, kinds: list[str], old: 
         elif kind in PROBES:
             arms[label] = Probe(kind, spin_ns)
         elif kind != BASELINE:
-            cls = {RECORDING: HistoryWriter, LINES: LineWriter, TAKE_ONLY: TakeOnly,
+            cls = {RECORDING: HistoryWriter, LINES: LineWriter, PY_WRITE: PyWrite,
+                   TAKE_ONLY: TakeOnly,
                    ENCODE_ONLY: EncodeOnly,
                    SLOW_FLUSH: SlowFlush, FAST_FLUSH: FastFlush, INLINE: InlineWrite}[kind]
             arms[label] = _Writer(stack.enter_context(

@@ -235,7 +235,22 @@ class HistoryWriter:
 
     def _write_pending(self) -> None:
         """Append every pending line, in index order, to the file; hold _write_lock."""
-        data, at = self._pending.take_encoded(encode_lines), self._offset
+        if self._fd is None:
+            self._pending.take_encoded(encode_lines)
+            return
+        take_written = getattr(self._pending, "take_written", None)
+        if take_written is not None:  # the compiled step formats, pads and writes in C
+            self._offset = take_written(self._fd, self._offset, self._offset > self._start,
+                                        encode_lines)
+        else:
+            self._write_bytes(self._pending.take_encoded(encode_lines))
+        if time.monotonic() - self._last_fsync >= FSYNC_INTERVAL_S:
+            os.fsync(self._fd)
+            self._last_fsync = time.monotonic()
+
+    def _write_bytes(self, data: bytes) -> None:
+        """Append data (whole lines) at the offset, page-aligned."""
+        at = self._offset
         if not data or self._fd is None:
             return
         if at > self._start:  # the byte before is this writer's newline: it may move
@@ -243,9 +258,6 @@ class HistoryWriter:
         data = page_aligned(data, at)
         _write_all(self._fd, data, at)
         self._offset = at + len(data)
-        if time.monotonic() - self._last_fsync >= FSYNC_INTERVAL_S:
-            os.fsync(self._fd)
-            self._last_fsync = time.monotonic()
 
     def _fail(self, e: OSError) -> None:
         """Disk full, ...: the run must fail, not lose records quietly."""

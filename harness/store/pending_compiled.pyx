@@ -18,6 +18,8 @@ probes (LinePending the recorder before C records, a msgspec Line per record), r
 steps that hold the GIL without keeping anything, or keep the lines without the rest, to
 tell which of the two costs the client loop its throughput."""
 
+import os
+
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.exc cimport PyErr_Clear
 from cpython.long cimport PyLong_AsLongLongAndOverflow
@@ -26,7 +28,17 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF, Py_XDECREF
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t, uint64_t
-from libc.string cimport memcpy
+from libc.errno cimport EINTR, errno
+from libc.string cimport memchr, memcpy, memset
+
+cdef extern from "<string.h>" nogil:
+    void *memrchr(const void *s, int c, size_t n)
+
+cdef extern from "<unistd.h>" nogil:
+    ssize_t pwrite(int fd, const void *buf, size_t count, long offset)
+
+cdef enum:
+    PAGE = 4096  # history.PAGE_BYTES: the unit a killed write() is cut at
 
 cdef extern from "Python.h":
     const char *PyUnicode_AsUTF8AndSize(object s, Py_ssize_t *size)
@@ -283,6 +295,56 @@ cdef int _put_rec(Buf *b, Rec *r) except -1:
     return _put(b, "}\n", 2)
 
 
+cdef int _align(Buf *o, const char *data, Py_ssize_t n, int64_t offset) except -1:
+    """history.page_aligned's padding in C, into o (emptied first): data (whole lines, the
+    last ending with a newline) to write at file offset, with spaces before the newline
+    that ends each file page's last line, so that every page boundary is a line boundary."""
+    cdef Py_ssize_t start = 0, last, end, room
+    cdef int64_t at = offset
+    cdef const char *hit
+    cdef bint parts = False
+    o.len = 0
+    if n == 0:
+        return 0
+    _reserve(o, n + n // 8 + PAGE)
+    while n - start > PAGE - at % PAGE:  # the rest crosses a page boundary
+        room = PAGE - at % PAGE
+        hit = <const char *>memrchr(data + start, 10, room)
+        if hit != NULL:  # the page's last whole line: pad it to the page's end
+            last = hit - data
+            _put(o, data + start, last - start)
+            _reserve(o, start + room - last)
+            memset(o.data + o.len, 32, start + room - last - 1)
+            o.len += start + room - last - 1
+            _put(o, "\n", 1)
+            at, start, parts = at + room, last + 1, True
+            continue
+        hit = <const char *>memchr(data + start, 10, n - start)
+        end = (hit - data) + 1 if hit != NULL else n
+        if end - start <= PAGE and parts:  # it fits a page: pad the line before it
+            o.len -= 1
+            _reserve(o, room + 1)
+            memset(o.data + o.len, 32, room)
+            o.len += room
+            _put(o, "\n", 1)
+            at += room
+        else:  # longer than a page (or nothing before it to pad): write it whole
+            _put(o, data + start, end - start)
+            at, start, parts = at + end - start, end, True
+    return _put(o, data + start, n - start)
+
+
+def page_aligned(bytes data, int64_t offset):
+    """_align for bytes (history.page_aligned's twin, for the tests)."""
+    cdef Buf o
+    o.data, o.len, o.cap = NULL, 0, 0
+    try:
+        _align(&o, data, len(data), offset)
+        return PyBytes_FromStringAndSize(o.data, o.len)
+    finally:
+        PyMem_Free(o.data)
+
+
 cdef class Pending:
     """The records since the last take, the next index and the clock's origin. record()
     returns the record's index; when the flusher has sent nothing for a while (`write_by`
@@ -300,6 +362,7 @@ cdef class Pending:
     cdef Rec *_spare  # the array the last take formatted, reused by the next
     cdef Py_ssize_t _spare_cap
     cdef Buf _buf  # the flusher's output buffer, kept between takes
+    cdef Buf _aligned  # take_written's page-aligned copy of it
     cdef public int64_t next_index
     cdef public int64_t origin_ns
     cdef public int64_t write_by
@@ -314,6 +377,8 @@ cdef class Pending:
         self._n = self._cap = self._spare_cap = 0
         self._buf.data = NULL
         self._buf.len = self._buf.cap = 0
+        self._aligned.data = NULL
+        self._aligned.len = self._aligned.cap = 0
 
     def __init__(self, line, txn_line, int64_t origin_ns, int64_t lag_ns, late):
         self.next_index = 0
@@ -330,6 +395,7 @@ cdef class Pending:
         PyMem_Free(self._recs)
         PyMem_Free(self._spare)
         PyMem_Free(self._buf.data)
+        PyMem_Free(self._aligned.data)
 
     def set_origin(self, int64_t origin_ns):
         self.origin_ns = origin_ns
@@ -424,6 +490,52 @@ cdef class Pending:
             else:
                 PyMem_Free(b.data)
         return out
+
+    def take_written(self, int fd, int64_t offset, bint newline_before, encode):
+        """take_encoded's lines written to fd at offset in C, page-aligned as
+        history.page_aligned pads them, the write with the GIL released; newline_before:
+        the byte before offset is this writer's newline, which may move (written again).
+        Gives the file offset after the lines; raises OSError if the write fails. One
+        caller at a time (the writer's lock)."""
+        cdef Rec *recs
+        cdef Py_ssize_t n, cap, i, start, done
+        cdef Buf *b = &self._buf
+        cdef Buf *o = &self._aligned
+        cdef bytes text
+        cdef ssize_t wrote
+        cdef int err = 0
+        cdef int64_t at = offset - 1 if newline_before else offset
+        recs = self._swap(&n, &cap)
+        if n == 0:
+            self._keep_spare(recs, cap)
+            return offset
+        b.len = 0
+        try:
+            if newline_before:
+                _put(b, "\n", 1)
+            for i in range(n):
+                start = b.len
+                if _put_rec(b, &recs[i]):
+                    b.len = start
+                    text = encode([self._as_line(&recs[i])], True)
+                    _put(b, <const char *>text, len(text))
+        finally:
+            _release(recs, n)
+            self._keep_spare(recs, cap)
+        _align(o, b.data, b.len, at)
+        done = 0
+        with nogil:
+            while done < o.len:  # a regular file rarely writes short, but never drop the rest
+                wrote = pwrite(fd, o.data + done, o.len - done, at + done)
+                if wrote < 0:
+                    if errno == EINTR:
+                        continue
+                    err = errno
+                    break
+                done += wrote
+        if err:
+            raise OSError(err, os.strerror(err))
+        return at + o.len
 
     def take(self):
         """(the pending records as Lines, whether one needs json_line), as PythonPending's

@@ -8,13 +8,23 @@ import json
 import re
 import sys
 import threading
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from leaseline.harness.store.history import Line, TxnLine, encode_lines
+from leaseline.harness.store.history import (
+    PAGE_BYTES,
+    HistoryWriter,
+    Line,
+    MonotonicClock,
+    TxnLine,
+    encode_lines,
+    page_aligned,
+)
 from leaseline.harness.store.pending import COMPILED, PythonPending
 
 compiled = pytest.importorskip("leaseline.harness.store.pending_compiled") if COMPILED else None
@@ -167,3 +177,50 @@ def test_threads_recording_while_the_flusher_takes_keep_every_record_in_order() 
     recs = [json.loads(x) for x in b"".join(chunks).splitlines()]
     assert [r["index"] for r in recs] == list(range(60_000))
     assert all(a["time"] <= b["time"] for a, b in zip(recs, recs[1:], strict=False))
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=2 * PAGE_BYTES), min_size=1, max_size=12),
+       st.integers(min_value=0, max_value=3 * PAGE_BYTES))
+def test_the_c_padding_is_page_aligneds(lengths: list[int], offset: int) -> None:
+    """take_written pads in C what history.page_aligned pads in Python, byte for byte,
+    lines longer than a page included."""
+    assert compiled is not None
+    data = b"".join(b"x" * n + b"\n" for n in lengths)
+    assert compiled.page_aligned(data, offset) == page_aligned(data, offset)
+    assert compiled.page_aligned(b"\n" + data, offset) == page_aligned(b"\n" + data, offset)
+
+
+class _Manual(HistoryWriter):
+    flush_interval_s = 1000.0  # only the test's _flush() calls write
+
+
+class _Clock(MonotonicClock):
+    def __init__(self) -> None:
+        self.origin_ns = time.monotonic_ns() - 10**15  # every time 16 digits long
+
+
+@needs_compiled
+@pytest.mark.parametrize("kind", ["compiled", "python"])
+def test_a_file_written_in_c_is_the_file_written_from_python(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str) -> None:
+    """Batch after batch, over page boundaries, after a file's existing content: the file
+    take_written writes is the one the Python step's take_encoded, page_aligned and
+    pwrite give (times aside), and it is written the same if the extension is missing."""
+    assert compiled is not None
+    from leaseline.harness.store import history
+
+    files = []
+    for cls in (compiled.Pending, PythonPending):
+        monkeypatch.setattr(history, "Pending", cls if kind == "compiled" else PythonPending)
+        path = tmp_path / f"{cls.__name__}.jsonl"
+        path.write_bytes(b'{"index":-1}\n')
+        with _Manual(path, _Clock()) as w:
+            for batch in range(12):
+                for i in range(batch * 17):
+                    w.record(i, "ok", "write", "k" * (i % 40), "v" * (i * batch % 300), "n1")
+                w._flush()
+        files.append(_TIME.sub(b'"time":0', path.read_bytes()))
+    assert files[0] == files[1]
+    assert files[0].count(b"\n") == 1 + sum(17 * b for b in range(12))
