@@ -51,7 +51,9 @@ checkout's per-record step with no flusher: the lines are kept and dropped betwe
 so it costs the record and the memory it holds, not the writing), `lines` and
 `lines-record-only` (the same two with the recorder before its C records, the extension's
 LinePending: a msgspec Line allocated per record and encoded by msgspec; with `lines` and
-`recording` both given, the report also compares them round by round), `take-only` and
+`recording` both given, the report also compares them round by round), `py-write` (this
+checkout's writer with the lines padded and written from Python, as before the compiled
+step wrote them itself; compared with `recording` round by round too), `take-only` and
 `encode-only` (this checkout's writer whose flusher takes the lines and drops them, or
 encodes them and writes nothing), `slow-flush` and `fast-flush` (this checkout's writer
 flushing every 0.2 s or every 5 ms: fewer wake-ups and more lines held, or the other way

@@ -6,7 +6,8 @@ index is assigned, the time read and the record kept, so index order is time ord
 C where the package's extension is built (a fixed-size C record, nothing allocated), else
 under a short lock (a Line appended). A flusher thread swaps the pending records out every
 `flush_interval_s` (FLUSH_INTERVAL_S unless a subclass says otherwise), encodes them to
-JSON lines, appends them (whole lines only) and fsyncs every FSYNC_INTERVAL_S. Should
+JSON lines, appends them (whole lines only; the compiled step pads and writes them
+itself, take_written) and fsyncs every FSYNC_INTERVAL_S. Should
 the flusher fall behind (a client loop hogging the GIL), the next record() that finds no
 send in the last two flush intervals writes the backlog itself. So a crash or SIGKILL of
 the harness loses at most the last flush intervals, never the file, and never half a
@@ -18,7 +19,8 @@ CPU cycle recording takes is taken from them or from the system under test. The 
 step keeps C records and formats their lines in C, the same bytes msgspec writes for a
 Line (what the Python step keeps and encode_lines encodes): a msgspec Struct per record,
 allocated by the client and freed by the flusher, cost the client loop a measurable share
-of its throughput more, side by side (`lines` against `recording`). Formatting in Python
+of its throughput more, side by side (`lines` against `recording`), and so did padding
+and writing the bytes from Python (`py-write`). Formatting in Python
 cost more still, in the harness and in a writer process of its own alike (the process
 competes with the clients and Redis for the cores); bench_recording prints the ratios
 (docs/benchmarks.md).

@@ -7,7 +7,10 @@ bytes.
 The contract: record(process, type_, f, key, value, node, error) -> index, in one atomic
 step (index order is time order), calling late() after it once the clock passes write_by;
 take_encoded(encode) -> the JSON lines of every record since the last take, in index
-order, where encode(lines, inexact) writes a list of Lines (history.encode_lines)."""
+order, where encode(lines, inexact) writes a list of Lines (history.encode_lines). The
+compiled one also writes them itself (take_written: padded to page boundaries as
+history.page_aligned pads them, the write with the GIL released); where a Pending has no
+take_written, the writer pads and writes take_encoded's bytes."""
 
 from __future__ import annotations
 

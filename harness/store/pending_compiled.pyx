@@ -10,8 +10,10 @@ an array): CPython switches threads only in its bytecode loop or where C code re
 the GIL, so the GIL itself makes the step atomic. Nothing is allocated per record: the
 client loop's throughput is what a GIL-bound loop loses to allocations and to the
 flusher's frees (bench/bench_recording.py, `lines` against `recording`). The flusher
-formats the lines in C, byte for byte what msgspec writes for the record's Line; a record
-with a field of another kind goes to the writer's encoder as a Line.
+formats the lines in C, byte for byte what msgspec writes for the record's Line (a record
+with a field of another kind goes to the writer's encoder as a Line), pads them to page
+boundaries as history.page_aligned does and writes them with the GIL released
+(take_written).
 
 LinePending, Spin and Keep at the end are not the recorder: they are bench_recording's
 probes (LinePending the recorder before C records, a msgspec Line per record), record
