@@ -58,6 +58,8 @@ from leaseline.checkers.search_columns import (
     RelaxedOperations,
     columns,
     encode,
+    second_application,
+    second_applications,
 )
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves, compact
@@ -246,7 +248,7 @@ def applied(r: Relaxed, ops: Sequence[Operation]
         rel = r.ops
         keep = _kept(rel, np.asarray(r.found.order, dtype=np.intp), n).tolist()
         clones = rel.clones.tolist()
-        rows = [ops[i] if i < n else _second(rel.base[clones[i - n]]) for i in keep]
+        rows = [ops[i] if i < n else second_application(rel.base[clones[i - n]]) for i in keep]
     else:
         placed = set(r.found.order)
         keep = [i for i, o in enumerate(r.ops)
@@ -266,24 +268,12 @@ def _kept(rel: RelaxedOperations, order: np.ndarray, n: int) -> np.ndarray:
 
 
 def _cut(h: KeyHistory, rows: np.ndarray, second: np.ndarray) -> KeyHistory:
-    """h's rows, in this order, those marked second as second applications (as
-    _second: an unknown outcome, no completion record, where the write had one)."""
+    """h's rows, in this order, those marked second as second applications."""
     complete, complete_index = h.complete[rows], h.complete_index[rows]
-    repeat = second & (complete != UNKNOWN_END)
-    complete[repeat] = UNKNOWN_END
-    complete_index[repeat] = -1
+    second_applications(complete, second, complete_index)
     return KeyHistory(h.file, h.key, h.model, h.index[rows], h.process[rows], h.f[rows],
                       h.value[rows], h.expected[rows], h.invoke[rows], complete,
                       h.node[rows], complete_index, h.initial)
-
-
-def _second(o: Operation) -> Operation:
-    """A second application of o, as RelaxedOperations makes it: o itself where its
-    outcome is unknown, else o with an unknown outcome."""
-    if o.complete == UNKNOWN_END:
-        return o
-    return Operation(o.index, o.process, o.f, o.value, o.invoke, UNKNOWN_END, o.expected,
-                     o.node)
 
 
 def below(a: int | None, b: int | None) -> bool:

@@ -105,7 +105,8 @@ class RelaxedOperations(Sequence[Operation]):
             self._ops = [Operation(o.index, o.process, o.f, o.value, o.invoke, o.complete,
                                    o.expected, o.node, o.complete_index, True) if d else o
                          for o, d in zip(self.base, self.drop.tolist(), strict=True)]
-            self._ops += [_repeat(self.base[i]) for i in self.clones.tolist()]
+            self._ops += [second_application(self.base[i])
+                          for i in self.clones.tolist()]
         return self._ops
 
     def __len__(self) -> int:
@@ -118,19 +119,35 @@ class RelaxedOperations(Sequence[Operation]):
         return iter(self.rows())
 
 
-def _repeat(o: Operation) -> Operation:
-    """A second application of o: o itself where its outcome is unknown, else o with an
-    unknown outcome (it may take effect any time after o's invoke, or never)."""
+def second_application(o: Operation) -> Operation:
+    """A second application of o (a write the duplicated-write relaxation repeats): o
+    itself where its outcome is unknown, else o with an unknown outcome and no
+    completion record (it may take effect any time after o's invoke, or never).
+    second_applications is the same over columns."""
     if o.complete == UNKNOWN_END:
         return o
     return Operation(o.index, o.process, o.f, o.value, o.invoke, UNKNOWN_END, o.expected,
                      o.node)
 
 
+def second_applications(complete: np.ndarray, second: np.ndarray,
+                        complete_index: np.ndarray | None = None) -> None:
+    """In place: the rows marked second made second applications, as
+    second_application makes one (an unknown outcome, and no completion record where
+    the write had one)."""
+    repeat = second & (complete != UNKNOWN_END)
+    complete[repeat] = UNKNOWN_END
+    if complete_index is not None:
+        complete_index[repeat] = -1
+
+
 def _repeats_unknown(complete: np.ndarray, ops: RelaxedOperations) -> np.ndarray:
-    """complete (the base's, at ops.positions()) with every repeat's outcome unknown."""
+    """complete (the base's, at ops.positions()) with every repeat a second
+    application."""
     out = complete.copy()
-    out[len(ops.base):] = UNKNOWN_END
+    second = np.zeros(len(out), dtype=bool)
+    second[len(ops.base):] = True
+    second_applications(out, second)
     return out
 
 
