@@ -62,7 +62,7 @@ from leaseline.checkers.search_columns import (
     second_applications,
 )
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
-from leaseline.checkers.shifts import Candidates, Moves, compact
+from leaseline.checkers.shifts import Candidates, Moves, compact, compact_coded
 from leaseline.checkers.wgl import compiled_available, compiled_fits, linearizable
 
 try:  # optional, as the compiled search is: the Python steps below give the same
@@ -346,7 +346,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
             found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
         except BudgetExceeded:
             # undecided from below: the first search's linearization bounds it
-            order = compact(rows, model, initial, first.order)
+            order = _compact(rows, model, initial, enc, first.order)
             found = DeltaSearch(Moves(rows).largest(order), False, order, 0)
             bounded = True
     if found.min_delta_ns is None:  # (the first search passed: not reached)
@@ -377,6 +377,16 @@ def _floor(relaxed: RelaxedOperations, initial: str | None, enc: Encoded | None,
     return refuted_below(e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init)
 
 
+def _compact(rows: Sequence[Operation], model: Model, initial: str | None,
+             enc: Encoded | None, order: list[int]) -> list[int]:
+    """shifts.compact of a relaxed linearization, over the encoded columns where there
+    are (no Operation built: on a large key building them cost more than the moves)."""
+    if enc is not None and isinstance(model, Register | CasRegister):
+        return compact_coded(enc.kind, enc.val, enc.exp, enc.invoke, enc.complete,
+                             enc.init, order)
+    return compact(rows, model, initial, order)
+
+
 def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
                 enc: Encoded | None, limits: SearchLimits, cands: Candidates, floor: int,
                 probe: int, first: list[int]) -> DeltaSearch:
@@ -395,10 +405,10 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
             out = Outcome(True, first) if d == probe else linearizable(
                 rows, model, initial, d, limits, encoded=enc)
             if out.ok:  # needs d at most, and at least the floor: exactly d
-                order = compact(rows, model, initial, out.order)
+                order = _compact(rows, model, initial, enc, out.order)
                 return DeltaSearch(moves.largest(order), True, order, cands.below(floor))
             lo = d
-        hi_order = compact(rows, model, initial, first)
+        hi_order = _compact(rows, model, initial, enc, first)
         hi = moves.largest(hi_order)
         while hi > 0:
             d = cands.below(hi)
@@ -408,11 +418,11 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
             if not out.ok:
                 lo = d
                 break  # d is the candidate just below hi: hi is exact
-            hi_order = compact(rows, model, initial, out.order)
+            hi_order = _compact(rows, model, initial, enc, out.order)
             hi = moves.largest(hi_order)
     except BudgetExceeded:
         if not hi_order:
-            hi_order = compact(rows, model, initial, first)
+            hi_order = _compact(rows, model, initial, enc, first)
             hi = moves.largest(hi_order)
         return DeltaSearch(hi, False, hi_order, max(lo, floor))
     return DeltaSearch(hi, True, hi_order, max(lo, cands.below(floor)))

@@ -10,7 +10,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from leaseline.checkers.models import Model
-from leaseline.checkers.ops import READ, UNKNOWN_END, Operation
+from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, Operation
 from leaseline.checkers.search_columns import columns
 
 
@@ -142,6 +142,48 @@ def compact(ops: Sequence[Operation], model: Model, initial: str | None,
     for p in range(len(out) - 1, -1, -1):
         r = out[p]
         if not reads[r]:
+            continue
+        value, end, last, j = states[p], ends[r], p, p + 1
+        while j < len(out) and starts[out[j]] <= end:
+            if states[j] == value:
+                last = j
+            j += 1
+        if last > p:
+            out.insert(last + 1, r)
+            del out[p]
+            states.insert(last + 1, value)
+            del states[p]
+    return out
+
+
+def compact_coded(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke: np.ndarray,
+                  complete: np.ndarray, init: int, order: Sequence[int]) -> list[int]:
+    """compact() of a register's linearization over the compiled search's columns
+    (values as codes, checkers/search_columns.encode), with no Operation built: the same
+    moves. The codes tell states apart wherever compact compares them: a read's own
+    value is observed (a code of its own), and so is every value a compare expects."""
+    kinds, vals, exps = kind.tolist(), val.tolist(), exp.tolist()
+    starts, ends = invoke.tolist(), complete.tolist()
+    out = list(order)
+    states: list[int] = []  # the state after each operation of out
+    state = init
+    for i in out:
+        k = kinds[i]
+        if k == READ:
+            ok = state == vals[i]
+        elif k == CAS:
+            ok = state == exps[i]
+            state = vals[i] if ok else state
+        elif k == CAS_FAILED:
+            ok = state != exps[i]
+        else:  # a write
+            ok, state = True, vals[i]
+        if not ok:
+            return out
+        states.append(state)
+    for p in range(len(out) - 1, -1, -1):
+        r = out[p]
+        if kinds[r] != READ:
             continue
         value, end, last, j = states[p], ends[r], p, p + 1
         while j < len(out) and starts[out[j]] <= end:

@@ -18,7 +18,7 @@ from leaseline.checkers.models import CasRegister
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
 from leaseline.checkers.read_bound import coded, refuted_below, stale_shown
 from leaseline.checkers.search_limits import SearchLimits
-from leaseline.checkers.shifts import Candidates
+from leaseline.checkers.shifts import Candidates, compact, compact_coded
 from leaseline.checkers.wgl_reference import linearizable_reference
 
 VALUES = ["1", "2", "3"]
@@ -134,3 +134,21 @@ def test_narrowing_from_above_finds_min_deltas_minimal_delta(
         return r.found.min_delta_ns, r.found.exact
 
     assert relaxed(0) == relaxed(1 << 30)
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stale_histories(), st.sampled_from([0, 3, 10, 40]))
+def test_compact_over_codes_moves_as_compact(ops: list[Operation], delta: int) -> None:
+    """shifts.compact_coded, which the narrowing from above runs instead of compact where
+    the history is encoded, makes the same moves over the codes."""
+    out = linearizable_reference(ops, CasRegister(), None, delta,
+                                 SearchLimits(float("inf"), 10**7))
+    if not out.ok:
+        return
+    e = coded(ops, None)
+    assert compact_coded(e.kind, e.val, e.exp, e.invoke, e.complete, e.init, out.order) \
+        == compact(ops, CasRegister(), None, out.order)
+    # and an order the model rejects is returned as it is, by both
+    bad = list(reversed(out.order))
+    assert compact_coded(e.kind, e.val, e.exp, e.invoke, e.complete, e.init, bad) \
+        == compact(ops, CasRegister(), None, bad)
