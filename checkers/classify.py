@@ -32,9 +32,12 @@ interval [lower, upper] holding its minimal Δ (relax.search_relaxed).
   found, so it lowers Δ and is reported, with both bounds. upper <= lease: it
   explains the key at the lease (`within_lease` True), exactly as if exact, since
   its Δ is at most upper; lower > lease: it does not (`within_lease` False). With
-  lower <= lease < upper, whether it does is open: `anomaly_types` lists it only when
-  it applies on either answer (no other relaxation explains the key at the lease,
-  judged by upper bounds), never where another one does (it might not be needed).
+  lower <= lease < upper, whether it does is open.
+- So the rule above, with bounds: a decided relaxation is in `anomaly_types` when it
+  applies on every answer the bounds leave open, that is, when it explains the key at
+  the lease (upper <= lease), or when no other relaxation, decided or not, might
+  (none has a lower bound within the lease). Where all are exact this is the rule as
+  first stated.
 - `stale-read` is what the decided relaxations leave, by their upper bounds (an
   undecided one's interval is listed beside it: where its lower bound is below that,
   it might leave less).
