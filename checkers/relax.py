@@ -71,13 +71,6 @@ except ImportError:  # pragma: no cover - depends on the installation
     _witness = None  # type: ignore[assignment]
 
 
-def _fused(module: object) -> bool:
-    """Does the compiled module have the one-call steps (relaxed, finish, cut)? An extension
-    built from an older witness_compiled.pyx (a checkout not rebuilt since) has only
-    trim, put_back and changed: those run one by one."""
-    return module is not None and hasattr(module, "finish") and hasattr(module, "cut")
-
-
 def relax(ops: Sequence[Operation], initial: str | None, names: Sequence[str]
           ) -> RelaxedOperations:
     """The history with the named relaxations applied: positions 0..n-1 are ops (lost
@@ -221,7 +214,7 @@ def applied(r: Relaxed, ops: Sequence[Operation]
         # a history of its own, cut from the key's columns: no Operation is built (the
         # staleness decided over it reads the columns too)
         rel = r.ops
-        if r.encoded is not None and _fused(_witness):
+        if r.encoded is not None and _witness is not None:
             # in one compiled pass, with the cut's encoding, which its staleness takes
             # instead of encoding its values again
             e = r.encoded
@@ -433,7 +426,7 @@ def _relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     """relax(ops, initial, names) and its encoding where the compiled search fits it
     (else None): in one compiled call over the history's codes where the compiled
     module is built (the same clones, droppable writes and columns)."""
-    if type(ops) is HistoryOperations and _fused(_witness) and compiled_fits(ops, model):
+    if type(ops) is HistoryOperations and _witness is not None and compiled_fits(ops, model):
         e = encode(ops, initial)
         clones, drop, (kind, val, exp, invoke, complete, edrop, index) = _witness.relaxed(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.index, e.init,
@@ -453,8 +446,7 @@ def _finish_compiled(relaxed: RelaxedOperations, model: Model, initial: str | No
     clone_of[n:] = relaxed.clones
     # every step in one call, unless the trim must replay (the model rejects the order)
     done = _witness.finish(enc.kind, enc.val, enc.exp, enc.invoke, enc.complete, enc.drop,
-                           enc.index, enc.init, n, clone_of, order, delta) \
-        if _fused(_witness) else None
+                           enc.index, enc.init, n, clone_of, order, delta)
     if done is not None:
         # found is this search's own (min_delta's), so its order may be replaced in place
         found.order, changed = done

@@ -100,8 +100,6 @@ try:  # optional: where the extension is not built, the Python one above
     from leaseline.harness.store.pending_compiled import Pending as _Compiled
 except ImportError:  # pragma: no cover - depends on the installation
     _Compiled = None
-if _Compiled is not None and not hasattr(_Compiled, "take_encoded"):  # pragma: no cover
-    _Compiled = None  # built from an older pending_compiled.pyx: rebuild to use it
 
 COMPILED = _Compiled is not None
 Pending: Any = _Compiled or PythonPending
