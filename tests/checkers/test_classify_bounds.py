@@ -4,10 +4,13 @@ budget at all: results.json, and the words the summary and the report print."""
 
 from __future__ import annotations
 
+import pytest
 from checker_histories import MS, history, r, w
 
+from bench.gen_cas_history import generate_cas
 from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE, describe
 from leaseline.checkers.decide import VIOLATION, check_key
+from leaseline.checkers.wgl import compiled_available
 
 # w(2) is never read (a lost write may drop it): r(1) at 20 needs 8 ms without it.
 # w(4) is read, so it is never dropped: r(3) at 45 needs 3 ms with or without a drop.
@@ -59,3 +62,24 @@ def test_a_relaxation_the_floor_rules_out_needs_no_budget(monkeypatch) -> None: 
     assert body["min_delta_ms"] == 8.0
     assert LOST_WRITE not in body["anomalies"]
     assert body["anomalies"][DUPLICATED_WRITE]["unknown"]
+
+
+@pytest.mark.skipif(not compiled_available(), reason="the key's own check alone takes about "
+                    "a minute in pure Python (test_read_bound holds the narrowing from "
+                    "above to min_delta there)")
+def test_the_1k_stale_cas_keys_lost_write_is_decided_from_above() -> None:
+    # bench_anomalies' "cas 1k, one stale read": a failing search at Δ = 0 used to spend
+    # the lost-write relaxation's whole budget (unknown); read_bound's floor is tight
+    # there, so one passing search at the floor's candidate decides it exactly
+    h = generate_cas(1000, stale=True, seed=5, think_ms=10.0).history
+    body = check_key(h, 0).to_json()
+    assert body["min_delta_ms"] == 6.450683
+    lost = body["anomalies"][LOST_WRITE]
+    assert "unknown" not in lost and lost.get("remaining_delta_exact", True)
+    assert lost["remaining_delta_ms"] == 2.607672 and lost["ops"]
+    assert body["anomalies"][DUPLICATED_WRITE]["remaining_delta_ms"] == 0.0
+    # the retry explains the key at the lease; dropping writes leaves 2.6 ms
+    assert body["anomaly_types"] == [DUPLICATED_WRITE]
+    # the stale read stays stale under the drops (shown without a failing search)
+    [read] = body["shifted_reads"]
+    assert [e["anomaly"] for e in read["explained_by"]] == [DUPLICATED_WRITE]
