@@ -139,21 +139,7 @@ def compact(ops: Sequence[Operation], model: Model, initial: str | None,
         if not ok:
             return out
         states.append(state)
-    for p in range(len(out) - 1, -1, -1):
-        r = out[p]
-        if not reads[r]:
-            continue
-        value, end, last, j = states[p], ends[r], p, p + 1
-        while j < len(out) and starts[out[j]] <= end:
-            if states[j] == value:
-                last = j
-            j += 1
-        if last > p:
-            out.insert(last + 1, r)
-            del out[p]
-            states.insert(last + 1, value)
-            del states[p]
-    return out
+    return _reads_later(out, states, reads, starts, ends)
 
 
 def compact_coded(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke: np.ndarray,
@@ -181,9 +167,24 @@ def compact_coded(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke: np
         if not ok:
             return out
         states.append(state)
+    return _reads_later(out, states, [k == READ for k in kinds], starts, ends)
+
+
+def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[tuple[int, int]]:
+    """Per read of a linearization at Δ: (its position in ops, how far its invoke had to
+    move earlier, at most Δ), in linearization order (Moves)."""
+    return Moves(ops).shifts(order, delta)
+
+
+def _reads_later(out: list[int], states: list[Hashable], reads: Sequence[bool],
+                 starts: Sequence[int], ends: Sequence[int]) -> list[int]:
+    """compact's moves, in place, over a linearization `out` with `states` the state after
+    each of its operations: each read, from the last one back, moved just after the last
+    later operation that leaves the state at the read's value, passing only operations
+    invoked no later than the read completed (compact says why that is sound)."""
     for p in range(len(out) - 1, -1, -1):
         r = out[p]
-        if kinds[r] != READ:
+        if not reads[r]:
             continue
         value, end, last, j = states[p], ends[r], p, p + 1
         while j < len(out) and starts[out[j]] <= end:
@@ -196,9 +197,3 @@ def compact_coded(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke: np
             states.insert(last + 1, value)
             del states[p]
     return out
-
-
-def read_shifts(ops: Sequence[Operation], order: list[int], delta: int) -> list[tuple[int, int]]:
-    """Per read of a linearization at Δ: (its position in ops, how far its invoke had to
-    move earlier, at most Δ), in linearization order (Moves)."""
-    return Moves(ops).shifts(order, delta)
