@@ -287,6 +287,14 @@ def finish(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] ex
     return order, changed_ops(kind, index, drop, originals, clone_of, order)
 
 
+cdef tuple _columns(Py_ssize_t m):
+    """Fresh columns of m operations as the compiled search takes them: kind, val, exp,
+    invoke, complete, index."""
+    return (np.empty(m, dtype=np.int8), np.empty(m, dtype=np.int32),
+            np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int64),
+            np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64))
+
+
 def relaxed(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
             const int64_t[::1] invoke, const int64_t[::1] complete,
             const int64_t[::1] index, int32_t init, bint duplicate, bint lose):
@@ -338,12 +346,7 @@ def relaxed(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] e
             any_drop = True
     m = n + <Py_ssize_t>clones.size()
     clones_np = np.empty(clones.size(), dtype=np.int64)
-    kind_np = np.empty(m, dtype=np.int8)
-    val_np = np.empty(m, dtype=np.int32)
-    exp_np = np.empty(m, dtype=np.int32)
-    invoke_np = np.empty(m, dtype=np.int64)
-    complete_np = np.empty(m, dtype=np.int64)
-    index_np = np.empty(m, dtype=np.int64)
+    kind_np, val_np, exp_np, invoke_np, complete_np, index_np = _columns(m)
     edrop_np = np.zeros(m if any_drop else 0, dtype=np.uint8)
     cdef int64_t[::1] c_out = clones_np
     cdef int8_t[::1] k_out = kind_np
@@ -403,12 +406,7 @@ def cut(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
     renumber.resize(top + 1, -1)
     rows_np = np.empty(m, dtype=np.int64)
     second_np = np.zeros(m, dtype=bool)
-    kind_np = np.empty(m, dtype=np.int8)
-    val_np = np.empty(m, dtype=np.int32)
-    exp_np = np.empty(m, dtype=np.int32)
-    invoke_np = np.empty(m, dtype=np.int64)
-    complete_np = np.empty(m, dtype=np.int64)
-    index_np = np.empty(m, dtype=np.int64)
+    kind_np, val_np, exp_np, invoke_np, complete_np, index_np = _columns(m)
     cdef int64_t[::1] rows = rows_np
     cdef uint8_t[::1] second = second_np.view(np.uint8)
     cdef int8_t[::1] k_out = kind_np
