@@ -460,20 +460,14 @@ cdef class Pending:
         else:
             PyMem_Free(recs)
 
-    def take_encoded(self, encode):
-        """The JSON lines of every record since the last take, in index order, as bytes;
-        encode(lines, True) writes the lines this does not (pending.py's contract)."""
+    cdef Py_ssize_t _format_taken(self, Buf *b, encode) except -1:
+        """Every record since the last take, as JSON lines appended to b (a record whose
+        fields only the fallback writes goes to encode(lines, True) as a Line), the
+        records then released: how many there were."""
         cdef Rec *recs
         cdef Py_ssize_t n, cap, i, start
-        cdef Buf buf = self._buf  # this take's own: a concurrent take gets another
-        cdef Buf *b = &buf
-        cdef bytes out, text
+        cdef bytes text
         recs = self._swap(&n, &cap)
-        if n == 0:
-            self._keep_spare(recs, cap)
-            return b""
-        self._buf.data, self._buf.len, self._buf.cap = NULL, 0, 0
-        b.len = 0
         try:
             for i in range(n):
                 start = b.len
@@ -481,10 +475,23 @@ cdef class Pending:
                     b.len = start
                     text = encode([self._as_line(&recs[i])], True)
                     _put(b, <const char *>text, len(text))
-            out = PyBytes_FromStringAndSize(b.data, b.len)
         finally:
             _release(recs, n)
             self._keep_spare(recs, cap)
+        return n
+
+    def take_encoded(self, encode):
+        """The JSON lines of every record since the last take, in index order, as bytes;
+        encode(lines, True) writes the lines this does not (pending.py's contract)."""
+        cdef Buf buf = self._buf  # this take's own: a concurrent take gets another
+        cdef Buf *b = &buf
+        cdef bytes out = b""
+        self._buf.data, self._buf.len, self._buf.cap = NULL, 0, 0
+        b.len = 0
+        try:
+            if self._format_taken(b, encode):
+                out = PyBytes_FromStringAndSize(b.data, b.len)
+        finally:
             # kept for the next take, unless another kept one meanwhile or a huge backlog
             # made it large
             if self._buf.data == NULL and b.cap <= (1 << 24):
@@ -499,31 +506,17 @@ cdef class Pending:
         the byte before offset is this writer's newline, which may move (written again).
         Gives the file offset after the lines; raises OSError if the write fails. One
         caller at a time (the writer's lock)."""
-        cdef Rec *recs
-        cdef Py_ssize_t n, cap, i, start, done
+        cdef Py_ssize_t done
         cdef Buf *b = &self._buf
         cdef Buf *o = &self._aligned
-        cdef bytes text
         cdef ssize_t wrote
         cdef int err = 0
         cdef int64_t at = offset - 1 if newline_before else offset
-        recs = self._swap(&n, &cap)
-        if n == 0:
-            self._keep_spare(recs, cap)
-            return offset
         b.len = 0
-        try:
-            if newline_before:
-                _put(b, "\n", 1)
-            for i in range(n):
-                start = b.len
-                if _put_rec(b, &recs[i]):
-                    b.len = start
-                    text = encode([self._as_line(&recs[i])], True)
-                    _put(b, <const char *>text, len(text))
-        finally:
-            _release(recs, n)
-            self._keep_spare(recs, cap)
+        if newline_before:
+            _put(b, "\n", 1)
+        if not self._format_taken(b, encode):
+            return offset
         _align(o, b.data, b.len, at)
         done = 0
         with nogil:
