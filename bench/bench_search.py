@@ -3,12 +3,19 @@
     python -m bench.bench_search                  # every case
     python -m bench.bench_search --quick          # without the 10k-op and 100k-op cases
     python -m bench.bench_search --per-file       # one row per corpus file too
+    python -m bench.bench_search --corpus DIR --corpus-only   # a corpus of your own only
 
 Cases: the Knossos cas-register corpus (../shared/corpora), generated cas-register keys
 (bench/gen_cas_history.py: values 0-4, 20 clients, 2 % info; 1k and 10k ops with about
 2 operations in flight, and 1k ops "dense", about 17 in flight; each linearizable and
 with one planted stale read), and one unique-value key of 100k ops with one stale read
-(decided by the zone method).
+(decided by the zone method). `--corpus DIR` (repeatable) adds a folder of histories as
+one more corpus: Knossos EDN files (*.edn) and Jepsen etcd logs as published with
+Porcupine's test data (*.log, e.g. its test_data/jepsen, 103 etcd histories), each file
+one key, imported as `leaseline check` imports them; `--corpus-only` measures those alone.
+A corpus row sums its files' times, so a few slow files can carry it: the bench also
+prints, per corpus, in how many files the whole check alone is faster than Porcupine's
+verdict, and the median of the per-file ratios.
 Every case is exported as JSON (operations as Leaseline imported them, a file per case or
 corpus folder); Porcupine v1.3.1 (bench/peers/porcupine, built here when Go >= 1.21 is
 installed) and a Leaseline worker each read that file in a process of their own, so each
@@ -56,6 +63,7 @@ from typing import Any, Literal, TypeVar, overload
 
 from bench.gen_cas_history import generate_cas
 from bench.gen_history import generate
+from leaseline.checkers.errors import HistoryFormatError
 from leaseline.checkers.ops import UNKNOWN_END, KeyHistory, Operation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,14 +102,28 @@ def history_of(case: dict[str, Any]) -> KeyHistory:
                                       initial=case["initial"])
 
 
-def build_cases(quick: bool) -> list[dict[str, Any]]:
-    from leaseline.checkers.importers.jsonl import read_jsonl
+def corpus_cases(folder: Path, name: str | None = None) -> list[dict[str, Any]]:
+    """Every Knossos EDN file and Jepsen etcd log in folder, as cases named
+    `<name>/<file stem>` (name: the folder's own by default)."""
+    from leaseline.checkers.importers.etcd_log import read_etcd_log
     from leaseline.checkers.importers.knossos import read_knossos
 
-    cases = []
+    read = {".edn": read_knossos, ".log": read_etcd_log}
+    files = sorted(p for p in folder.iterdir() if p.suffix in read)
+    if not files:
+        raise SystemExit(f"{folder}: no Knossos .edn file or etcd .log in this folder")
+    return [export(f"{name or folder.name}/{p.stem}", read[p.suffix](p)) for p in files]
+
+
+def build_cases(quick: bool, corpora: list[Path] | None = None, *,
+                builtin: bool = True) -> list[dict[str, Any]]:
+    from leaseline.checkers.importers.jsonl import read_jsonl
+
+    cases = [c for folder in corpora or () for c in corpus_cases(folder)]
+    if not builtin:
+        return cases
     for verdict in ("good", "bad"):
-        for p in sorted((CORPUS / verdict).glob("*.edn")):
-            cases.append(export(f"knossos/{verdict}/{p.stem}", read_knossos(p)))
+        cases += corpus_cases(CORPUS / verdict, f"knossos/{verdict}")
     shapes = [(1000, JEPSEN_THINK_MS, ""), (1000, DENSE_THINK_MS, "-dense")]
     if not quick:
         shapes.insert(1, (10_000, JEPSEN_THINK_MS, ""))
@@ -318,9 +340,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--per-file", action="store_true")
+    ap.add_argument("--corpus", type=Path, action="append", default=[], metavar="DIR",
+                    help="a folder of Knossos .edn files or Jepsen etcd .log files, "
+                         "measured as one more corpus (repeatable)")
+    ap.add_argument("--corpus-only", action="store_true",
+                    help="measure the --corpus folders alone")
     ap.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--prefix", default="", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    # a bad argument: one sentence and exit 254, as the leaseline command does
+    problem = "--corpus-only needs at least one --corpus DIR" \
+        if a.corpus_only and not a.corpus else next(
+            (f"--corpus {f}: not a folder" for f in a.corpus if not f.is_dir()), None)
+    if problem:
+        print(f"bench_search: {problem}", file=sys.stderr)
+        return 254
     if a.worker:
         worker(a.worker, a.prefix)
         return 0
@@ -328,10 +362,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{os.getloadavg()[2]:.2f} on {os.cpu_count()} cores (times are noisier under load)")
     with tempfile.TemporaryDirectory(prefix="ll-bench-search-") as d:
         work = Path(d)
-        cases = build_cases(a.quick)
+        try:
+            cases = build_cases(a.quick, a.corpus, builtin=not a.corpus_only)
+        except HistoryFormatError as e:
+            print(f"bench_search: {e}", file=sys.stderr)
+            return 254
         exe, why = build_peer(work)
-        groups = ["knossos/good/", "knossos/bad/"] + [c["name"] for c in cases
-                                                      if not c["name"].startswith("knossos/")]
+        # a corpus (cases named <corpus>/<file>) is one group, any other case its own
+        groups = list(dict.fromkeys(c["name"].rpartition("/")[0] + "/" if "/" in c["name"]
+                                    else c["name"] for c in cases))
         # one file per group, so that each process holds only its own cases
         files = {}
         for k, g in enumerate(groups):
@@ -339,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             files[g].write_text(json.dumps([c for c in cases if c["name"].startswith(g)]))
         del cases
         py = [sys.executable, "-m", "bench.bench_search", "--worker"]
-        _, idle_mb, _ = run_measured(py + [str(files[groups[1]]), "--prefix", "idle:"], 60)
+        _, idle_mb, _ = run_measured(py + [str(files[groups[0]]), "--prefix", "idle:"], 60)
         print(f"Leaseline worker idle (interpreter, numpy, pandas): {idle_mb:.0f} MB RSS; "
               f"Porcupine peer: {'built' if exe else 'MISSING: ' + why}")
         all_rows: list[Row] = []
@@ -375,9 +414,9 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 summary += rows
         if a.per_file:
-            print_table([r for r in all_rows if r.name.startswith("knossos/")],
-                        "\nper corpus file")
+            print_table([r for r in all_rows if "/" in r.name], "\nper corpus file")
         print_table(summary, "\nper case (a corpus row sums its files' times; ratios of sums)")
+        _per_file(all_rows, [g for g in groups if g.endswith("/")])
         _targets(all_rows, summary)
     return 0
 
@@ -397,6 +436,23 @@ def _aggregate(name: str, rows: list[Row]) -> Row:
                total([r.l_plain_cpu_s for r in rows]),
                max(r.l_mb for r in rows), None,
                sum(r.cx_ops for r in rows))
+
+
+def _per_file(rows: list[Row], corpora: list[str]) -> None:
+    """Per corpus, file by file: how often the whole check alone beats Porcupine's
+    verdict (CPU), and the median ratio, which a few slow files cannot carry."""
+    print()
+    for g in corpora:
+        ratios = sorted(r.p_cpu_s / r.l_check_cpu_s for r in rows
+                        if r.name.startswith(g) and r.p_cpu_s and r.l_check_cpu_s
+                        and r.p_verdict != "unknown")
+        if not ratios:
+            continue
+        n = len(ratios)
+        median = (ratios[(n - 1) // 2] + ratios[n // 2]) / 2
+        print(f"{g.rstrip('/')} per file (whole check against Porcupine's verdict, CPU): "
+              f"faster in {sum(x > 1 for x in ratios)}/{n}, >= 3x faster in "
+              f"{sum(x >= 3 for x in ratios)}/{n}, median {median:.2f}x as fast")
 
 
 def _targets(rows: list[Row], summary: list[Row]) -> None:
