@@ -111,7 +111,7 @@ def corpus_cases(folder: Path, name: str | None = None) -> list[dict[str, Any]]:
     read = {".edn": read_knossos, ".log": read_etcd_log}
     files = sorted(p for p in folder.iterdir() if p.suffix in read)
     if not files:
-        raise SystemExit(f"{folder}: no Knossos .edn file or etcd .log in this folder")
+        raise ValueError(f"{folder}: no Knossos .edn file or etcd .log in this folder")
     return [export(f"{name or folder.name}/{p.stem}", read[p.suffix](p)) for p in files]
 
 
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(d)
         try:
             cases = build_cases(a.quick, a.corpus, builtin=not a.corpus_only)
-        except HistoryFormatError as e:
+        except (HistoryFormatError, ValueError) as e:  # a corpus it cannot read
             print(f"bench_search: {e}", file=sys.stderr)
             return 254
         exe, why = build_peer(work)
