@@ -37,6 +37,7 @@ from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
 from leaseline.checkers.search_columns import Encoded, HistoryOperations, encode
 from leaseline.checkers.wgl import compiled_available
+from leaseline.checkers.wgl_native import compiled_read_thresholds, compiled_refuted_below
 
 NONE = -(1 << 61)  # no time: below every invoke and completion
 ALWAYS = 1 << 61  # a read no write could give: no Δ helps
@@ -51,7 +52,19 @@ def refuted_below(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke: np
                   complete: np.ndarray, drop: np.ndarray, init: int) -> int:
     """The largest Δ' such that the history is linearizable at no Δ < Δ' (0: none shown;
     ALWAYS: at no Δ at all). Columns as the compiled search's (values as integer codes,
-    every value no read observes one code; drop empty when nothing is droppable)."""
+    every value no read observes one code; drop empty when nothing is droppable). In the
+    compiled module where it is built (read_bound.hpp, the same steps), else
+    refuted_below_reference."""
+    if compiled_refuted_below is None:
+        return refuted_below_reference(kind, val, exp, invoke, complete, drop, init)
+    return compiled_refuted_below(*_compiled_columns(kind, val, exp, invoke, complete, drop),
+                                  init)
+
+
+def refuted_below_reference(kind: np.ndarray, val: np.ndarray, exp: np.ndarray,
+                            invoke: np.ndarray, complete: np.ndarray, drop: np.ndarray,
+                            init: int) -> int:
+    """refuted_below in numpy."""
     t = _thresholds(kind, val, exp, invoke, complete, drop, init, None)
     return int(max(0, t.max(initial=0)))
 
@@ -61,9 +74,32 @@ def stale_shown(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke: np.n
                 ) -> np.ndarray:
     """Positions of the reads shown stale at Δ = delta: no linearization with that read
     unmoved and every other read moved delta earlier (the same argument, with w's
-    starts taken at delta and r's own shift 0), so each one's own staleness is > 0."""
+    starts taken at delta and r's own shift 0), so each one's own staleness is > 0. In
+    the compiled module where it is built, else stale_shown_reference."""
+    if compiled_read_thresholds is None:
+        return stale_shown_reference(kind, val, exp, invoke, complete, drop, init, delta)
+    reads, t = compiled_read_thresholds(
+        *_compiled_columns(kind, val, exp, invoke, complete, drop), init, delta)
+    return reads[t > 0]
+
+
+def stale_shown_reference(kind: np.ndarray, val: np.ndarray, exp: np.ndarray,
+                          invoke: np.ndarray, complete: np.ndarray, drop: np.ndarray,
+                          init: int, delta: int) -> np.ndarray:
+    """stale_shown in numpy."""
     t = _thresholds(kind, val, exp, invoke, complete, drop, init, delta)
     return _reads(kind, complete)[t > 0]
+
+
+def _compiled_columns(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke: np.ndarray,
+                      complete: np.ndarray, drop: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The columns as the compiled module takes them: coded() makes int64 codes, encode()
+    int32 ones (passed as they are)."""
+    return (np.ascontiguousarray(kind, dtype=np.int8), np.ascontiguousarray(val, dtype=np.int32),
+            np.ascontiguousarray(exp, dtype=np.int32),
+            np.ascontiguousarray(invoke, dtype=np.int64),
+            np.ascontiguousarray(complete, dtype=np.int64),
+            np.ascontiguousarray(drop, dtype=np.uint8))
 
 
 def stale_reads_shown(ops: Sequence[Operation], initial: str | None, model: Model,

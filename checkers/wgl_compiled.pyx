@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # distutils: language = c++
-"""Python binding of the compiled WGL search and minimal Δ (wgl_core.hpp), and the
-encoding of a history's values as the integer codes they search over."""
+"""Python binding of the compiled WGL search and minimal Δ (wgl_core.hpp), read_bound's
+floor (read_bound.hpp), and the encoding of a history's values as the integer codes they
+search over."""
 
 from libc.stdint cimport int8_t, int32_t, int64_t, uint8_t
 from libcpp.pair cimport pair
@@ -261,3 +262,59 @@ def overwritten(const int8_t[::1] kind, const int32_t[::1] val, const int64_t[::
         return -1
     cdef const uint8_t *drop_p = &drop[0] if drop.shape[0] else NULL
     return overwritten_read(n, &kind[0], &val[0], &start[0], &end[0], drop_p)
+
+
+cdef extern from "read_bound.hpp" namespace "llwgl":
+    int64_t c_refuted_below "llwgl::refuted_below" (
+        int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+        const int64_t *invoke, const int64_t *complete, const uint8_t *drop,
+        int32_t init) except + nogil
+
+    void c_read_thresholds "llwgl::read_thresholds" (
+        int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
+        const int64_t *invoke, const int64_t *complete, const uint8_t *drop, int32_t init,
+        int64_t delta, vector[int32_t] &reads, vector[int64_t] &out) except + nogil
+
+
+def refuted_below(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+                  const int64_t[::1] invoke, const int64_t[::1] complete,
+                  const uint8_t[::1] drop, int32_t init):
+    """checkers/read_bound.py's refuted_below over the same columns (read_bound.hpp): the
+    largest Δ' such that the history is linearizable at no Δ < Δ' (0: none shown,
+    read_bound.ALWAYS: at no Δ at all); drop as for linearizable."""
+    cdef int32_t n = kind.shape[0]
+    if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == complete.shape[0] == n):
+        raise ValueError("columns of different lengths")
+    if drop.shape[0] not in (0, n):
+        raise ValueError("columns of different lengths")
+    if n == 0:
+        return 0
+    cdef const uint8_t *drop_p = &drop[0] if drop.shape[0] else NULL
+    cdef int64_t got
+    with nogil:
+        got = c_refuted_below(n, &kind[0], &val[0], &exp[0], &invoke[0], &complete[0], drop_p,
+                              init)
+    return got
+
+
+def read_thresholds(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+                    const int64_t[::1] invoke, const int64_t[::1] complete,
+                    const uint8_t[::1] drop, int32_t init, int64_t delta):
+    """(reads, thresholds): checkers/read_bound.py's _thresholds (read_bound.hpp), the
+    completed reads' positions and each one's threshold, as int64 arrays; delta < 0 for
+    every read moved Δ (refuted_below's), else the other reads moved delta."""
+    cdef int32_t n = kind.shape[0]
+    if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == complete.shape[0] == n):
+        raise ValueError("columns of different lengths")
+    if drop.shape[0] not in (0, n):
+        raise ValueError("columns of different lengths")
+    cdef vector[int32_t] reads
+    cdef vector[int64_t] out
+    cdef const uint8_t *drop_p = NULL
+    if n:
+        drop_p = &drop[0] if drop.shape[0] else NULL
+        with nogil:
+            c_read_thresholds(n, &kind[0], &val[0], &exp[0], &invoke[0], &complete[0], drop_p,
+                              init, delta, reads, out)
+    return (np.asarray(<list>reads, dtype=np.int64),
+            np.asarray(<list>out, dtype=np.int64))

@@ -2,32 +2,51 @@
 (compare-and-sets, failed compares, info and droppable writes), the history is
 linearizable at no Δ below refuted_below's floor, and a read stale_shown says is stale
 has no linearization with it unmoved and the other reads moved Δ. Both are cheap
-arguments the relaxations' searches trust without searching (checkers/relax.py)."""
+arguments the searches trust without searching (checkers/relax.py, min_delta). The
+compiled thresholds (read_bound.hpp) give the numpy ones' answers, on random histories
+and on the corpora."""
 
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from repo_paths import CORPORA
 
+from bench.gen_cas_history import generate_cas
 from leaseline.checkers import relax
 from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
+from leaseline.checkers.importers.knossos import read_knossos
 from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.models import CasRegister
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
-from leaseline.checkers.read_bound import coded, refuted_below, stale_shown
+from leaseline.checkers.read_bound import (
+    ALWAYS,
+    _reads,
+    _thresholds,
+    coded,
+    refuted_below,
+    refuted_below_reference,
+    stale_shown,
+    stale_shown_reference,
+)
+from leaseline.checkers.search_columns import Encoded, HistoryOperations, encode
 from leaseline.checkers.search_limits import SearchLimits
 from leaseline.checkers.shifts import Candidates, compact, compact_coded
+from leaseline.checkers.wgl_native import compiled_read_thresholds
 from leaseline.checkers.wgl_reference import linearizable_reference
 
 VALUES = ["1", "2", "3"]
 
 
 @st.composite
-def histories(draw: st.DrawFn) -> list[Operation]:
+def histories(draw: st.DrawFn, most: int = 7) -> list[Operation]:
     out = []
-    for i in range(draw(st.integers(2, 7))):
+    for i in range(draw(st.integers(2, most))):
         f = draw(st.sampled_from([READ, READ, WRITE, CAS, CAS_FAILED]))
         inv = 4 * i + draw(st.integers(0, 10))
         done = inv + draw(st.integers(0, 12))
@@ -152,3 +171,56 @@ def test_compact_over_codes_moves_as_compact(ops: list[Operation], delta: int) -
     bad = list(reversed(out.order))
     assert compact_coded(e.kind, e.val, e.exp, e.invoke, e.complete, e.init, bad) \
         == compact(ops, CasRegister(), None, bad)
+
+
+needs_compiled = pytest.mark.skipif(compiled_read_thresholds is None,
+                                    reason="the compiled search is not built")
+
+
+def _same_thresholds(e: Encoded, deltas: tuple[int | None, ...]) -> None:
+    """The compiled thresholds are the numpy ones, read for read, at each delta (None:
+    every read moved), and so are the floor and the reads shown stale."""
+    cols = (e.kind, e.val, e.exp, e.invoke, e.complete, e.drop)
+    as32 = (e.kind, e.val.astype(np.int32), e.exp.astype(np.int32), e.invoke, e.complete,
+            e.drop)
+    for delta in deltas:
+        want = _thresholds(*cols, e.init, delta)
+        reads, got = compiled_read_thresholds(*as32, e.init, -1 if delta is None else delta)
+        assert reads.tolist() == _reads(e.kind, e.complete).tolist()
+        assert got.tolist() == want.tolist(), delta
+        if delta is not None:
+            assert stale_shown(*cols, e.init, delta).tolist() \
+                == stale_shown_reference(*cols, e.init, delta).tolist()
+    assert refuted_below(*cols, e.init) == refuted_below_reference(*cols, e.init)
+
+
+@needs_compiled
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(histories(), histories(60), stale_histories()),
+       st.sampled_from([None, "1"]))
+def test_compiled_thresholds_are_numpys(ops: list[Operation], initial: str | None) -> None:
+    """Up to 60 operations, so more than WINDOW reads and failed compares may complete
+    after a read's last write (ties in completion kept in position order by both)."""
+    _same_thresholds(coded(ops, initial), (None, 0, 2, 5, 20))
+
+
+KNOSSOS = sorted((CORPORA / "knossos" / "cas-register").glob("*/*.edn"))
+
+
+@needs_compiled
+@pytest.mark.skipif(not KNOSSOS, reason=f"no corpora at {CORPORA}")
+def test_compiled_thresholds_are_numpys_on_the_corpora() -> None:
+    """Knossos's 120 cas-register histories and generated cas keys (linearizable, stale,
+    dense), encoded as the search encodes them; the floor is finite and positive on some,
+    ALWAYS on others, so both kinds of answer are compared."""
+    floors = []
+    keys = [read_knossos(Path(p)) for p in KNOSSOS]
+    keys += [generate_cas(n, stale=stale, seed=seed, think_ms=think).history
+             for n, stale, seed, think in ((1000, False, 1, 0.2), (1000, True, 5, 0.2),
+                                           (1000, True, 5, 10.0), (3000, True, 2, 0.05))]
+    for h in keys:
+        e = encode(HistoryOperations(h), h.initial)
+        _same_thresholds(e, (None, 0, 10**5, 10**6, 10**8))
+        floors.append(refuted_below(e.kind, e.val, e.exp, e.invoke, e.complete, e.drop,
+                                    e.init))
+    assert ALWAYS in floors and any(0 < f < ALWAYS for f in floors)
