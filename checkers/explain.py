@@ -64,30 +64,64 @@ def _ms(t: int) -> float | None:
 
 
 def _val(v: str | None) -> Any:
-    return None if v is None else json.loads(v)
+    if v is None:
+        return None
+    # most values are integers, whose canonical text is their digits (no leading zero,
+    # as JSON wants): int() is what json.loads would call, without its decoder around it
+    if v.isdigit() and v.isascii() and (v[0] != "0" or len(v) == 1):
+        return int(v)
+    return json.loads(v)
 
 
-def op_record(h: KeyHistory, row: int, role: str = "") -> dict[str, Any]:
+# Above this many rows, one index array and one take per column cost less than reading
+# each cell alone.
+CELLS_BY_COLUMN = 16
+
+
+def cells(h: KeyHistory, rows: Sequence[int]) -> dict[int, Operation]:
+    """{row: its Operation} of a counterexample's few rows, as Python values: every step
+    below reads them, and numpy's per-cell access (a numpy scalar, its comparison and
+    conversion) cost more than the rest of a small counterexample."""
+    rows = list(dict.fromkeys(rows))
+    if len(rows) > CELLS_BY_COLUMN:
+        at = np.asarray(rows, dtype=np.intp)
+        return dict(zip(rows, (
+            Operation(i, p, f, v, a, b, e, nd, None if ci < 0 else ci)
+            for i, p, f, v, a, b, e, nd, ci in zip(
+                h.index.take(at).tolist(), h.process.take(at).tolist(),
+                h.f.take(at).tolist(), h.value.take(at).tolist(), h.invoke.take(at).tolist(),
+                h.complete.take(at).tolist(), h.expected.take(at).tolist(),
+                h.node.take(at).tolist(), h.complete_index.take(at).tolist(), strict=True)),
+            strict=True))
+    out = {}
     # .item: a Python value at once (a numpy scalar and its conversion cost twice that)
-    f = h.f.item(row)
-    value = _val(h.value.item(row))
+    for r in rows:
+        ci = h.complete_index.item(r)
+        out[r] = Operation(h.index.item(r), h.process.item(r), h.f.item(r),
+                           h.value.item(r), h.invoke.item(r), h.complete.item(r),
+                           h.expected.item(r), h.node.item(r), None if ci < 0 else ci)
+    return out
+
+
+def op_record(o: Operation, role: str = "") -> dict[str, Any]:
+    f = o.f
+    value = _val(o.value)
     if f in (CAS, CAS_FAILED):
-        value = [_val(h.expected.item(row)), value]
-    index, end = h.index.item(row), h.complete.item(row)
+        value = [_val(o.expected), value]
+    index, end = o.index, o.complete
     rec: dict[str, Any] = {
         "id": index,
         "index": index,
-        "process": h.process.item(row),
+        "process": o.process,
         "f": F_NAMES[f],
         "value": value,
         "type": ("fail" if f == CAS_FAILED else "ok") if end != UNKNOWN_END else "info",
-        "node": h.node.item(row),
-        "invoke_ms": _ms(h.invoke.item(row)),
+        "node": o.node,
+        "invoke_ms": _ms(o.invoke),
         "complete_ms": _ms(end),
     }
-    complete_index = h.complete_index.item(row)
-    if complete_index >= 0:
-        rec["complete_index"] = complete_index
+    if o.complete_index is not None:
+        rec["complete_index"] = o.complete_index
     if role:
         rec["role"] = role
     return rec
@@ -118,18 +152,23 @@ def build(
     edges: list[tuple[int, int, str, bool]],
     text: str,
     lease_ns: int,
+    at: dict[int, Operation] | None = None,
 ) -> dict[str, Any]:
-    """edges: (row, row, type, cycle)."""
+    """edges: (row, row, type, cycle); at: cells of the rows (and of the edges' rows),
+    where the caller has them."""
     rows = list(dict.fromkeys(rows))
-    ops = [op_record(h, r, roles.get(r, "")) for r in rows]
+    at = at if at is not None else cells(h, rows)
+    ops = [op_record(at[r], roles.get(r, "")) for r in rows]
     nodes = {rec["id"]: rec for rec in ops}
     # per source, its edges in insertion order: one edge per pair, the data dependency
     # names it
     out: dict[int, dict[int, dict[str, Any]]] = {i: {} for i in nodes}
     for a, b, typ, cyc in edges:
-        ia, ib = int(h.index[a]), int(h.index[b])
+        ia = at[a].index if a in at else h.index.item(a)
+        ib = at[b].index if b in at else h.index.item(b)
         for i in (ia, ib):
-            out.setdefault(i, {})
+            if i not in out:
+                out[i] = {}
         e = out[ia].get(ib)
         if e is not None:
             e["cycle"] = e["cycle"] or cyc
@@ -137,11 +176,14 @@ def build(
                 e["type"] = typ
             continue
         out[ia][ib] = {"type": typ, "cycle": cyc}
-    starts = [int(h.invoke[r]) - (lease_ns if h.f[r] == READ else 0) for r in rows]
-    ends = [int(h.complete[r]) for r in rows if h.complete[r] != UNKNOWN_END]
-    lo = min(starts) if starts else 0
-    hi = max(ends + starts) if rows else 0
-    nemesis = nemesis_in_force(h, lo, hi)
+    nemesis: list[dict[str, Any]] = []
+    if h.nemesis:  # (the span of the rows, reads from their shifted invokes)
+        kept = [at[r] for r in rows]
+        starts = [o.invoke - (lease_ns if o.f == READ else 0) for o in kept]
+        ends = [o.complete for o in kept if o.complete != UNKNOWN_END]
+        lo = min(starts) if starts else 0
+        hi = max(ends + starts) if rows else 0
+        nemesis = nemesis_in_force(h, lo, hi)
     if nemesis:
         text += " Nemesis in force: " + "; ".join(
             f"{n['f']} from {n['time_ms']:.3f} ms"
@@ -161,51 +203,58 @@ def _node_link(h: KeyHistory, lease_ns: int, nodes: dict[int, dict[str, Any]],
     """The graph as networkx's node_link_data(DiGraph, edges="edges") gives it, field for
     field (networkx.node_link_graph reads it back), built directly: importing networkx
     took more than the whole check of a small key."""
+    listed = []
+    for i in out:
+        rec = nodes.get(i)
+        if rec is None:
+            listed.append({"id": i})
+            continue
+        node = rec.copy()  # the record's fields, its id last
+        del node["id"]
+        node["id"] = i
+        listed.append(node)
     return {
         "directed": True,
         "multigraph": False,
         "graph": {"key": h.key, "file": h.file, "lease_ms": lease_ns / 1e6},
-        "nodes": [{k: v for k, v in nodes[i].items() if k != "id"} | {"id": i}
-                  if i in nodes else {"id": i} for i in out],
-        "edges": [e | {"source": a, "target": b}
+        "nodes": listed,
+        "edges": [{"type": e["type"], "cycle": e["cycle"], "source": a, "target": b}
                   for a, targets in out.items() for b, e in targets.items()],
     }
 
 
-def _describe(h: KeyHistory, row: int) -> str:
-    # Python values (.item): numpy scalars format many times slower
-    f = h.f.item(row)
-    v = h.value.item(row)
+def _describe(o: Operation) -> str:
+    f, v = o.f, o.value
     what = F_NAMES[f]
     if f in (CAS, CAS_FAILED):
-        what += f" [{h.expected.item(row)} {v}]" + (" (failed)" if f == CAS_FAILED else "")
+        what += f" [{o.expected} {v}]" + (" (failed)" if f == CAS_FAILED else "")
     else:
         what += f" {'nil' if v is None else v}"
-    node = h.node.item(row)
-    end = h.complete.item(row)
+    end = o.complete
     done = "unknown end" if end == UNKNOWN_END else f"{end / 1e6:.3f} ms"
-    where = f" on {node}" if node is not None else ""
-    return (f"op {h.index.item(row)} (process {h.process.item(row)}{where}: {what}, "
-            f"{h.invoke.item(row) / 1e6:.3f} ms .. {done})")
+    where = f" on {o.node}" if o.node is not None else ""
+    return (f"op {o.index} (process {o.process}{where}: {what}, "
+            f"{o.invoke / 1e6:.3f} ms .. {done})")
 
 
-def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int,
+def _real_time_edges(rows: Sequence[int], at: dict[int, Operation], lease_ns: int,
                      own_shift: dict[int, int] | None = None
                      ) -> list[tuple[int, int, str, bool]]:
-    """Real-time order among rows at the shifted invokes, transitively reduced.
-    own_shift: {row: shift} for reads that move by their own shift, not lease_ns."""
-    at = list(rows)
-    kinds, invokes, ends = h.f[at].tolist(), h.invoke[at].tolist(), h.complete[at].tolist()
-    start = [i - lease_ns if f == READ else i for i, f in zip(invokes, kinds, strict=True)]
+    """Real-time order among rows (at: their cells) at the shifted invokes, transitively
+    reduced. own_shift: {row: shift} for reads that move by their own shift, not
+    lease_ns."""
+    kept = [at[r] for r in rows]
+    start = [o.invoke - lease_ns if o.f == READ else o.invoke for o in kept]
     if own_shift:
-        for k, r in enumerate(at):
-            if r in own_shift and kinds[k] == READ:
-                start[k] = invokes[k] - own_shift[r]
+        for k, r in enumerate(rows):
+            if r in own_shift and kept[k].f == READ:
+                start[k] = kept[k].invoke - own_shift[r]
     # before[x]: bit y set when row x completed before row y's shifted invoke (an info
     # one never did); as bit sets, a counterexample's few rows need no array calls
-    k = len(at)
+    k = len(kept)
     before = [0] * k
-    for x, end in enumerate(ends):
+    for x, o in enumerate(kept):
+        end = o.complete
         if end != UNKNOWN_END:
             before[x] = sum(1 << y for y in range(k) if y != x and end < start[y])
     out = []
@@ -218,7 +267,7 @@ def _real_time_edges(h: KeyHistory, rows: Sequence[int], lease_ns: int,
         drawn = later & ~through
         while drawn:
             low = drawn & -drawn
-            out.append((at[x], at[low.bit_length() - 1], "real-time", False))
+            out.append((rows[x], rows[low.bit_length() - 1], "real-time", False))
             drawn ^= low
     return out
 
@@ -229,64 +278,72 @@ def from_zone(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int,
     (delta is then the key's minimal Δ, by which every other read moves)."""
     rows, roles = w.rows, w.roles
     r = rows[0]
+    at = cells(h, rows)
     if w.kind == "never-written":
-        text = (f"{_describe(h, r)} returned a value that no operation wrote; "
+        text = (f"{_describe(at[r])} returned a value that no operation wrote; "
                 "no shift of the read can explain it.")
-        return build(h, [r], roles, [], text, lease_ns)
+        return build(h, [r], roles, [], text, lease_ns, at)
     if w.kind == "read-before-write":
         wr = rows[1]
-        text = (f"{_describe(h, r)} completed before {_describe(h, wr)}, the write of the "
-                "value it returned, was invoked; no shift of the read can explain it.")
+        text = (f"{_describe(at[r])} completed before {_describe(at[wr])}, the write of "
+                "the value it returned, was invoked; no shift of the read can explain it.")
         edges = [(r, wr, "real-time", True), (wr, r, "reads-from", True)]
-        return build(h, rows, roles, edges, text, lease_ns)
+        return build(h, rows, roles, edges, text, lease_ns, at)
     # stale / nested: reads-from from each value's write, version order, real time
     by_role = {v: k for k, v in roles.items()}
     w_old = by_role.get("write of the value it returned")
     w_new = by_role.get("write of the overwriting value")
     first_new = by_role.get("first completion observing the overwriting value", w_new)
+    at.update(cells(h, [x for x in (w_old, w_new, first_new)
+                        if x is not None and x not in at]))
     own = {r: stale_ns - 1} if stale_ns is not None and delta is not None else None
-    edges = _real_time_edges(h, rows, delta if own else lease_ns, own)
+    edges = _real_time_edges(rows, at, delta if own else lease_ns, own)
     if w_old is not None:
         edges.append((w_old, r, "reads-from", False))
         if w_new is not None:
             edges.append((w_old, w_new, "version-order", False))
     if w_new is not None:
         edges.append((r, w_new, "version-order", True))  # the read must precede the overwrite
+        new_value = at[w_new].value
         for x in rows:
-            if x != w_new and h.f[x] == READ and h.value[x] == h.value[w_new]:
+            if x != w_new and at[x].f == READ and at[x].value == new_value:
                 edges.append((w_new, x, "reads-from", True))
     if first_new is not None:
         edges = [(a, b, t, c or (a == first_new and b == r)) for a, b, t, c in edges]
         if not any(a == first_new and b == r for a, b, _, _ in edges):
             edges.append((first_new, r, "real-time", True))
-    stale_by = (int(h.invoke[r]) - int(h.complete[first_new])) if first_new is not None else None
-    text = f"{_describe(h, r)} returned {h.value[r] if h.value[r] is not None else 'nil'}"
+    read = at[r]
+    text = f"{_describe(read)} returned {read.value if read.value is not None else 'nil'}"
     if w.kind == "stale-read" and stale_ns is not None:
-        return build(h, rows, roles, edges, text + _stale_read_text(h, w, delta, lease_ns,
-                                                                      stale_ns), lease_ns)
+        return build(h, rows, roles, edges, text + _stale_read_text(at, w, delta, lease_ns,
+                                                                      stale_ns),
+                     lease_ns, at)
     if first_new is not None:
-        seen = "written" if int(h.f[first_new]) != READ else "observed"
-        text += (f", but {_describe(h, first_new)} had already {seen} a later value, "
-                 f"finishing {stale_by / 1e6:.3f} ms before the read was invoked")
+        new = at[first_new]
+        seen = "written" if new.f != READ else "observed"
+        text += (f", but {_describe(new)} had already {seen} a later value, "
+                 f"finishing {(read.invoke - new.complete) / 1e6:.3f} ms before the read "
+                 "was invoked")
     text += (f"; the read needs a shift of {delta / 1e6:.3f} ms, more than the lease "
              f"window of {lease_ns / 1e6:.3f} ms." if delta is not None else ".")
-    return build(h, rows, roles, edges, text, lease_ns)
+    return build(h, rows, roles, edges, text, lease_ns, at)
 
 
-def _stale_read_text(h: KeyHistory, w: Witness, delta: int | None, lease_ns: int,
-                     stale_ns: int) -> str:
+def _stale_read_text(at: dict[int, Operation], w: Witness, delta: int | None,
+                     lease_ns: int, stale_ns: int) -> str:
     by_role = {v: k for k, v in w.roles.items()}
     within = "within" if stale_ns <= lease_ns else "beyond"
     tail = (f"; with every other read moved the key's minimal Δ of "
             f"{(delta or 0) / 1e6:.3f} ms earlier, this read alone is stale by "
             f"{stale_ns / 1e6:.3f} ms, {within} the lease window of {lease_ns / 1e6:.3f} ms.")
-    new = by_role.get("first completion observing the overwriting value",
-                      by_role.get("write of the overwriting value"))
-    if new is None:
+    new_row = by_role.get("first completion observing the overwriting value",
+                          by_role.get("write of the overwriting value"))
+    if new_row is None:
         return tail
-    seen = "written" if int(h.f[new]) != READ else "observed"
-    return (f", but {_describe(h, new)} had already {seen} a later value, finishing "
-            f"{(int(h.invoke[w.rows[0]]) - int(h.complete[new])) / 1e6:.3f} ms before the "
+    new = at[new_row]
+    seen = "written" if new.f != READ else "observed"
+    return (f", but {_describe(new)} had already {seen} a later value, finishing "
+            f"{(at[w.rows[0]].invoke - new.complete) / 1e6:.3f} ms before the "
             f"read was invoked" + tail)
 
 
@@ -452,33 +509,32 @@ def from_search(
     rows = minimal_ops(h, model, delta, seconds, max_states=max_states, history_ops=ops)
     if rows is None:
         return None
-    rowset = set(rows)
-    edges = _real_time_edges(h, rows, delta)
-    # the few rows' cells as Python values: numpy's item access costs more than the rest
-    kinds, values = h.f[rows].tolist(), h.value[rows].tolist()
-    invokes, ends = h.invoke[rows].tolist(), h.complete[rows].tolist()
-    for x, a in enumerate(rows):
-        if kinds[x] not in (WRITE, CAS):
+    at = cells(h, rows)
+    kept = [at[r] for r in rows]
+    edges = _real_time_edges(rows, at, delta)
+    for x, a in enumerate(kept):
+        if a.f not in (WRITE, CAS):
             continue
-        for y, b in enumerate(rows):
-            if a != b and kinds[y] == READ and values[x] == values[y]:
-                edges.append((a, b, "reads-from", False))
-    order = [x for x, f in enumerate(kinds) if f != READ and f != CAS_FAILED]
+        for y, b in enumerate(kept):
+            if x != y and b.f == READ and a.value == b.value:
+                edges.append((rows[x], rows[y], "reads-from", False))
+    order = [x for x, o in enumerate(kept) if o.f != READ and o.f != CAS_FAILED]
     for x, y in zip(order, order[1:], strict=False):
-        if ends[x] != UNKNOWN_END and ends[x] < invokes[y]:
+        if kept[x].complete != UNKNOWN_END and kept[x].complete < kept[y].invoke:
             edges.append((rows[x], rows[y], "version-order", False))
     # in a minimal set every operation is needed: all its edges close the contradiction
-    edges = [(a, b, t, True) for a, b, t, _ in edges if a in rowset and b in rowset]
-    last = rows[max(range(len(rows)), key=lambda x: -1 if ends[x] == UNKNOWN_END else ends[x])]
-    roles = {last: "cannot be linearized"}
+    edges = [(a, b, t, True) for a, b, t, _ in edges]
+    last = max(range(len(rows)), key=lambda x: -1 if kept[x].complete == UNKNOWN_END
+               else kept[x].complete)
+    roles = {rows[last]: "cannot be linearized"}
     why = ("no shift of the reads makes the key linearizable" if min_delta is None else
            f"the key needs a read shift of {min_delta / 1e6:.3f} ms")
-    described = [_describe(h, r) for r in rows]
+    described = [_describe(o) for o in kept]
     text = (f"{len(rows)} operations have no valid order with reads shifted by the lease "
             f"window of {delta / 1e6:.3f} ms ({why}); "
-            f"the last to complete is {described[rows.index(last)]}. Operations: "
+            f"the last to complete is {described[last]}. Operations: "
             + "; ".join(described) + ".")
-    return build(h, rows, roles, edges, text, delta)
+    return build(h, rows, roles, edges, text, delta, at)
 
 
 def from_stale_read(
@@ -491,17 +547,18 @@ def from_stale_read(
     rows = minimal_ops(h, model, delta, seconds, {int(h.index[row]): stale_ns - 1}, row)
     if rows is None:
         return None
-    rowset = set(rows)
-    edges = _real_time_edges(h, rows, delta, {row: stale_ns - 1})
+    at = cells(h, [*rows, row])
+    edges = _real_time_edges(rows, at, delta, {row: stale_ns - 1})
     for a in rows:
         for b in rows:
-            if a != b and h.f[b] == READ and h.f[a] in (WRITE, CAS) and h.value[a] == h.value[b]:
+            if (a != b and at[b].f == READ and at[a].f in (WRITE, CAS)
+                    and at[a].value == at[b].value):
                 edges.append((a, b, "reads-from", False))
-    edges = [(a, b, t, True) for a, b, t, _ in edges if a in rowset and b in rowset]
+    edges = [(a, b, t, True) for a, b, t, _ in edges]
     within = "within" if stale_ns <= lease_ns else "beyond"
-    text = (f"{_describe(h, row)} is stale by {stale_ns / 1e6:.3f} ms, {within} the lease "
+    text = (f"{_describe(at[row])} is stale by {stale_ns / 1e6:.3f} ms, {within} the lease "
             f"window of {lease_ns / 1e6:.3f} ms: with every other read moved the key's "
             f"minimal Δ of {delta / 1e6:.3f} ms earlier, these {len(rows)} operations have "
             f"no valid order unless it moves that far. Operations: "
-            + "; ".join(_describe(h, r) for r in rows) + ".")
-    return build(h, rows, {row: "stale read"}, edges, text, delta)
+            + "; ".join(_describe(at[r]) for r in rows) + ".")
+    return build(h, rows, {row: "stale read"}, edges, text, delta, at)
