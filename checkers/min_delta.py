@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from leaseline.checkers.models import Model
+from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import Operation
+from leaseline.checkers.read_bound import ALWAYS, coded, refuted_below
 from leaseline.checkers.search_columns import NO_DROP, Encoded, HistoryOperations, encode
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves, compact
-from leaseline.checkers.wgl import compiled_fits
+from leaseline.checkers.wgl import compiled_available, compiled_fits
 from leaseline.checkers.wgl_native import compiled_min_delta as _compiled_min_delta
 from leaseline.checkers.wgl_reference import linearizable_reference
 
@@ -41,6 +42,10 @@ LIST_CANDIDATES = 1024
 
 # The walk takes at least this many steps before it may gallop (see min_delta).
 WALK_BEFORE_GALLOP = 2
+
+
+# After a failing pass at Δ = 0, a register's floor first (read_bound; see min_delta).
+FLOOR_FIRST = True
 
 
 def min_delta(
@@ -72,6 +77,30 @@ def min_delta(
     states; otherwise it gallops (strides doubling below hi) until a pass fails, then
     bisects, or walks again once (lo, hi) is narrow enough. Every way, the same Δ.
     BudgetExceeded escapes only if the verdict itself is undecided.
+
+    On a register (or cas-register), read_bound's floor comes first, after the failing
+    pass at Δ = 0 (FLOOR_FIRST; no search: a few microseconds compiled). Why a pass at
+    the least candidate from the floor up decides it when it passes: a read b starts at
+    b.invoke - Δ, so a is ordered before b exactly while Δ < b.invoke - a.complete, a
+    candidate; the orders at Δ are those of the candidates above Δ, the same for every
+    Δ from one candidate up to the next, and fewer as Δ grows. So the history is
+    linearizable at Δ only if at the largest candidate <= Δ (or at 0 below them all),
+    and its minimal Δ is 0 or a candidate. read_bound shows it linearizable at no
+    Δ < f (its floor, see there), so (f > 0) its minimal Δ is a candidate >= f, at
+    least d, the least candidate >= f. A pass at d that passes shows it at most d: it
+    is d, exactly, after 2 passes (and its compacted linearization needs exactly d: a
+    need below d would be linearizable below d). The largest candidate below d (or 0)
+    lies below f: shown failing without a search, it is failed_at. A pass at d that
+    fails makes d the lo the rest narrows from, as above (the verdict's passes at L,
+    L > d only, and the largest Δ; then (lo, hi]): one failing pass more than without
+    the floor, where the floor is not the minimal Δ, against the candidates at or below
+    d the narrowing would have had in (lo, hi). Where f is ALWAYS (a read of a value no
+    write gives and not the initial one) no Δ helps: decided without the pass at the
+    largest Δ, which is failed_at. A pass at L < d would fail (L lies below f or
+    between two candidates below d): it is left out. The same Δ as without the floor
+    (and exact unless the budget runs out); the linearization returned is one at that
+    Δ, another one where the passes differ; verdict_states counts the passes made until
+    the verdict is known, the floor's among them, not those it spared.
 
     The compiled module runs this same loop, pass for pass (on small keys the Python
     around each pass cost more than the search); reference=True runs it here, over the
@@ -109,7 +138,32 @@ def min_delta(
             fail_states = max(fail_states, limits.states - before)
         return out
 
-    if 0 < lease_ns < top:
+    # read_bound's floor: linearizable at no Δ below it, so at no candidate below the
+    # least candidate from it up, at_floor; passing there, Δ is exactly that
+    at_floor = 0
+    if FLOOR_FIRST and isinstance(model, Register | CasRegister):
+        floor = _floor(ops, initial, encoded)
+        if floor >= ALWAYS:  # no Δ helps
+            return DeltaSearch(None, True, [], top, first.longest,
+                               limits.states - states_before)
+        if floor > 0:
+            at_floor = cands.at_least(floor) or 0
+    if 0 < at_floor <= top:
+        lo = cands.below(at_floor)
+        try:
+            out = counted(at_floor)
+        except BudgetExceeded:
+            pass  # on as without the floor, lo still shown failing
+        else:
+            if out.ok:
+                order = compact(ops, model, initial, out.order)
+                return DeltaSearch(Moves(ops).largest(order), True, order, lo,
+                                   failed_longest, limits.states - states_before)
+            lo, failed_longest = at_floor, out.longest
+        if lo == top:
+            return DeltaSearch(None, True, [], top, failed_longest,
+                               limits.states - states_before)
+    if lo < lease_ns < top and lease_ns >= at_floor:
         out = counted(lease_ns)
         if out.ok:
             hi_out = out
@@ -195,7 +249,7 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
             limits.max_states,
             -1 if limits.max_work is None else max(0, limits.max_work - limits.states),
             max(0.0, limits.deadline - time.monotonic()), CHEAP_FAILURE, LIST_CANDIDATES,
-            WALK_BEFORE_GALLOP))
+            WALK_BEFORE_GALLOP, FLOOR_FIRST))
     limits.states += states
     if rc == 2:
         raise BudgetExceeded("time")
@@ -203,3 +257,11 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
         raise BudgetExceeded("states")
     return DeltaSearch(None if delta < 0 else delta, exact, order,
                        None if failed_at < 0 else failed_at, longest, verdict_states)
+
+
+def _floor(ops: Sequence[Operation], initial: str | None, encoded: Encoded | None) -> int:
+    """read_bound's floor of the history's minimal Δ, over its encoded columns."""
+    if encoded is None:
+        encoded = encode(ops, initial) if compiled_available() else coded(ops, initial)
+    e = encoded
+    return refuted_below(e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init)

@@ -8,8 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "wgl_core.hpp"  // the operation kinds
-
 namespace llwgl {
 
 namespace bound {
@@ -17,6 +15,8 @@ namespace bound {
 constexpr int64_t NONE = -(int64_t(1) << 61);   // no time (read_bound.NONE)
 constexpr int64_t ALWAYS = int64_t(1) << 61;    // no Δ helps (read_bound.ALWAYS)
 constexpr int32_t WINDOW = 32;                  // read_bound.WINDOW
+// the operation kinds (checkers/ops.py; wgl_core.hpp, which includes this, names them too)
+constexpr int8_t READ = 0, WRITE = 1, CAS = 2, CAS_FAILED = 3;
 constexpr int64_t UNKNOWN_END = INT64_MAX;
 
 }  // namespace bound
@@ -28,7 +28,8 @@ static void read_thresholds(int32_t n, const int8_t *kind, const int32_t *val,
                             const int32_t *exp, const int64_t *invoke, const int64_t *complete,
                             const uint8_t *drop, int32_t init, int64_t delta,
                             std::vector<int32_t> &reads, std::vector<int64_t> &out) {
-    using namespace bound;
+    using bound::ALWAYS, bound::CAS, bound::CAS_FAILED, bound::NONE, bound::READ,
+        bound::UNKNOWN_END, bound::WINDOW, bound::WRITE;
     reads.clear();
     out.clear();
     for (int32_t i = 0; i < n; ++i)

@@ -39,8 +39,8 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
         const int64_t *invoke, const int64_t *end, const uint8_t *drop, int32_t init,
         int64_t lease,
         int64_t max_states, int64_t max_work, double seconds, double cheap_failure,
-        int64_t list_candidates, int32_t walk_before_gallop, int64_t *states,
-        DeltaOut &out) nogil
+        int64_t list_candidates, int32_t walk_before_gallop, bint floor_first,
+        int64_t *states, DeltaOut &out) nogil
 
 
 def encode(const int8_t[::1] kind, list values, list expected, object initial):
@@ -122,11 +122,12 @@ def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[:
 def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
               const int64_t[::1] invoke, const int64_t[::1] end,
               const uint8_t[::1] drop, int32_t init, int64_t lease, int64_t max_states, int64_t max_work, double seconds,
-              double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop):
+              double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
+              bint floor_first=True):
     """(status, states, delta, exact, failed_at, verdict_states, order, longest): status
     0 decided, 2 out of time, 3 out of states before the verdict was known; delta and
     failed_at -1 for none; max_work -1 for no bound on the sum of the searches' states;
-    drop as for linearizable."""
+    drop as for linearizable; floor_first: read_bound's floor first (min_delta.py)."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
@@ -140,7 +141,8 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
         rc = c_min_delta(n, &kind[0] if n else NULL, &val[0] if n else NULL,
                          &exp[0] if n else NULL, &invoke[0] if n else NULL,
                          &end[0] if n else NULL, drop_p, init, lease, max_states, max_work, seconds,
-                         cheap_failure, list_candidates, walk_before_gallop, &states, out)
+                         cheap_failure, list_candidates, walk_before_gallop, floor_first,
+                         &states, out)
     return (rc, states, out.delta, out.exact, out.failed_at, out.verdict_states,
             list(out.order), list(out.longest))
 

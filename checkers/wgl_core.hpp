@@ -18,6 +18,8 @@
 #include <utility>
 #include <vector>
 
+#include "read_bound.hpp"
+
 namespace llwgl {
 
 enum : int8_t { READ = 0, WRITE = 1, CAS = 2, CAS_FAILED = 3 };
@@ -759,6 +761,16 @@ class Candidates {
         }
         return best;
     }
+    // the least candidate >= max(d, 1) (0 if none)
+    int64_t at_least(int64_t d) const {
+        d = std::max<int64_t>(d, 1);
+        int64_t best = INT64_MAX;
+        for (int64_t r : reads_) {
+            auto k = std::upper_bound(comps_.begin(), comps_.end(), r - d);
+            if (k != comps_.begin()) best = std::min(best, r - *(k - 1));
+        }
+        return best == INT64_MAX ? 0 : best;
+    }
     // candidates in (lo, hi), sorted: all (repeats kept), or every k-th where there
     // are more than `most`; returns whether that is all of them
     bool between(int64_t lo, int64_t hi, int64_t most, std::vector<int64_t> &out) const {
@@ -868,7 +880,7 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
                      int32_t init, int64_t lease,
                      int64_t max_states, int64_t max_work, double seconds,
                      double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
-                     int64_t *states, DeltaOut &out) {
+                     bool floor_first, int64_t *states, DeltaOut &out) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
                                              std::chrono::duration<double>(seconds));
@@ -916,7 +928,35 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
     int64_t lo = 0;  // not linearizable at lo
     std::vector<int32_t> failed_longest = got_longest, hi_order;
     bool have_hi = false;
-    if (0 < lease && lease < top) {
+    // read_bound's floor: linearizable at no Δ below it, so at no candidate below the
+    // least candidate from it up, at_floor; passing there, Δ is exactly that
+    int64_t at_floor = 0;
+    if (floor_first) {
+        int64_t floor = refuted_below(n, kind, val, exp, invoke, end, drop, init);
+        if (floor >= bound::ALWAYS) {  // no Δ helps
+            out = DeltaOut{-1, true, top, *states, {}, got_longest};
+            return OK;
+        }
+        if (floor > 0) at_floor = cands.at_least(floor);
+    }
+    if (0 < at_floor && at_floor <= top) {
+        lo = cands.below(at_floor);
+        if (pass(at_floor)) {
+            if (rc == OK) {
+                compact(kind, val, exp, invoke, end, init, got_order);
+                out = DeltaOut{largest_move(kind, invoke, end, got_order), true, lo, *states,
+                               got_order, failed_longest};
+                return OK;
+            }
+            lo = at_floor;
+            failed_longest = got_longest;
+        }  // (out of budget: on as without the floor, lo still shown failing)
+        if (lo == top) {
+            out = DeltaOut{-1, true, top, *states, {}, failed_longest};
+            return OK;
+        }
+    }
+    if (lo < lease && lease < top && lease >= at_floor) {
         if (!pass(lease)) return rc;
         if (rc == OK) {
             have_hi = true;

@@ -18,12 +18,14 @@ import sys
 import time
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from repo_paths import ROOT
+from repo_paths import CORPORA, ROOT
 
 from bench.gen_cas_history import generate_cas
 from leaseline.checkers import min_delta as tuning
+from leaseline.checkers.importers.knossos import read_knossos
 from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
@@ -116,30 +118,66 @@ def test_compiled_matches_reference_and_brute_force(
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(histories(), st.sampled_from([0, 2, 10]),
-       st.sampled_from(["bisect", "bisect-sampled", "walk", "gallop"]))
+       st.sampled_from(["bisect", "bisect-sampled", "walk", "gallop"]), st.booleans())
 def test_minimal_delta_matches_reference_and_brute_force(
-    case: tuple[list[Operation], Model, str | None], lease: int, how: str
+    case: tuple[list[Operation], Model, str | None], lease: int, how: str, floor: bool
 ) -> None:
     ops, model, initial = case
     # small histories' failing passes are cheap, so min_delta bisects by the ranks of all
     # candidates; "bisect-sampled" lists only every k-th candidate, as with many, and
     # "walk" walks down, as where failing passes are costly, "gallop" strides from the
-    # first step
-    saved = tuning.CHEAP_FAILURE, tuning.LIST_CANDIDATES, tuning.WALK_BEFORE_GALLOP
+    # first step; floor: read_bound's floor first, or not (either way the same Δ)
+    saved = (tuning.CHEAP_FAILURE, tuning.LIST_CANDIDATES, tuning.WALK_BEFORE_GALLOP,
+             tuning.FLOOR_FIRST)
     tuning.CHEAP_FAILURE = -1 if how in ("walk", "gallop") else saved[0]
     tuning.LIST_CANDIDATES = 2 if how == "bisect-sampled" else saved[1]
     tuning.WALK_BEFORE_GALLOP = 1 if how == "gallop" else saved[2]
+    tuning.FLOOR_FIRST = floor
     try:
         fast = min_delta(ops, model, initial, lease, lim())
         ref = min_delta(ops, model, initial, lease, lim(), reference=True)
     finally:
-        tuning.CHEAP_FAILURE, tuning.LIST_CANDIDATES, tuning.WALK_BEFORE_GALLOP = saved
+        (tuning.CHEAP_FAILURE, tuning.LIST_CANDIDATES, tuning.WALK_BEFORE_GALLOP,
+         tuning.FLOOR_FIRST) = saved
     assert fast == ref  # the same passes: Δ, exactness, linearization, memo sizes
     comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
     cands = sorted({0} | {o.invoke - c for o in ops if o.f == READ for c in comps
                           if o.invoke > c})
     expect = next((c for c in cands if brute(ops, model, initial, read_shift(ops, c))), None)
     assert fast.min_delta_ns == expect
+
+
+KNOSSOS_BAD = sorted((CORPORA / "knossos" / "cas-register" / "bad").glob("*.edn"))
+
+
+@pytest.mark.skipif(not KNOSSOS_BAD, reason=f"no corpora at {CORPORA}")
+def test_the_floor_first_gives_the_same_minimal_delta_in_fewer_searches() -> None:
+    """Knossos's bad histories and generated stale cas keys: read_bound's floor first
+    gives the same Δ and exactness, compiled and in the reference loop. On Knossos's the
+    floor is the minimal Δ (or shows that none helps), so the floor's pass (or none)
+    decides it: fewer memoised entries than narrowing down from the verdict's."""
+    keys = [(read_knossos(p), CasRegister()) for p in KNOSSOS_BAD]
+    keys += [(generate_cas(n, stale=True, seed=seed, think_ms=think).history, CasRegister())
+             for n, seed, think in ((200, 5, 10.0), (200, 6, 2.0), (1000, 5, 10.0))]
+    states = {True: 0, False: 0}
+    for k, (h, model) in enumerate(keys):
+        ops = HistoryOperations(h)
+        got = {}
+        for floor in (True, False):
+            tuning.FLOOR_FIRST = floor
+            try:
+                for ref in (False, True) if len(h) <= 300 else (False,):
+                    limits = lim()
+                    found = min_delta(ops, model, h.initial, 0, limits, reference=ref)
+                    got[floor, ref] = found.min_delta_ns, found.exact, limits.states
+            finally:
+                tuning.FLOOR_FIRST = True
+        assert len({(d, exact) for d, exact, _ in got.values()}) == 1, (h.key, got)
+        if k < len(KNOSSOS_BAD):
+            assert got[True, False][2] <= got[False, False][2], (h.key, got)
+            for floor in (True, False):
+                states[floor] += got[floor, False][2]
+    assert states[True] < states[False], states
 
 
 def test_without_the_compiled_search_the_checker_warns_once_and_still_decides() -> None:
