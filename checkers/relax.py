@@ -64,6 +64,7 @@ from leaseline.checkers.search_columns import (
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves, compact, compact_coded
 from leaseline.checkers.wgl import compiled_available, compiled_fits, linearizable
+from leaseline.checkers.wgl_native import compiled_refuted_below
 
 try:  # optional, as the compiled search is: the Python steps below give the same
     from leaseline.checkers import witness_compiled as _witness
@@ -275,33 +276,46 @@ def below(a: int | None, b: int | None) -> bool:
 
 
 # Relaxed histories of at least this many operations are narrowed from above where
-# read_bound shows a floor (see search_relaxed); on smaller ones min_delta's failing
-# searches stay cheap, and the floor's arrays would cost more than they spare.
-FROM_ABOVE_OPS = 512
+# read_bound shows a floor (see search_relaxed): all of them where the floor is
+# compiled (a few microseconds a key); else on smaller ones the floor's arrays would
+# cost more than the failing searches they spare.
+FROM_ABOVE_OPS = 0 if compiled_refuted_below is not None else 512
+# On relaxed histories of at least this many operations the probe (search_relaxed)
+# comes before the search at the floor: where that one runs out of budget, the probe's
+# linearization still bounds the relaxed Δ from above.
+PROBE_FIRST_OPS = 512
 
 
 def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                    names: Sequence[str], delta_ns: int | None, lease_ns: int,
                    limits: SearchLimits, cands: Candidates | None = None) -> Relaxed:
     """The minimal Δ of the relaxed history, the key's being delta_ns, never above it
-    (a relaxation only adds linearizations). One search first asks whether the
-    relaxation lowers Δ at all: the relaxed history at the largest candidate below
-    delta_ns (at the largest candidate when no Δ helps the key). The candidates are the
+    (a relaxation only adds linearizations). One search asks whether the relaxation
+    lowers Δ at all: the relaxed history at the largest candidate below delta_ns, the
+    probe (at the largest candidate when no Δ helps the key). The candidates are the
     key's (clones complete never, drops change no completion), so if that fails the
     relaxed minimal Δ is the key's, and most keys a relaxation does not explain cost
     that one search. If it passes, its linearization, compacted, needs some hi below
     delta_ns: the relaxation lowers Δ, to hi at most.
 
-    From there, where read_bound shows the relaxed history linearizable at no Δ below
-    some floor > 0, the search at Δ = 0 with which min_delta starts would fail, and
+    read_bound's floor (where it shows the relaxed history linearizable at no Δ below
+    some floor > 0) decides more without searching, or with fewer searches:
+    - floor > probe: no candidate lies in [floor, delta_ns), and the relaxed minimal Δ
+      is a candidate (or 0) in [floor, delta_ns]: it is the key's, with no search;
+    - else the relaxed minimal Δ is a candidate in [floor, probe], so the least of them,
+      d, first: passing, its linearization compacted needs a candidate in [floor, d],
+      that is exactly d (and d < delta_ns: the relaxation lowers Δ), one search where
+      the floor is tight, and no probe. On a history of PROBE_FIRST_OPS or more the
+      probe goes first all the same (where the budget runs out on d, its linearization
+      still bounds the relaxed Δ from above).
+    Where d fails, the search at Δ = 0 with which min_delta starts would fail too, and
     failing searches of a relaxed history can cost far more than passing ones (a CAS
     key's thousands of times more, failing just below the relaxed Δ, than passing just
-    above it). So the Δ is narrowed from above instead (_from_above): the relaxed
-    minimal Δ is a candidate (or 0) at least the floor, so the least candidate from the
-    floor up first (passing, it is exact), then the candidate just below what each
-    passing search's compacted linearization needs, until that one is shown failing
-    (hi is then exact: nothing lies between). Without such a floor (or on a history
-    shorter than FROM_ABOVE_OPS, or with clones), min_delta decides it as for the key.
+    above it). So the Δ is narrowed from above instead (_from_above): the candidate just
+    below what each passing search's compacted linearization needs, from the probe's
+    down, until that one is shown failing (hi is then exact: nothing lies between but
+    Δs shown failing). Without such a floor (or on a history shorter than
+    FROM_ABOVE_OPS, or with clones), min_delta decides it as for the key.
 
     Where the budget runs out the result says both bounds (`Relaxed.undecided`, or
     found.exact False with `lower_ns`): undecided when the first search ran out (its
@@ -315,10 +329,27 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     probe = cands.top() if delta_ns is None else cands.below(delta_ns)
     rows: Sequence[Operation] = relaxed if enc is not None else relaxed.rows()
     n = len(ops)
+    # (a clone may go anywhere after its write's invoke, so with clones read_bound
+    # shows nothing but about reads no write gives: not worth its arrays)
+    floor = _floor(relaxed, initial, enc, model) \
+        if len(relaxed) >= FROM_ABOVE_OPS and not len(relaxed.clones) else 0
+    if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
+        return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
+    lo = -1  # the largest Δ a search failed at
     try:
-        first = linearizable(rows, model, initial, probe, limits, encoded=enc)
+        if floor > 0 and len(relaxed) < PROBE_FIRST_OPS:
+            # the least candidate from the floor up (at most the probe): passing, it is
+            # the relaxed minimal Δ, and it lowers the key's; one search
+            lo = cands.at_least(floor) or probe
+            out = linearizable(rows, model, initial, lo, limits, encoded=enc)
+            if out.ok:  # its compacted linearization needs a candidate in [floor, lo]
+                order = _compact(rows, model, initial, enc, out.order)
+                return _finish(relaxed, model, initial, enc, rows,
+                               DeltaSearch(lo, True, order, cands.below(floor)), False)
+        first = out if lo == probe else linearizable(rows, model, initial, probe, limits,
+                                                      encoded=enc)
     except BudgetExceeded:
-        floor = _floor(relaxed, initial, enc, model)
+        floor = floor or _floor(relaxed, initial, enc, model)
         if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
             return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
                            originals=n)
@@ -326,13 +357,9 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                        lower_ns=floor, undecided=True, bounded=True)
     if not first.ok:
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
-    # (a clone may go anywhere after its write's invoke, so with clones read_bound
-    # shows nothing but about reads no write gives: not worth its arrays)
-    floor = _floor(relaxed, initial, enc, model) \
-        if len(relaxed) >= FROM_ABOVE_OPS and not len(relaxed.clones) else 0
     bounded = False
     if floor > 0:
-        found = _from_above(rows, model, initial, enc, limits, cands, floor, probe,
+        found = _from_above(rows, model, initial, enc, limits, cands, floor, lo, probe,
                             first.order)
     else:
         try:
@@ -342,6 +369,16 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
             order = _compact(rows, model, initial, enc, first.order)
             found = DeltaSearch(Moves(rows).largest(order), False, order, 0)
             bounded = True
+    return _finish(relaxed, model, initial, enc, rows, found, bounded)
+
+
+def _finish(relaxed: RelaxedOperations, model: Model, initial: str | None,
+            enc: Encoded | None, rows: Sequence[Operation], found: DeltaSearch,
+            bounded: bool) -> Relaxed:
+    """search_relaxed's Relaxed from the search that found the relaxed minimal Δ (found:
+    its Δ, exactness and compacted linearization): the witness trimmed, the dropped
+    writes put back, the changed operations listed."""
+    n = len(relaxed.base)
     if found.min_delta_ns is None:  # (the first search passed: not reached)
         return Relaxed(rows, found, [], originals=n)
     if enc is not None and _witness is not None:
@@ -382,19 +419,19 @@ def _compact(rows: Sequence[Operation], model: Model, initial: str | None,
 
 def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
                 enc: Encoded | None, limits: SearchLimits, cands: Candidates, floor: int,
-                probe: int, first: list[int]) -> DeltaSearch:
+                lo: int, probe: int, first: list[int]) -> DeltaSearch:
     """search_relaxed's narrowing from above: the relaxed history is linearizable at
-    probe (by the linearization first) and at no Δ below floor. Its minimal Δ is a
-    candidate in [floor, probe], so first the least of them: where the floor is tight
-    that one search decides it. Then (it failed) the candidate just below what the
-    last linearization needs, until that one is shown failing."""
+    probe (by the linearization first) and at no Δ below floor; lo: the least candidate
+    from the floor up where a search showed it failing (else -1). Its minimal Δ is a
+    candidate in [floor, probe], so first the least of them (unless lo says it fails):
+    where the floor is tight that one search decides it. Then (it failed) the candidate
+    just below what the last linearization needs, until that one is shown failing."""
     moves = Moves(rows)
-    lo = -1  # the largest Δ a search failed at
     hi_order: list[int] = []
     hi = probe
     try:
         d = cands.at_least(floor)
-        if d is not None and d <= probe:
+        if lo < 0 and d is not None and d <= probe:
             out = Outcome(True, first) if d == probe else linearizable(
                 rows, model, initial, d, limits, encoded=enc)
             if out.ok:  # needs d at most, and at least the floor: exactly d
