@@ -102,6 +102,22 @@ def _compiled_columns(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke
             np.ascontiguousarray(drop, dtype=np.uint8))
 
 
+def own_floors(kind: np.ndarray, val: np.ndarray, exp: np.ndarray, invoke: np.ndarray,
+               complete: np.ndarray, drop: np.ndarray, init: int, delta: int
+               ) -> dict[int, int]:
+    """{position: floor} of the reads stale_shown shows stale at delta: each one's own
+    shift (every other read moved delta earlier) is at least its floor, the largest
+    shift below which its threshold refutes it. In the compiled module where built."""
+    if compiled_read_thresholds is None:
+        reads, t = _reads(kind, complete), _thresholds(kind, val, exp, invoke, complete, drop,
+                                                       init, delta)
+    else:
+        reads, t = compiled_read_thresholds(
+            *_compiled_columns(kind, val, exp, invoke, complete, drop), init, delta)
+    shown = (t > 0) & (t < ALWAYS)
+    return dict(zip(reads[shown].tolist(), t[shown].tolist(), strict=True))
+
+
 def stale_reads_shown(ops: Sequence[Operation], initial: str | None, model: Model,
                       delta: int) -> set[int]:
     """History indices of the reads of ops that stale_shown shows stale at delta (none

@@ -9,9 +9,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from leaseline.checkers.models import Model
+from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import READ, UNKNOWN_END, Operation
-from leaseline.checkers.search_columns import NO_DROP, columns, encode
+from leaseline.checkers.read_bound import coded, own_floors
+from leaseline.checkers.search_columns import NO_DROP, Encoded, columns, encode
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.shifts import Moves, read_shifts
 from leaseline.checkers.wgl import compiled_fits, linearizable
@@ -43,7 +44,10 @@ def stale_shifts(
         exact, states, moved = compiled_read_staleness(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, delta,
             order if type(order) is list else list(order), mask, limits.max_states,
-            max(0.0, limits.deadline - time.monotonic()))
+            # by name, and only to turn it off: a module built before own_floors was
+            # added still takes the call (the same shifts, without the floors)
+            max(0.0, limits.deadline - time.monotonic()),
+            **({} if OWN_FLOORS else {"own_floors": False}))
         limits.states += states
         return moved, exact
     moved = [(i, s) for i, s in read_shifts(ops, order, delta)
@@ -87,7 +91,21 @@ def read_staleness(
     read alone, as without groups. Reads are tested the most moved first, so stale ones
     are met early and the estimates of p and r settle before groups grow. Each result
     is the least s whatever the groups were, as each step above only uses
-    monotonicity: the order of tests changes the cost, not the answer."""
+    monotonicity: the order of tests changes the cost, not the answer.
+
+    On a register, read_bound shows some reads stale without a search, each with a
+    floor f > 0 of its own (OWN_FLOORS; read_bound.own_floors: its thresholds with
+    every other read moved `delta` earlier and its own shift s in place of Δ; every
+    threshold refutes every s below it, see read_bound). Its s is 0 or one of the
+    values above (passing a completion is what changes anything, and the bound is
+    enough), and no s < f passes, so s is at least c, the least of those values >= f.
+    Such reads are decided first, each alone (a group holding one would fail): where
+    c is the bound, s is the bound, settled without a search; else a search at c that
+    passes settles it at c (exact: no value lies in [f, c)), and one that fails makes c
+    the lower end of the narrowing above. Their passing searches bound the other reads
+    as any do; the share of stale reads the groups estimate is over the other reads."""
+    enc = encode(ops, initial) if compiled_fits(ops, model) else None
+    floors = _floors(ops, model, initial, delta, enc, upper=dict(moved))
     f, invoke, complete = columns(ops)
     comps = _sorted_unique(np.asarray(complete[complete != UNKNOWN_END], dtype=np.int64))
     invokes = invoke.tolist()
@@ -98,7 +116,6 @@ def read_staleness(
     done: dict[int, int] = {}
     pending = set(upper)  # reads not yet decided
     moves = Moves(ops)
-    enc = encode(ops, initial) if compiled_fits(ops, model) else None
     cost = {True: [0, 0], False: [0, 0]}  # by outcome: searches, memoised entries
 
     def test(shift: dict[int, int]) -> bool:
@@ -122,12 +139,17 @@ def read_staleness(
         done[p] = s
         pending.discard(p)
 
+    def stale_share() -> float:
+        """The share of stale reads among those decided without a floor, estimated."""
+        est = [s for q, s in done.items() if q not in floors]
+        return (sum(s > 0 for s in est) + 1) / (len(est) + 2)
+
     def group_size() -> int:
         (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
         if not fails or not passes:
             return 1
         r = max(1.0, fail_states / fails) / max(1.0, pass_states / passes)
-        p = (sum(s > 0 for s in done.values()) + 1) / (len(done) + 2)
+        p = stale_share()
         best = 1 / (p * r * math.log(2))
         return 1 << int(math.log2(best)) if best >= 2 else 1
 
@@ -136,15 +158,48 @@ def read_staleness(
         failing search at 0; where not, it costs a passing one: first when p F > (1 - p)
         P (F, P: a failing and a passing search's cost, p as in group_size)."""
         (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
-        p = (sum(s > 0 for s in done.values()) + 1) / (len(done) + 2)
+        p = stale_share()
         if not fails or not passes:
             return p > 0.5
         return p * fail_states / fails > (1 - p) * pass_states / passes
 
-    queue = sorted(upper, key=lambda p: (-upper[p], p))  # the most moved first
+    def candidates(pos: int) -> np.ndarray:
+        """invoke - completion in (0, bound), increasing, then the bound."""
+        diffs = invokes[pos] - comps[::-1]  # increasing
+        return np.concatenate((diffs[(diffs > 0) & (diffs < upper[pos])], [upper[pos]]))
+
+    def narrow(pos: int, cands: np.ndarray, a: int, b: int) -> None:
+        """Settle pos at the least of cands[a..b] that passes, cands[b] known to."""
+        while a < b:
+            # the candidate just below the bound first (b is still the bound only
+            # then): the bound is often the read's own staleness, settled so by one
+            # failing search
+            mid = b - 1 if b == len(cands) - 1 else (a + b) // 2
+            if test({pos: int(cands[mid])}):
+                b = mid
+            else:
+                a = mid + 1
+        settle(pos, int(cands[b]))
+
+    def most_moved(p: int) -> tuple[int, int]:
+        return -upper[p], p
+
+    shown = sorted((p for p in upper if p in floors), key=most_moved)  # with a floor
+    queue = sorted((p for p in upper if p not in floors), key=most_moved)
     head = 0  # queue[head:] is still to be tested
     split: list[list[int]] = []  # halves of failed groups, tested next (a stack)
     try:
+        for pos in shown:
+            # no shift below its floor passes: the least candidate from it up first
+            cands = candidates(pos)
+            b = len(cands) - 1
+            a = min(int(np.searchsorted(cands, floors[pos], side="left")), b)
+            if a < b:
+                if test({pos: int(cands[a])}):
+                    b = a
+                else:
+                    a += 1
+            narrow(pos, cands, a, b)
         while split or head < len(queue):
             if split:
                 group = split.pop()
@@ -166,8 +221,7 @@ def read_staleness(
             if not group:
                 continue
             pos = group[0]
-            diffs = invokes[pos] - comps[::-1]  # increasing
-            cands = np.concatenate((diffs[(diffs > 0) & (diffs < upper[pos])], [upper[pos]]))
+            cands = candidates(pos)
             a, b = 0, len(cands) - 1  # cands[b] is known to be enough
             if b > 0 and stale_first():
                 # failing just below the bound settles the read at it without testing 0
@@ -178,16 +232,7 @@ def read_staleness(
             if test({pos: 0}):
                 settle(pos, 0)
                 continue
-            while a < b:
-                # the candidate just below the bound first (b is still the bound only
-                # then): the bound is often the read's own staleness, settled so by one
-                # failing search
-                mid = b - 1 if b == len(cands) - 1 else (a + b) // 2
-                if test({pos: int(cands[mid])}):
-                    b = mid
-                else:
-                    a = mid + 1
-            settle(pos, int(cands[b]))
+            narrow(pos, cands, a, b)
     except BudgetExceeded:
         return [(p, done.get(p, upper[p])) for p, _ in moved], False
     return [(p, done[p]) for p, _ in moved], True
@@ -200,3 +245,18 @@ def _sorted_unique(a: np.ndarray) -> np.ndarray:
     keep = np.ones(len(a), dtype=bool)
     keep[1:] = a[1:] != a[:-1]
     return a[keep]
+
+
+# Each read's floor first (read_bound; see read_staleness).
+OWN_FLOORS = True
+
+
+def _floors(ops: Sequence[Operation], model: Model, initial: str | None, delta: int,
+            enc: Encoded | None, upper: dict[int, int]) -> dict[int, int]:
+    """{position: read_bound's floor of its own shift} of the reads of `upper` it shows
+    stale (a register's only: the argument is about its states)."""
+    if not OWN_FLOORS or not isinstance(model, Register | CasRegister):
+        return {}
+    e = enc if enc is not None else coded(ops, initial)
+    got = own_floors(e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, delta)
+    return {p: t for p, t in got.items() if p in upper}

@@ -39,8 +39,8 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
                            const int32_t *exp, const int64_t *invoke, const int64_t *end,
                            const uint8_t *drop, int32_t init, int64_t delta,
                            const int32_t *order, int32_t order_len, const uint8_t *only,
-                           int64_t max_states, double seconds, int64_t *states,
-                           std::vector<std::pair<int32_t, int64_t>> &out) {
+                           int64_t max_states, double seconds, bool own_floors,
+                           int64_t *states, std::vector<std::pair<int32_t, int64_t>> &out) {
     const int64_t UNKNOWN = INT64_MAX;
     const auto deadline = deadline_in(seconds);
     *states = 0;
@@ -87,7 +87,16 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
         pending[p] = 1;
         pending_list.push_back(p);
     }
-    int64_t done_count = 0, done_stale = 0;
+    // read_bound's floor of each moved read's own shift (0: none shown)
+    std::vector<int64_t> floor_of(n, 0);
+    if (own_floors) {
+        std::vector<int32_t> reads;
+        std::vector<int64_t> t;
+        read_thresholds(n, kind, val, exp, invoke, end, drop, init, delta, reads, t);
+        for (size_t k = 0; k < reads.size(); ++k)
+            if (is_moved[reads[k]] && t[k] > 0 && t[k] < bound::ALWAYS) floor_of[reads[k]] = t[k];
+    }
+    int64_t done_count = 0, done_stale = 0;  // of the reads without a floor
     size_t queue_size = 0;
     int64_t fails = 0, fail_states = 0, passes = 0, pass_states = 0;
     std::vector<int32_t> got_order(std::max(n, 1)), got_longest(std::max(n, 1)), needs_at(n, -1);
@@ -127,7 +136,9 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
         return ok;
     };
     auto settle = [&](int32_t p, int64_t s) {
-        if (!settled[p]) {
+        if (floor_of[p] > 0) {  // known stale: not one of those the groups estimate
+            settled[p] = 1;
+        } else if (!settled[p]) {
             settled[p] = 1;
             ++done_count;
             if (s > 0) ++done_stale;
@@ -153,18 +164,57 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
         return p * (double)fail_states / (double)fails >
                (1 - p) * (double)pass_states / (double)passes;
     };
-    std::vector<int32_t> queue;
-    for (auto &[p, s] : moved) queue.push_back(p);
+    std::vector<int32_t> queue, shown;  // shown: the reads with a floor, first
+    for (auto &[p, s] : moved) (floor_of[p] > 0 ? shown : queue).push_back(p);
     queue_size = queue.size();
-    std::sort(queue.begin(), queue.end(), [&](int32_t a, int32_t b) {
+    auto most_moved = [&](int32_t a, int32_t b) {
         return upper[a] != upper[b] ? upper[a] > upper[b] : a < b;
-    });
+    };
+    std::sort(queue.begin(), queue.end(), most_moved);
+    std::sort(shown.begin(), shown.end(), most_moved);
     size_t head = 0;
     std::vector<std::vector<int32_t>> split;
     std::vector<int32_t> group, cands;
     std::vector<std::pair<int32_t, int64_t>> shift;
     std::vector<int64_t> cand;
+    // invoke - completion in (0, bound), increasing, then the bound
+    auto candidates = [&](int32_t pos) {
+        cand.clear();
+        for (size_t k = comps.size(); k-- > 0;) {
+            int64_t d = invoke[pos] - comps[k];
+            if (d > 0 && d < upper[pos]) cand.push_back(d);
+        }
+        cand.push_back(upper[pos]);
+    };
+    // the least shift in cand[a..b] that passes, cand[b] known to be enough: the one just
+    // below the bound first (b is still the bound only then), then bisecting
+    auto narrow = [&](int32_t pos, size_t a, size_t b) {
+        while (a < b) {
+            size_t mid = b == cand.size() - 1 ? b - 1 : (a + b) / 2;
+            shift.assign(1, {pos, cand[mid]});
+            if (test(shift))
+                b = mid;
+            else
+                a = mid + 1;
+        }
+        settle(pos, cand[b]);
+    };
     try {
+        for (int32_t pos : shown) {
+            // no shift below its floor passes: the least candidate from it up first
+            candidates(pos);
+            size_t b = cand.size() - 1;
+            size_t a = std::min<size_t>(
+                std::lower_bound(cand.begin(), cand.end(), floor_of[pos]) - cand.begin(), b);
+            if (a < b) {
+                shift.assign(1, {pos, cand[a]});
+                if (test(shift))
+                    b = a;
+                else
+                    ++a;
+            }
+            narrow(pos, a, b);
+        }
         while (!split.empty() || head < queue.size()) {
             if (!split.empty()) {
                 group = std::move(split.back());
@@ -194,12 +244,7 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
             }
             if (group.empty()) continue;
             int32_t pos = group[0];
-            cand.clear();  // invoke - completion in (0, bound), increasing, then the bound
-            for (size_t k = comps.size(); k-- > 0;) {
-                int64_t d = invoke[pos] - comps[k];
-                if (d > 0 && d < upper[pos]) cand.push_back(d);
-            }
-            cand.push_back(upper[pos]);
+            candidates(pos);
             size_t a = 0, b = cand.size() - 1;  // cand[b] is known to be enough
             if (b > 0 && stale_first()) {
                 // failing just below the bound settles the read at it without testing 0
@@ -215,15 +260,7 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
                 settle(pos, 0);
                 continue;
             }
-            while (a < b) {
-                size_t mid = b == cand.size() - 1 ? b - 1 : (a + b) / 2;
-                shift.assign(1, {pos, cand[mid]});
-                if (test(shift))
-                    b = mid;
-                else
-                    a = mid + 1;
-            }
-            settle(pos, cand[b]);
+            narrow(pos, a, b);
         }
     } catch (const BudgetOut &) {
         for (auto &[p, s] : moved) out.emplace_back(p, settled[p] ? done[p] : upper[p]);

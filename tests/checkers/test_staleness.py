@@ -399,21 +399,36 @@ def test_group_tests_keep_every_stale_read(monkeypatch) -> None:  # noqa: ANN001
                 model="cas-register")
     delta, stale = 9 * MS, {2: 9 * MS, 64: 9 * MS}
     groups: list[int] = []
+    tested: set[int] = set()
     search = staleness.linearizable
 
     def spy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
         # each test shifts every operation by its own amount: the reads it tests are
         # those not at Δ (a test never puts a read at Δ itself: below its bound)
-        groups.append(sum(o.f == READ and s != delta for o, s in zip(ops, args[3], strict=True)))
+        mine = [o.index for o, s in zip(ops, args[3], strict=True) if o.f == READ and s != delta]
+        groups.append(len(mine))
+        tested.update(mine)
         return search(*args, **kwargs)
 
     monkeypatch.setattr(staleness, "linearizable", spy)
     ops = h.operations()
+    # read_bound's floors show both stale reads (each read's own floor, 9 ms): first
+    # without them, as for stale reads it cannot show, where the groups must find them
+    monkeypatch.setattr(staleness, "OWN_FLOORS", False)
     out, exact = staleness.read_staleness(ops, CasRegister(), None, delta, _all_reads_at(h, delta),
                                     SearchLimits(float("inf"), 100_000))
     assert exact and {ops[p].index: s for p, s in out if s > 0} == stale
     assert max(groups) > 2  # groups were tested
     assert len(groups) < len(out)  # fewer searches than reads
+    assert set(stale) <= tested
+    # with them: each floor is its read's bound (Δ), so both are settled without a search
+    groups.clear()
+    tested.clear()
+    monkeypatch.setattr(staleness, "OWN_FLOORS", True)
+    out, exact = staleness.read_staleness(ops, CasRegister(), None, delta, _all_reads_at(h, delta),
+                                    SearchLimits(float("inf"), 100_000))
+    assert exact and {ops[p].index: s for p, s in out if s > 0} == stale
+    assert not set(stale) & tested
 
 
 @PROPERTY

@@ -50,8 +50,16 @@ def _staleness_agrees(monkeypatch: pytest.MonkeyPatch, h: KeyHistory, max_states
                                          found.min_delta_ns, limits, only)
             return out, limits.states
 
-        compiled, python = _both(monkeypatch, staleness, "compiled_read_staleness", run)
-        assert compiled == python
+        # each read's floor first, or not: the same searches compiled as in Python, and
+        # (decided) the same shifts either way
+        got = {}
+        for floors in (True, False):
+            monkeypatch.setattr(staleness, "OWN_FLOORS", floors)
+            compiled, python = _both(monkeypatch, staleness, "compiled_read_staleness", run)
+            assert compiled == python
+            got[floors] = compiled[0]
+        if got[True][1] and got[False][1]:
+            assert got[True] == got[False]
 
 
 def _shrinking_agrees(monkeypatch: pytest.MonkeyPatch, h: KeyHistory, max_states: int | None
