@@ -281,8 +281,8 @@ def below(a: int | None, b: int | None) -> bool:
 # cost more than the failing searches they spare.
 FROM_ABOVE_OPS = 0 if compiled_refuted_below is not None else 512
 # On relaxed histories of at least this many operations the probe (search_relaxed)
-# comes before the search at the floor: where that one runs out of budget, the probe's
-# linearization still bounds the relaxed Δ from above.
+# comes before the search at the floor (or at Δ = 0): where that one runs out of budget,
+# the probe's linearization still bounds the relaxed Δ from above.
 PROBE_FIRST_OPS = 512
 
 
@@ -299,23 +299,30 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     delta_ns: the relaxation lowers Δ, to hi at most.
 
     read_bound's floor (where it shows the relaxed history linearizable at no Δ below
-    some floor > 0) decides more without searching, or with fewer searches:
+    some floor > 0; else the floor is 0) decides more without searching, or with fewer
+    searches:
     - floor > probe: no candidate lies in [floor, delta_ns), and the relaxed minimal Δ
       is a candidate (or 0) in [floor, delta_ns]: it is the key's, with no search;
-    - else the relaxed minimal Δ is a candidate in [floor, probe], so the least of them,
-      d, first: passing, its linearization compacted needs a candidate in [floor, d],
-      that is exactly d (and d < delta_ns: the relaxation lowers Δ), one search where
-      the floor is tight, and no probe. On a history of PROBE_FIRST_OPS or more the
-      probe goes first all the same (where the budget runs out on d, its linearization
-      still bounds the relaxed Δ from above).
-    Where d fails, the search at Δ = 0 with which min_delta starts would fail too, and
-    failing searches of a relaxed history can cost far more than passing ones (a CAS
+    - else the relaxed minimal Δ is 0 or a candidate in [floor, probe], so the least of
+      them, d, first (0 where the floor is 0): passing at d > 0, its linearization
+      compacted needs a candidate in [floor, d], that is exactly d; passing at 0, Δ is
+      0, with min_delta's own first search. Either way d < delta_ns (the key's is above
+      the lease, or none helps): the relaxation lowers Δ, decided by one search where
+      the floor is tight or a relaxation leaves nothing to shift (most duplicated
+      writes), and no probe. On a history of PROBE_FIRST_OPS or more the probe goes
+      first all the same (where the budget runs out on d, its linearization still
+      bounds the relaxed Δ from above). Where d fails, the probe follows.
+
+    Where the floor is > 0, the search at Δ = 0 with which min_delta starts would fail,
+    and failing searches of a relaxed history can cost far more than passing ones (a CAS
     key's thousands of times more, failing just below the relaxed Δ, than passing just
     above it). So the Δ is narrowed from above instead (_from_above): the candidate just
     below what each passing search's compacted linearization needs, from the probe's
     down, until that one is shown failing (hi is then exact: nothing lies between but
     Δs shown failing). Without such a floor (or on a history shorter than
-    FROM_ABOVE_OPS, or with clones), min_delta decides it as for the key.
+    FROM_ABOVE_OPS, or with clones), min_delta decides it as for the key (its first
+    search, at Δ = 0, is the one that failed here: the same answer and witness as
+    without the search at d).
 
     Where the budget runs out the result says both bounds (`Relaxed.undecided`, or
     found.exact False with `lower_ns`): undecided when the first search ran out (its
@@ -337,13 +344,16 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
     lo = -1  # the largest Δ a search failed at
     try:
-        if floor > 0 and len(relaxed) < PROBE_FIRST_OPS:
-            # the least candidate from the floor up (at most the probe): passing, it is
-            # the relaxed minimal Δ, and it lowers the key's; one search
-            lo = cands.at_least(floor) or probe
+        if len(relaxed) < PROBE_FIRST_OPS:
+            # the least Δ from the floor up (at most the probe): passing, it is the
+            # relaxed minimal Δ, and it lowers the key's; one search
+            lo = (cands.at_least(floor) or probe) if floor > 0 else 0
             out = linearizable(rows, model, initial, lo, limits, encoded=enc)
+            if out.ok and not lo:  # as min_delta's first search finds it
+                return _finish(relaxed, model, initial, enc, rows,
+                               DeltaSearch(0, True, out.order, None), False)
             if out.ok:  # its compacted linearization needs a candidate in [floor, lo]
-                order = _compact(rows, model, initial, enc, out.order)
+                order, _ = _compact(rows, model, initial, enc, out.order)
                 return _finish(relaxed, model, initial, enc, rows,
                                DeltaSearch(lo, True, order, cands.below(floor)), False)
         first = out if lo == probe else linearizable(rows, model, initial, probe, limits,
@@ -366,8 +376,8 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
             found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
         except BudgetExceeded:
             # undecided from below: the first search's linearization bounds it
-            order = _compact(rows, model, initial, enc, first.order)
-            found = DeltaSearch(Moves(rows).largest(order), False, order, 0)
+            order, need = _compact(rows, model, initial, enc, first.order)
+            found = DeltaSearch(need, False, order, 0)
             bounded = True
     return _finish(relaxed, model, initial, enc, rows, found, bounded)
 
@@ -408,13 +418,21 @@ def _floor(relaxed: RelaxedOperations, initial: str | None, enc: Encoded | None,
 
 
 def _compact(rows: Sequence[Operation], model: Model, initial: str | None,
-             enc: Encoded | None, order: list[int]) -> list[int]:
-    """shifts.compact of a relaxed linearization, over the encoded columns where there
-    are (no Operation built: on a large key building them cost more than the moves)."""
+             enc: Encoded | None, order: list[int]) -> tuple[list[int], int]:
+    """shifts.compact of a relaxed linearization and the largest shift a read of it
+    needs (Moves.largest), over the encoded columns where there are (no Operation
+    built: on a large key building them cost more than the moves), in one compiled
+    call where the module is built."""
     if enc is not None and isinstance(model, Register | CasRegister):
-        return compact_coded(enc.kind, enc.val, enc.exp, enc.invoke, enc.complete,
-                             enc.init, order)
-    return compact(rows, model, initial, order)
+        if _witness is not None:
+            out, need = _witness.compact(enc.kind, enc.val, enc.exp, enc.invoke,
+                                         enc.complete, enc.init, order)
+            return out, int(need)
+        out = compact_coded(enc.kind, enc.val, enc.exp, enc.invoke, enc.complete,
+                            enc.init, order)
+    else:
+        out = compact(rows, model, initial, order)
+    return out, Moves(rows).largest(out)
 
 
 def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
@@ -426,7 +444,6 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
     candidate in [floor, probe], so first the least of them (unless lo says it fails):
     where the floor is tight that one search decides it. Then (it failed) the candidate
     just below what the last linearization needs, until that one is shown failing."""
-    moves = Moves(rows)
     hi_order: list[int] = []
     hi = probe
     try:
@@ -435,11 +452,10 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
             out = Outcome(True, first) if d == probe else linearizable(
                 rows, model, initial, d, limits, encoded=enc)
             if out.ok:  # needs d at most, and at least the floor: exactly d
-                order = _compact(rows, model, initial, enc, out.order)
-                return DeltaSearch(moves.largest(order), True, order, cands.below(floor))
+                order, need = _compact(rows, model, initial, enc, out.order)
+                return DeltaSearch(need, True, order, cands.below(floor))
             lo = d
-        hi_order = _compact(rows, model, initial, enc, first)
-        hi = moves.largest(hi_order)
+        hi_order, hi = _compact(rows, model, initial, enc, first)
         while hi > 0:
             d = cands.below(hi)
             if d < floor or d <= lo:
@@ -448,12 +464,10 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
             if not out.ok:
                 lo = d
                 break  # d is the candidate just below hi: hi is exact
-            hi_order = _compact(rows, model, initial, enc, out.order)
-            hi = moves.largest(hi_order)
+            hi_order, hi = _compact(rows, model, initial, enc, out.order)
     except BudgetExceeded:
         if not hi_order:
-            hi_order = _compact(rows, model, initial, enc, first)
-            hi = moves.largest(hi_order)
+            hi_order, hi = _compact(rows, model, initial, enc, first)
         return DeltaSearch(hi, False, hi_order, max(lo, floor))
     return DeltaSearch(hi, True, hi_order, max(lo, cands.below(floor)))
 

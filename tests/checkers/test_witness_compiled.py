@@ -129,3 +129,39 @@ def test_the_compiled_cut_is_applied_and_encode(monkeypatch: pytest.MonkeyPatch)
                 assert e.init == expected.init
                 compared += 1
     assert compared > 40
+
+
+def test_the_compiled_compaction_is_compact_coded() -> None:
+    # relaxed linearizations at several Δ (each relaxation alone and both), and the same
+    # orders the model rejects (reversed: returned as they are), moved as compact_coded
+    # moves them, with the largest shift Moves gives
+    import random
+
+    from leaseline.checkers.shifts import Candidates, Moves, compact_coded
+    from leaseline.checkers.wgl import linearizable
+
+    compared = moved = 0
+    rng = random.Random(7)
+    for seed in range(1, 9):
+        for think in (10.0, 0.5):
+            h = generate_cas(60, stale=True, seed=seed, think_ms=think, info_rate=0.1).history
+            ops = HistoryOperations(h)
+            model = search_model(h)
+            cands = Candidates(ops)
+            for names in ((DUPLICATED_WRITE,), (LOST_WRITE,), (DUPLICATED_WRITE, LOST_WRITE)):
+                rel, e = relax._relaxed(ops, model, h.initial, names)
+                assert e is not None
+                for delta in (cands.top(), cands.below(cands.top()), rng.randint(0, 10**7)):
+                    out = linearizable(rel, model, h.initial, delta,
+                                       SearchLimits(time.monotonic() + 60, 100_000),
+                                       encoded=e)
+                    for order in (out.order, out.order[::-1]):
+                        want = compact_coded(e.kind, e.val, e.exp, e.invoke, e.complete,
+                                             e.init, order)
+                        got, need = relax._witness.compact(e.kind, e.val, e.exp, e.invoke,
+                                                           e.complete, e.init, list(order))
+                        assert got == want, (seed, think, names, delta)
+                        assert need == Moves(rel).largest(want)
+                        compared += 1
+                        moved += got != list(order)
+    assert compared > 100 and moved > 20
