@@ -75,7 +75,7 @@ def _val(v: str | None) -> Any:
 
 # Above this many rows, one index array and one take per column cost less than reading
 # each cell alone.
-CELLS_BY_COLUMN = 16
+CELLS_BY_COLUMN = 4
 
 
 def cells(h: KeyHistory, rows: Sequence[int]) -> dict[int, Operation]:
@@ -118,7 +118,7 @@ def op_record(o: Operation, role: str = "") -> dict[str, Any]:
         "type": ("fail" if f == CAS_FAILED else "ok") if end != UNKNOWN_END else "info",
         "node": o.node,
         "invoke_ms": _ms(o.invoke),
-        "complete_ms": _ms(end),
+        "complete_ms": None if end == UNKNOWN_END else end / 1e6,
     }
     if o.complete_index is not None:
         rec["complete_index"] = o.complete_index
@@ -252,11 +252,18 @@ def _real_time_edges(rows: Sequence[int], at: dict[int, Operation], lease_ns: in
     # before[x]: bit y set when row x completed before row y's shifted invoke (an info
     # one never did); as bit sets, a counterexample's few rows need no array calls
     k = len(kept)
+    if k < 2:
+        return []
     before = [0] * k
     for x, o in enumerate(kept):
         end = o.complete
         if end != UNKNOWN_END:
-            before[x] = sum(1 << y for y in range(k) if y != x and end < start[y])
+            bits, bit = 0, 1
+            for s in start:
+                if end < s:
+                    bits |= bit
+                bit <<= 1
+            before[x] = bits & ~(1 << x)
     out = []
     for x, later in enumerate(before):
         through, rest = 0, later  # x before some c before y: implied, not drawn
@@ -510,23 +517,27 @@ def from_search(
     if rows is None:
         return None
     at = cells(h, rows)
-    kept = [at[r] for r in rows]
-    edges = _real_time_edges(rows, at, delta)
-    for x, a in enumerate(kept):
-        if a.f not in (WRITE, CAS):
-            continue
-        for y, b in enumerate(kept):
-            if x != y and b.f == READ and a.value == b.value:
-                edges.append((rows[x], rows[y], "reads-from", False))
-    order = [x for x, o in enumerate(kept) if o.f != READ and o.f != CAS_FAILED]
-    for x, y in zip(order, order[1:], strict=False):
-        if kept[x].complete != UNKNOWN_END and kept[x].complete < kept[y].invoke:
-            edges.append((rows[x], rows[y], "version-order", False))
+    kept = list(at.values())  # the rows are distinct: in their order
+    edges = _real_time_edges(rows, at, delta) if len(rows) > 1 else []
+    # reads-from each write to the reads of its value; version order between writes
+    # (compares that took effect too) that completed before the next was invoked
+    writes = [x for x, o in enumerate(kept) if o.f == WRITE or o.f == CAS]
+    if writes:
+        reads = [y for y, o in enumerate(kept) if o.f == READ]
+        for x in writes:
+            value = kept[x].value
+            edges += [(rows[x], rows[y], "reads-from", False) for y in reads
+                      if kept[y].value == value]
+        for x, y in zip(writes, writes[1:], strict=False):
+            if kept[x].complete != UNKNOWN_END and kept[x].complete < kept[y].invoke:
+                edges.append((rows[x], rows[y], "version-order", False))
     # in a minimal set every operation is needed: all its edges close the contradiction
     edges = [(a, b, t, True) for a, b, t, _ in edges]
-    last = max(range(len(rows)), key=lambda x: -1 if kept[x].complete == UNKNOWN_END
-               else kept[x].complete)
-    roles = {rows[last]: "cannot be linearized"}
+    last, last_end = 0, -2
+    for x, o in enumerate(kept):
+        end = -1 if o.complete == UNKNOWN_END else o.complete
+        if end > last_end:  # (the first of equals, as max gives)
+            last, last_end = x, end
     why = ("no shift of the reads makes the key linearizable" if min_delta is None else
            f"the key needs a read shift of {min_delta / 1e6:.3f} ms")
     described = [_describe(o) for o in kept]
@@ -534,7 +545,7 @@ def from_search(
             f"window of {delta / 1e6:.3f} ms ({why}); "
             f"the last to complete is {described[last]}. Operations: "
             + "; ".join(described) + ".")
-    return build(h, rows, roles, edges, text, delta, at)
+    return build(h, rows, {rows[last]: "cannot be linearized"}, edges, text, delta, at)
 
 
 def from_stale_read(
