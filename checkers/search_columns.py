@@ -49,7 +49,8 @@ class HistoryOperations(Sequence[Operation]):
             kind = np.ascontiguousarray(h.f, dtype=np.int8)
             val, exp, init = _compiled_encode(kind, h.value.tolist(), h.expected.tolist(),
                                               initial)
-            val.flags.writeable = exp.flags.writeable = False  # shared by every search
+            val.setflags(write=False)  # shared by every search
+            exp.setflags(write=False)
             out = self._codes[initial] = (kind, val, exp, init)
         return out
 
@@ -58,7 +59,7 @@ class HistoryOperations(Sequence[Operation]):
         the caller has it already (relax.applied cuts a relaxed history's): read-only,
         as encode's own, since every search of the history shares it."""
         for column in (e.kind, e.val, e.exp, e.invoke, e.complete, e.index):
-            column.flags.writeable = False
+            column.setflags(write=False)
         self._encoded[initial] = e
         self._codes[initial] = (e.kind, e.val, e.exp, e.init)
 
@@ -189,7 +190,7 @@ def encode(ops: Sequence[Operation], initial: str | None) -> Encoded:
 def _frozen(column: np.ndarray, dtype: type) -> np.ndarray:
     """A read-only view of a history's column, as dtype (a copy only if it is not)."""
     view = np.ascontiguousarray(column, dtype=dtype).view()
-    view.flags.writeable = False
+    view.setflags(write=False)  # (a method call: the flags object costs twice that)
     return view
 
 
