@@ -212,24 +212,25 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
             result.reason += BY_WITNESS
     stale = {s.index for s in result.shifted_reads}
     remains = None if best is None else _still_stale(h, ops, model, best, budget, None)
-    # {history index: row} of every operation named below (the stale reads, the
+    # {history index: its cells} of every operation named below (the stale reads, the
     # relaxations' changes), found in one pass over the key
-    at = _rows(h, [*stale, *(i for r in alone.values() for i in r.changed)]) \
+    at = _cells(h, [*stale, *(i for r in alone.values() for i in r.changed)]) \
         if alone else {}
     for name, r in alone.items():
         # (no stale read to explain: nothing to decide)
         still = remains if r is best else \
             _still_stale(h, ops, model, r, budget, stale) if stale else set()
         explained = [s for s in result.shifted_reads if s.index not in still]
+        writes = [i for i in r.changed if at[i][0] != READ]
         for s in explained:
-            s.explained_by.append((name, _bearing(h, at, name, r.changed, s.index)))
+            s.explained_by.append((name, _bearing(at, name, writes, s.index)))
     for a in found:
         if a.name == STALE_READ:
             a.ops = sorted(stale if remains is None else remains)
         elif a.name == VIOLATION_TYPE and result.counterexample:
             a.ops = [int(o["id"]) for o in result.counterexample.get("ops", [])]
         elif a.name == DUPLICATED_WRITE:
-            a.writes = _by_outcome(h, a.ops, at)
+            a.writes = _by_outcome(a.ops, at)
     result.anomalies = found
     if result.counterexample is not None and found:
         # what explains the violation as decided, `unknown` where a search ran out
@@ -271,40 +272,44 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
     return shown | {s.index for s in reads}
 
 
-def _rows(h: KeyHistory, indices: Sequence[int]) -> dict[int, int]:
-    """{history index: row of h} of the given indices (one pass over the column)."""
+def _cells(h: KeyHistory, indices: Sequence[int]) -> dict[int, tuple[int, Any, int, int]]:
+    """{history index: (f, value, invoke, complete)} of the given indices, as Python
+    values (one pass over the index column, one read of each column's few rows)."""
     if len(h) <= SMALL_KEY:  # np.isin's fixed cost is most of it on a short column
         want = set(indices)
-        return {i: r for r, i in enumerate(h.index.tolist()) if i in want}
-    rows = np.flatnonzero(np.isin(h.index, np.asarray(list(indices), dtype=np.int64)))
-    return dict(zip(h.index[rows].tolist(), rows.tolist(), strict=True))
+        rows = [r for r, i in enumerate(h.index.tolist()) if i in want]
+    else:
+        rows = np.flatnonzero(np.isin(h.index, np.asarray(list(indices), dtype=np.int64)))
+    return dict(zip(h.index[rows].tolist(), zip(
+        h.f[rows].tolist(), h.value[rows].tolist(), h.invoke[rows].tolist(),
+        h.complete[rows].tolist(), strict=True), strict=True))
 
 
 # below this many operations a Python pass over a column costs less than numpy's calls
 SMALL_KEY = 2048
 
 
-def _bearing(h: KeyHistory, at: dict[int, int], name: str, changed: list[int], read: int
-             ) -> list[int]:
+def _bearing(at: dict[int, tuple[int, Any, int, int]], name: str, writes: list[int],
+             read: int) -> list[int]:
     """The writes of a relaxation's witness that bear on one stale read: of a duplicated
     write, those of the value it returned; of a lost write, those that completed before
-    it was invoked (else every write the witness changed). at: rows of these indices."""
-    r = at[read]
-    writes = [i for i in changed if h.f[at[i]] != READ]
+    it was invoked (else every write the witness changed). at: _cells of these indices;
+    writes: those the witness changed (the indices in its changes that are not reads)."""
+    _, value, invoke, _ = at[read]
     if name == DUPLICATED_WRITE:
-        mine = [i for i in writes if h.value[at[i]] == h.value[r]]
+        mine = [i for i in writes if at[i][1] == value]
     else:
-        mine = [i for i in writes if h.complete[at[i]] < h.invoke[r]]
+        mine = [i for i in writes if at[i][3] < invoke]
     return mine or writes
 
 
-def _by_outcome(h: KeyHistory, ops: list[int], at: dict[int, int]
+def _by_outcome(ops: list[int], at: dict[int, tuple[int, Any, int, int]]
                 ) -> dict[str, list[int]]:
-    """The writes among ops by their recorded outcome: acknowledged or info (at: rows of
-    these indices)."""
-    writes = [i for i in ops if h.f[at[i]] != READ]
-    return {"acknowledged": [i for i in writes if h.complete[at[i]] != UNKNOWN_END],
-            "info": [i for i in writes if h.complete[at[i]] == UNKNOWN_END]}
+    """The writes among ops by their recorded outcome: acknowledged or info (at: _cells
+    of these indices)."""
+    writes = [i for i in ops if at[i][0] != READ]
+    return {"acknowledged": [i for i in writes if at[i][3] != UNKNOWN_END],
+            "info": [i for i in writes if at[i][3] == UNKNOWN_END]}
 
 
 def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],

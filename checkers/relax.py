@@ -333,32 +333,37 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     relaxed, enc = _relaxed(ops, model, initial, names)
     # the relaxed history's: reads and completions are the same
     cands = cands if cands is not None else Candidates(ops)
-    probe = cands.top() if delta_ns is None else cands.below(delta_ns)
     rows: Sequence[Operation] = relaxed if enc is not None else relaxed.rows()
     n = len(ops)
     # (a clone may go anywhere after its write's invoke, so with clones read_bound
     # shows nothing but about reads no write gives: not worth its arrays)
     floor = _floor(relaxed, initial, enc, model) \
         if len(relaxed) >= FROM_ABOVE_OPS and not len(relaxed.clones) else 0
-    if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
+    # the least Δ from the floor up: 0, or the least candidate from the floor up
+    d = cands.at_least(floor) if floor > 0 else 0
+    if d is None or (d and delta_ns is not None and d >= delta_ns):
+        # floor > probe: no candidate in [floor, delta_ns), so Δ is the key's
+        probe = _probe(cands, delta_ns)
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
     lo = -1  # the largest Δ a search failed at
     try:
         if len(relaxed) < PROBE_FIRST_OPS:
-            # the least Δ from the floor up (at most the probe): passing, it is the
-            # relaxed minimal Δ, and it lowers the key's; one search
-            lo = (cands.at_least(floor) or probe) if floor > 0 else 0
-            out = linearizable(rows, model, initial, lo, limits, encoded=enc)
-            if out.ok and not lo:  # as min_delta's first search finds it
+            # d (at most the probe): passing, it is the relaxed minimal Δ, and it
+            # lowers the key's; one search
+            out = linearizable(rows, model, initial, d, limits, encoded=enc)
+            if out.ok and not d:  # as min_delta's first search finds it
                 return _finish(relaxed, model, initial, enc, rows,
                                DeltaSearch(0, True, out.order, None), False)
-            if out.ok:  # its compacted linearization needs a candidate in [floor, lo]
+            if out.ok:  # its compacted linearization needs a candidate in [floor, d]
                 order, _ = _compact(rows, model, initial, enc, out.order)
                 return _finish(relaxed, model, initial, enc, rows,
-                               DeltaSearch(lo, True, order, cands.below(floor)), False)
+                               DeltaSearch(d, True, order, cands.below(floor)), False)
+            lo = d
+        probe = _probe(cands, delta_ns)
         first = out if lo == probe else linearizable(rows, model, initial, probe, limits,
                                                       encoded=enc)
     except BudgetExceeded:
+        probe = _probe(cands, delta_ns)
         floor = floor or _floor(relaxed, initial, enc, model)
         if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
             return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
@@ -380,6 +385,12 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
             found = DeltaSearch(need, False, order, 0)
             bounded = True
     return _finish(relaxed, model, initial, enc, rows, found, bounded)
+
+
+def _probe(cands: Candidates, delta_ns: int | None) -> int:
+    """search_relaxed's probe: the largest candidate below the key's Δ (the largest
+    candidate when no Δ helps the key; 0 when there is none)."""
+    return cands.top() if delta_ns is None else cands.below(delta_ns)
 
 
 def _finish(relaxed: RelaxedOperations, model: Model, initial: str | None,
