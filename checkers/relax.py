@@ -29,6 +29,7 @@ there to be the one it expects). Placed so, no read needs more than Δ.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -280,10 +281,6 @@ def below(a: int | None, b: int | None) -> bool:
 # compiled (a few microseconds a key); else on smaller ones the floor's arrays would
 # cost more than the failing searches they spare.
 FROM_ABOVE_OPS = 0 if compiled_refuted_below is not None else 512
-# On relaxed histories of at least this many operations the probe (search_relaxed)
-# comes before the search at the floor (or at Δ = 0): where that one runs out of budget,
-# the probe's linearization still bounds the relaxed Δ from above.
-PROBE_FIRST_OPS = 512
 
 
 def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
@@ -309,9 +306,16 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
       0, with min_delta's own first search. Either way d < delta_ns (the key's is above
       the lease, or none helps): the relaxation lowers Δ, decided by one search where
       the floor is tight or a relaxation leaves nothing to shift (most duplicated
-      writes), and no probe. On a history of PROBE_FIRST_OPS or more the probe goes
-      first all the same (where the budget runs out on d, its linearization still
-      bounds the relaxed Δ from above). Where d fails, the probe follows.
+      writes), and no probe. Where d fails, the probe follows.
+    Where the budget runs out, the answer is the one the probe-first order gives: where
+    the search at d (or the probe after it) runs out, the probe runs on the whole
+    budget, as it would first, and its answer is the answer (passing: lowered, at most
+    what its linearization needs; failing: the key's Δ; running out: undecided), since
+    the search at d would then have run out on what the probe left; where d fails and
+    min_delta follows, its first search is that same search at 0, whose states are not
+    counted twice. Only where the search at d passes on the whole budget but would not
+    on what the probe leaves is the answer exact where the probe-first order's is
+    bounded.
 
     Where the floor is > 0, the search at Δ = 0 with which min_delta starts would fail,
     and failing searches of a relaxed history can cost far more than passing ones (a CAS
@@ -346,30 +350,42 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         probe = _probe(cands, delta_ns)
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
     lo = -1  # the largest Δ a search failed at
+    first: Outcome | None = None  # the probe's search, once it has run
+    spent = limits.states
     try:
-        if len(relaxed) < PROBE_FIRST_OPS:
-            # d (at most the probe): passing, it is the relaxed minimal Δ, and it
-            # lowers the key's; one search
-            out = linearizable(rows, model, initial, d, limits, encoded=enc)
-            if out.ok and not d:  # as min_delta's first search finds it
-                return _finish(relaxed, model, initial, enc, rows,
-                               DeltaSearch(0, True, out.order, None), False)
-            if out.ok:  # its compacted linearization needs a candidate in [floor, d]
-                order, _ = _compact(rows, model, initial, enc, out.order)
-                return _finish(relaxed, model, initial, enc, rows,
-                               DeltaSearch(d, True, order, cands.below(floor)), False)
-            lo = d
+        # d (at most the probe): passing, it is the relaxed minimal Δ, and it lowers
+        # the key's; one search
+        out = linearizable(rows, model, initial, d, limits, encoded=enc)
+        if out.ok and not d:  # as min_delta's first search finds it
+            return _finish(relaxed, model, initial, enc, rows,
+                           DeltaSearch(0, True, out.order, None), False)
+        if out.ok:  # its compacted linearization needs a candidate in [floor, d]
+            order, _ = _compact(rows, model, initial, enc, out.order)
+            return _finish(relaxed, model, initial, enc, rows,
+                           DeltaSearch(d, True, order, floor - 1), False)
+        lo, spent = d, limits.states - spent
         probe = _probe(cands, delta_ns)
-        first = out if lo == probe else linearizable(rows, model, initial, probe, limits,
-                                                      encoded=enc)
+        first = out if d == probe else linearizable(rows, model, initial, probe, limits,
+                                                     encoded=enc)
     except BudgetExceeded:
         probe = _probe(cands, delta_ns)
-        floor = floor or _floor(relaxed, initial, enc, model)
-        if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
-            return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
-                           originals=n)
-        return Relaxed(relaxed, DeltaSearch(delta_ns, False, [], None), [], originals=n,
-                       lower_ns=floor, undecided=True, bounded=True)
+        if d < probe:
+            # the search at d, or the probe after it, ran out: the probe, on the budget
+            # it has when it goes first, says what it says then (see above)
+            with contextlib.suppress(BudgetExceeded):
+                first = linearizable(rows, model, initial, probe, SearchLimits(
+                    limits.deadline, limits.max_states, limits.max_work), encoded=enc)
+        if first is None:
+            floor = floor or _floor(relaxed, initial, enc, model)
+            if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
+                return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [],
+                               originals=n)
+            return Relaxed(relaxed, DeltaSearch(delta_ns, False, [], None), [],
+                           originals=n, lower_ns=floor, undecided=True, bounded=True)
+        if first.ok:  # lowered: its linearization bounds it from above
+            order, need = _compact(rows, model, initial, enc, first.order)
+            return _finish(relaxed, model, initial, enc, rows,
+                           DeltaSearch(need, False, order, max(lo, floor)), not floor)
     if not first.ok:
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
     bounded = False
@@ -377,6 +393,9 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         found = _from_above(rows, model, initial, enc, limits, cands, floor, lo, probe,
                             first.order)
     else:
+        # min_delta's first search is the one at 0 that failed here: its states are
+        # not counted twice, so that min_delta has the budget it has after the probe
+        limits.states -= spent
         try:
             found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
         except BudgetExceeded:

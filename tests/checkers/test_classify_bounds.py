@@ -83,3 +83,43 @@ def test_the_1k_stale_cas_keys_lost_write_is_decided_from_above() -> None:
     # the stale read stays stale under the drops (shown without a failing search)
     [read] = body["shifted_reads"]
     assert [e["anomaly"] for e in read["explained_by"]] == [DUPLICATED_WRITE]
+
+
+def test_the_first_search_out_of_budget_answers_as_the_probe_first_does(monkeypatch
+                                                                       ) -> None:  # noqa: ANN001
+    # search_relaxed tries the least Δ from the floor up (duplicated-write: 0) before the
+    # probe (the largest candidate below the key's 8 ms: 3 ms); where that search runs
+    # out, the probe runs on the whole budget and bounds the relaxed Δ from above, as it
+    # does when it goes first and the search after it runs out: lowered, never
+    # undecided. For lost-write, read_bound's floor is 3 ms: the search at it is the
+    # probe, and running out it leaves the relaxation undecided, as the probe first does
+    import time
+
+    from leaseline.checkers import relax
+    from leaseline.checkers.decide import search_model
+    from leaseline.checkers.search_columns import HistoryOperations
+    from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
+
+    h = history(*KEY, model="cas-register")
+    real, asked = relax.linearizable, []
+
+    def first_runs_out(*a, **k):  # type: ignore[no-untyped-def]  # noqa: ANN002, ANN003, ANN202
+        asked.append(a[3])
+        if len(asked) == 1:
+            raise BudgetExceeded("states")
+        return real(*a, **k)
+
+    def search(name: str) -> relax.Relaxed:
+        asked.clear()
+        return relax.search_relaxed(HistoryOperations(h), search_model(h), h.initial,
+                                    (name,), 8 * MS, 0,
+                                    SearchLimits(time.monotonic() + 60, 10**6, 10**6))
+
+    monkeypatch.setattr(relax, "linearizable", first_runs_out)
+    got = search(DUPLICATED_WRITE)
+    assert asked == [0, 3 * MS]
+    assert not got.undecided and not got.found.exact and got.bounded
+    assert got.lower_ns == 0 and got.found.min_delta_ns <= 3 * MS
+    got = search(LOST_WRITE)
+    assert asked == [3 * MS]
+    assert got.undecided and got.lower_ns == 3 * MS and got.found.min_delta_ns == 8 * MS

@@ -134,29 +134,28 @@ def test_the_floor_finds_an_overwritten_read() -> None:
 def test_narrowing_from_above_finds_min_deltas_minimal_delta(
         ops: list[Operation], names: tuple[str, ...]) -> None:
     """search_relaxed narrows from above wherever the floor shows something (here on any
-    history, FROM_ABOVE_OPS lowered), with the search at the floor (or at Δ = 0) before
-    the probe or after it (PROBE_FIRST_OPS), and must find the Δ min_delta finds from
-    below (FROM_ABOVE_OPS raised, the probe first). No relaxation at all, from no Δ
-    known (None): the key's own minimal Δ, narrowed from its largest candidate down,
-    which exercises the narrowing on every stale read."""
+    history, FROM_ABOVE_OPS lowered), and must find the Δ min_delta finds from below
+    (FROM_ABOVE_OPS raised: no floor). No relaxation at all, from no Δ known (None): the
+    key's own minimal Δ, narrowed from its largest candidate down, which exercises the
+    narrowing on every stale read."""
     ops = [dataclasses.replace(o, droppable=False) for o in ops]
     model = CasRegister()
     key = min_delta(ops, model, None, 0, SearchLimits(float("inf"), 10**7))
 
-    def relaxed(from_above: int, probe_first: int) -> tuple[int | None, bool]:
-        old = relax.FROM_ABOVE_OPS, relax.PROBE_FIRST_OPS
-        relax.FROM_ABOVE_OPS, relax.PROBE_FIRST_OPS = from_above, probe_first
+    def relaxed(from_above: int) -> tuple[int | None, bool]:
+        old = relax.FROM_ABOVE_OPS
+        relax.FROM_ABOVE_OPS = from_above
         try:
             r = relax.search_relaxed(ops, model, None, names,
                                      key.min_delta_ns if names else None, 0,
                                      SearchLimits(float("inf"), 10**7))
         finally:
-            relax.FROM_ABOVE_OPS, relax.PROBE_FIRST_OPS = old
+            relax.FROM_ABOVE_OPS = old
         return r.found.min_delta_ns, r.found.exact
 
-    below = relaxed(1 << 30, 0)
-    assert relaxed(0, 1 << 30) == below
-    assert relaxed(0, 0) == below
+    assert relaxed(0) == relaxed(1 << 30)
+    if not names:
+        assert relaxed(0) == (key.min_delta_ns, True)
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
