@@ -146,9 +146,11 @@ def read_staleness(
 
     def group_size() -> int:
         (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
-        if not fails or not passes:
+        if not passes or not fails and not floors:
             return 1
-        r = max(1.0, fail_states / fails) / max(1.0, pass_states / passes)
+        # no failure seen yet where floors settled the reads they show stale (whose
+        # failing searches priced failures without them): a failure priced as a pass
+        r = max(1.0, fail_states / fails) / max(1.0, pass_states / passes) if fails else 1.0
         p = stale_share()
         best = 1 / (p * r * math.log(2))
         return 1 << int(math.log2(best)) if best >= 2 else 1
