@@ -116,6 +116,7 @@ def test_the_first_search_out_of_budget_answers_as_the_probe_first_does(monkeypa
                                     SearchLimits(time.monotonic() + 60, 10**6, 10**6))
 
     monkeypatch.setattr(relax, "linearizable", first_runs_out)
+    monkeypatch.setattr(relax, "FROM_ABOVE_OPS", 0)  # the floor with the numpy one too
     got = search(DUPLICATED_WRITE)
     assert asked == [0, 3 * MS]
     assert not got.undecided and not got.found.exact and got.bounded
