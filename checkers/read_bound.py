@@ -1,6 +1,9 @@
 """A lower bound of a register history's minimal Δ without a search, from each read's
-last write: what lets a relaxation's minimal Δ be decided from above (checkers/relax.py)
-where the search failing below it would cost far more than the search passing above it.
+last write, and of each read's own shift: the floors a search starts from. min_delta
+tries the least candidate from the floor up first (exact when it passes), staleness
+each read's own floor, and a relaxation's minimal Δ is decided from above
+(checkers/relax.py) where the search failing below it would cost far more than the
+search passing above it. Compiled (read_bound.hpp) where the search is built.
 
 Take a completed read r of value v, and Δ. Operations are ordered as the search orders
 them: a before b whenever a completes before b starts (a read starts at its invoke
@@ -25,6 +28,10 @@ earlier, so each w refutes Δ below a threshold of its own: min(r.invoke - w.com
 w's start above C_r): a write's or compare's while its invoke is above C_r, a read's
 while its invoke - Δ is. The history is not linearizable at any Δ below the largest
 threshold over all reads and their w: its minimal Δ is at least that.
+
+The same for one read's own shift s with every other read moved Δ (own_floors,
+stale_shown): the w are taken at Δ, r's start at r.invoke - s; each w refutes every s
+below r.invoke - w.complete, where it starts above C_r.
 """
 
 from __future__ import annotations
