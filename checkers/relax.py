@@ -283,6 +283,11 @@ def below(a: int | None, b: int | None) -> bool:
 FROM_ABOVE_OPS = 0 if compiled_refuted_below is not None else 512
 
 
+# On relaxed histories of at least this many operations, where the floor is > 0, the
+# probe goes before the search at the floor's candidate (see search_relaxed).
+PROBE_FIRST_OPS = 512
+
+
 def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                    names: Sequence[str], delta_ns: int | None, lease_ns: int,
                    limits: SearchLimits, cands: Candidates | None = None) -> Relaxed:
@@ -306,7 +311,10 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
       0, with min_delta's own first search. Either way d < delta_ns (the key's is above
       the lease, or none helps): the relaxation lowers Δ, decided by one search where
       the floor is tight or a relaxation leaves nothing to shift (most duplicated
-      writes), and no probe. Where d fails, the probe follows.
+      writes), and no probe. Where d fails, the probe follows. On a history of
+      PROBE_FIRST_OPS or more with a floor > 0 the probe goes first all the same:
+      there the search at the floor's candidate may run out of budget (a dense CAS
+      key's does), and the probe's search would then come on top of the whole budget.
     Where the budget runs out, the answer is the one the probe-first order gives: where
     the search at d (or the probe after it) runs out, the probe runs on the whole
     budget, as it would first, and its answer is the answer (passing: lowered, at most
@@ -351,25 +359,27 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
     lo = -1  # the largest Δ a search failed at
     first: Outcome | None = None  # the probe's search, once it has run
+    out: Outcome | None = None
     spent = limits.states
     try:
-        # d (at most the probe): passing, it is the relaxed minimal Δ, and it lowers
-        # the key's; one search
-        out = linearizable(rows, model, initial, d, limits, encoded=enc)
-        if out.ok and not d:  # as min_delta's first search finds it
-            return _finish(relaxed, model, initial, enc, rows,
-                           DeltaSearch(0, True, out.order, None), False)
-        if out.ok:  # its compacted linearization needs a candidate in [floor, d]
-            order, _ = _compact(rows, model, initial, enc, out.order)
-            return _finish(relaxed, model, initial, enc, rows,
-                           DeltaSearch(d, True, order, floor - 1), False)
-        lo, spent = d, limits.states - spent
+        if not d or len(relaxed) < PROBE_FIRST_OPS:
+            # d (at most the probe): passing, it is the relaxed minimal Δ, and it
+            # lowers the key's; one search
+            out = linearizable(rows, model, initial, d, limits, encoded=enc)
+            if out.ok and not d:  # as min_delta's first search finds it
+                return _finish(relaxed, model, initial, enc, rows,
+                               DeltaSearch(0, True, out.order, None), False)
+            if out.ok:  # its compacted linearization needs a candidate in [floor, d]
+                order, _ = _compact(rows, model, initial, enc, out.order)
+                return _finish(relaxed, model, initial, enc, rows,
+                               DeltaSearch(d, True, order, floor - 1), False)
+            lo, spent = d, limits.states - spent
         probe = _probe(cands, delta_ns)
-        first = out if d == probe else linearizable(rows, model, initial, probe, limits,
-                                                     encoded=enc)
+        first = out if d == probe and lo == d else linearizable(
+            rows, model, initial, probe, limits, encoded=enc)
     except BudgetExceeded:
         probe = _probe(cands, delta_ns)
-        if d < probe:
+        if d < probe and (not d or len(relaxed) < PROBE_FIRST_OPS):
             # the search at d, or the probe after it, ran out: the probe, on the budget
             # it has when it goes first, says what it says then (see above)
             with contextlib.suppress(BudgetExceeded):
