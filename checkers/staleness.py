@@ -146,11 +146,13 @@ def read_staleness(
 
     def group_size() -> int:
         (fails, fail_states), (passes, pass_states) = cost[False], cost[True]
-        if not passes or not fails and not floors:
+        if not fails or not passes:
+            # no failure priced yet (a failing search may cost hundreds of passing ones,
+            # and a failing group costs log2 of its size of them: cas 1k s8's one stale
+            # read without a floor failed 6 groups of 570k entries a search when a
+            # failure was priced as a pass)
             return 1
-        # no failure seen yet where floors settled the reads they show stale (whose
-        # failing searches priced failures without them): a failure priced as a pass
-        r = max(1.0, fail_states / fails) / max(1.0, pass_states / passes) if fails else 1.0
+        r = max(1.0, fail_states / fails) / max(1.0, pass_states / passes)
         p = stale_share()
         best = 1 / (p * r * math.log(2))
         return 1 << int(math.log2(best)) if best >= 2 else 1

@@ -89,16 +89,12 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
     }
     // read_bound's floor of each moved read's own shift (0: none shown)
     std::vector<int64_t> floor_of(n, 0);
-    bool any_floor = false;
     if (own_floors) {
         std::vector<int32_t> reads;
         std::vector<int64_t> t;
         read_thresholds(n, kind, val, exp, invoke, end, drop, init, delta, reads, t);
         for (size_t k = 0; k < reads.size(); ++k)
-            if (is_moved[reads[k]] && t[k] > 0 && t[k] < bound::ALWAYS) {
-                floor_of[reads[k]] = t[k];
-                any_floor = true;
-            }
+            if (is_moved[reads[k]] && t[k] > 0 && t[k] < bound::ALWAYS) floor_of[reads[k]] = t[k];
     }
     int64_t done_count = 0, done_stale = 0;  // of the reads without a floor
     size_t queue_size = 0;
@@ -153,12 +149,9 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
         pending[p] = 0;
     };
     auto group_size = [&]() -> size_t {
-        if (!passes || (!fails && !any_floor)) return 1;
-        // no failure seen yet where floors settled the reads they show stale (whose
-        // failing searches priced failures without them): a failure priced as a pass
-        double r = !fails ? 1.0
-                          : std::max(1.0, (double)fail_states / (double)fails) /
-                                std::max(1.0, (double)pass_states / (double)passes);
+        if (!fails || !passes) return 1;  // no failure priced yet (staleness.py)
+        double r = std::max(1.0, (double)fail_states / (double)fails) /
+                   std::max(1.0, (double)pass_states / (double)passes);
         double p = (double)(done_stale + 1) / (double)(done_count + 2);
         double best = 1 / (p * r * std::log(2.0));
         if (best < 2) return 1;
