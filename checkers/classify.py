@@ -40,7 +40,9 @@ interval [lower, upper] holding its minimal Δ (relax.search_relaxed).
   first stated.
 - `stale-read` is what the decided relaxations leave, by their upper bounds (an
   undecided one's interval is listed beside it: where its lower bound is below that,
-  it might leave less).
+  it might leave less). Where the search of both together runs out, what the better
+  one leaves alone is only an upper bound of what both leave: `stale-read` then says
+  both bounds (the lower one that search's, or 0), never an exact Δ.
 """
 
 from __future__ import annotations
@@ -119,20 +121,30 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
         # whatever the open bounds hide (exact, this is the rule above)
         a.applies = a.decided and (_surely(a, lease_ns) or not any(
             _might(b, lease_ns) for b in out if b is not a))
+    # what remains: [lower, remaining], exact where lower is None
+    left_exact = exact if best is None else best.found.exact
+    lower = None if best is None else best.lower_ns
     if (remaining is None or remaining > lease_ns) and len(reported) == 2 and remaining:
         both = search_relaxed(ops, model, initial, reported, remaining, lease_ns,
                               limits_for(), cands)
-        # where the budget ran out before min_delta decided it, each alone is decided;
-        # together stays an upper bound
         if not both.bounded and below(both.found.min_delta_ns, remaining):
             best, remaining = both, both.found.min_delta_ns
+            left_exact, lower = both.found.exact, both.lower_ns
+        elif both.undecided or both.bounded or not both.found.exact:
+            # the budget ran out before the search of both together decided anything:
+            # the better one alone still bounds it from above (its stale reads are
+            # those listed), but together they may leave less, down to what that
+            # search showed
+            left_exact = False
+            lower = min(both.lower_ns or 0, remaining if lower is None else lower)
     if remaining is None:
         out.append(Anomaly(VIOLATION, [], None))
     elif remaining > 0:
-        out.append(Anomaly(STALE_READ, [], remaining,
-                           exact=exact if best is None else best.found.exact,
+        out.append(Anomaly(STALE_READ, [], remaining, exact=left_exact,
                            applies=remaining > lease_ns,
-                           lower_delta_ns=None if best is None else best.lower_ns))
+                           lower_delta_ns=None if left_exact else lower or 0,
+                           within_lease=None if left_exact else _within(
+                               lower, remaining, lease_ns)))
     return out, best, alone
 
 

@@ -8,7 +8,8 @@ import pytest
 from checker_histories import MS, history, r, w
 
 from bench.gen_cas_history import generate_cas
-from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE, describe
+from leaseline.checkers import classify as classify_module
+from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE, STALE_READ, describe
 from leaseline.checkers.decide import VIOLATION, check_key
 from leaseline.checkers.wgl import compiled_available
 
@@ -124,3 +125,36 @@ def test_the_first_search_out_of_budget_answers_as_the_probe_first_does(monkeypa
     got = search(LOST_WRITE)
     assert asked == [3 * MS]
     assert got.undecided and got.lower_ns == 3 * MS and got.found.min_delta_ns == 8 * MS
+
+
+# r(0) (the initial value) after w(9), which nothing reads: only a lost write explains
+# it (3 ms without); r(1) after w(2), read by nobody: either does (18 ms, the key's Δ);
+# r(3) after w(4), which r(4) reads: only a retry of w(3) explains it (4 ms). Each alone
+# leaves the other's read: duplicated-write 3 ms, lost-write 4 ms; both together 0.
+BOTH = (w(9, 0, 2), r(0, 5, 6), w(1, 10, 12), w(2, 20, 22), r(1, 40, 41),
+        w(3, 50, 52), w(4, 60, 62), r(4, 63, 64), r(3, 66, 67))
+
+
+def test_what_remains_when_the_search_of_both_runs_out_is_not_exact(monkeypatch) -> None:  # noqa: ANN001
+    h = history(*BOTH, model="cas-register", initial=0)
+    decided = check_key(h, 0).to_json()
+    assert decided["min_delta_ms"] == 18.0
+    assert {k: a["remaining_delta_ms"] for k, a in decided["anomalies"].items()} == {
+        DUPLICATED_WRITE: 3.0, LOST_WRITE: 4.0}  # together: nothing remains
+    real = classify_module.search_relaxed
+
+    def both_out_of_budget(ops, model, initial, names, *args):  # noqa: ANN001, ANN202
+        if len(names) == 2:  # no work allowed for the search of both together
+            args[2].max_work = 0
+        return real(ops, model, initial, names, *args)
+
+    monkeypatch.setattr(classify_module, "search_relaxed", both_out_of_budget)
+    body = check_key(h, 0).to_json()
+    stale = body["anomalies"][STALE_READ]
+    # duplicated-write alone leaves 3 ms (an upper bound); together they might leave 0
+    assert stale["remaining_delta_ms"] == 3.0
+    assert stale["remaining_delta_exact"] is False
+    assert stale["remaining_delta_lower_ms"] == 0.0
+    assert "within_lease" not in stale  # the lease (0) lies between the bounds
+    assert "stale-read (reads up to between 0.000 and 3.000 ms (undecided: the budget ran " \
+        "out) early" in describe(body)
