@@ -221,7 +221,7 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
         still = remains if r is best else \
             _still_stale(h, ops, model, r, budget, stale) if stale else set()
         explained = [s for s in result.shifted_reads if s.index not in still]
-        writes = [i for i in r.changed if at[i][0] != READ]
+        writes = [i for i in r.changed if at[i].f != READ]
         for s in explained:
             s.explained_by.append((name, _bearing(at, name, writes, s.index)))
     for a in found:
@@ -272,44 +272,42 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
     return shown | {s.index for s in reads}
 
 
-def _cells(h: KeyHistory, indices: Sequence[int]) -> dict[int, tuple[int, Any, int, int]]:
-    """{history index: (f, value, invoke, complete)} of the given indices, as Python
-    values (one pass over the index column, one read of each column's few rows)."""
+def _cells(h: KeyHistory, indices: Sequence[int]) -> dict[int, Operation]:
+    """{history index: its Operation} of the given indices, as Python values (one pass
+    over the index column, then explain.cells' one read of each column's few rows)."""
     if len(h) <= SMALL_KEY:  # np.isin's fixed cost is most of it on a short column
         want = set(indices)
         rows = [r for r, i in enumerate(h.index.tolist()) if i in want]
     else:
-        rows = np.flatnonzero(np.isin(h.index, np.asarray(list(indices), dtype=np.int64)))
-    return dict(zip(h.index[rows].tolist(), zip(
-        h.f[rows].tolist(), h.value[rows].tolist(), h.invoke[rows].tolist(),
-        h.complete[rows].tolist(), strict=True), strict=True))
+        rows = np.flatnonzero(np.isin(h.index, np.asarray(list(indices), dtype=np.int64))
+                              ).tolist()
+    return {o.index: o for o in explain.cells(h, rows).values()}
 
 
 # below this many operations a Python pass over a column costs less than numpy's calls
 SMALL_KEY = 2048
 
 
-def _bearing(at: dict[int, tuple[int, Any, int, int]], name: str, writes: list[int],
-             read: int) -> list[int]:
+def _bearing(at: dict[int, Operation], name: str, writes: list[int], read: int
+             ) -> list[int]:
     """The writes of a relaxation's witness that bear on one stale read: of a duplicated
     write, those of the value it returned; of a lost write, those that completed before
     it was invoked (else every write the witness changed). at: _cells of these indices;
     writes: those the witness changed (the indices in its changes that are not reads)."""
-    _, value, invoke, _ = at[read]
+    value, invoke = at[read].value, at[read].invoke
     if name == DUPLICATED_WRITE:
-        mine = [i for i in writes if at[i][1] == value]
+        mine = [i for i in writes if at[i].value == value]
     else:
-        mine = [i for i in writes if at[i][3] < invoke]
+        mine = [i for i in writes if at[i].complete < invoke]
     return mine or writes
 
 
-def _by_outcome(ops: list[int], at: dict[int, tuple[int, Any, int, int]]
-                ) -> dict[str, list[int]]:
+def _by_outcome(ops: list[int], at: dict[int, Operation]) -> dict[str, list[int]]:
     """The writes among ops by their recorded outcome: acknowledged or info (at: _cells
     of these indices)."""
-    writes = [i for i in ops if at[i][0] != READ]
-    return {"acknowledged": [i for i in writes if at[i][3] != UNKNOWN_END],
-            "info": [i for i in writes if at[i][3] == UNKNOWN_END]}
+    writes = [i for i in ops if at[i].f != READ]
+    return {"acknowledged": [i for i in writes if at[i].complete != UNKNOWN_END],
+            "info": [i for i in writes if at[i].complete == UNKNOWN_END]}
 
 
 def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],
