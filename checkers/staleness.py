@@ -99,11 +99,16 @@ def read_staleness(
     threshold refutes every s below it, see read_bound). Its s is 0 or one of the
     values above (passing a completion is what changes anything, and the bound is
     enough), and no s < f passes, so s is at least c, the least of those values >= f.
-    Such reads are decided first, each alone (a group holding one would fail): where
-    c is the bound, s is the bound, settled without a search; else a search at c that
-    passes settles it at c (exact: no value lies in [f, c)), and one that fails makes c
-    the lower end of the narrowing above. Their passing searches bound the other reads
-    as any do; the share of stale reads the groups estimate is over the other reads."""
+    Such reads are decided first, each alone (a group holding one would fail), by the
+    narrowing above from c up, without the search at 0: where c is the bound, s is the
+    bound, settled without a search of its own. Their searches bound the other reads as
+    any do; the share of stale reads the groups estimate is over the other reads. The
+    groups wait for a failure's price, which the searches the floors spare gave before
+    (dense cas keys fail cheaply, by refutation, and pass dearly: there groups decide
+    most reads): so while none is priced, a floor read first takes the search its floor
+    shows failing, just below c (0 below every value). Pricing a failure as a pass
+    instead let groups grow where failing was dear (cas 1k, think 2 ms: 6 failing
+    groups of 570k memoised entries each)."""
     enc = encode(ops, initial) if compiled_fits(ops, model) else None
     floors = _floors(ops, model, initial, delta, enc, upper=dict(moved))
     f, invoke, complete = columns(ops)
@@ -194,15 +199,15 @@ def read_staleness(
     split: list[list[int]] = []  # halves of failed groups, tested next (a stack)
     try:
         for pos in shown:
-            # no shift below its floor passes: the least candidate from it up first
+            # no shift below its floor passes: narrowed from the least candidate from it
+            # up, without the search at 0
             cands = candidates(pos)
             b = len(cands) - 1
             a = min(int(np.searchsorted(cands, floors[pos], side="left")), b)
-            if a < b:
-                if test({pos: int(cands[a])}):
-                    b = a
-                else:
-                    a += 1
+            if not cost[False][0]:
+                # no failure priced yet: the search the floor shows failing, just below
+                # it, prices one (the group tests need it, as without floors)
+                test({pos: int(cands[a - 1]) if a else 0})
             narrow(pos, cands, a, b)
         while split or head < len(queue):
             if split:

@@ -201,17 +201,17 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
     };
     try {
         for (int32_t pos : shown) {
-            // no shift below its floor passes: the least candidate from it up first
+            // no shift below its floor passes: narrowed from the least candidate from it
+            // up, without the search at 0
             candidates(pos);
             size_t b = cand.size() - 1;
             size_t a = std::min<size_t>(
                 std::lower_bound(cand.begin(), cand.end(), floor_of[pos]) - cand.begin(), b);
-            if (a < b) {
-                shift.assign(1, {pos, cand[a]});
-                if (test(shift))
-                    b = a;
-                else
-                    ++a;
+            if (!fails) {
+                // no failure priced yet: the search the floor shows failing, just below
+                // it, prices one (the group tests need it, as without floors)
+                shift.assign(1, {pos, a ? cand[a - 1] : 0});
+                test(shift);
             }
             narrow(pos, a, b);
         }
