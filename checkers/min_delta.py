@@ -249,9 +249,7 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
             limits.max_states,
             -1 if limits.max_work is None else max(0, limits.max_work - limits.states),
             max(0.0, limits.deadline - time.monotonic()), CHEAP_FAILURE, LIST_CANDIDATES,
-            # by name, and only to turn it off: a module built before floor_first was
-            # added still takes the call (the same Δ, without the floor)
-            WALK_BEFORE_GALLOP, **({} if FLOOR_FIRST else {"floor_first": False})))
+            WALK_BEFORE_GALLOP, FLOOR_FIRST))
     limits.states += states
     if rc == 2:
         raise BudgetExceeded("time")

@@ -44,10 +44,7 @@ def stale_shifts(
         exact, states, moved = compiled_read_staleness(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, delta,
             order if type(order) is list else list(order), mask, limits.max_states,
-            # by name, and only to turn it off: a module built before own_floors was
-            # added still takes the call (the same shifts, without the floors)
-            max(0.0, limits.deadline - time.monotonic()),
-            **({} if OWN_FLOORS else {"own_floors": False}))
+            max(0.0, limits.deadline - time.monotonic()), OWN_FLOORS)
         limits.states += states
         return moved, exact
     moved = [(i, s) for i, s in read_shifts(ops, order, delta)
