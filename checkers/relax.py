@@ -65,7 +65,7 @@ from leaseline.checkers.search_columns import (
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves, compact, compact_coded
 from leaseline.checkers.wgl import compiled_available, compiled_fits, linearizable
-from leaseline.checkers.wgl_native import compiled_refuted_below
+from leaseline.checkers.wgl_native import compiled_compact, compiled_refuted_below
 
 try:  # optional, as the compiled search is: the Python steps below give the same
     from leaseline.checkers import witness_compiled as _witness
@@ -464,8 +464,8 @@ def _compact(rows: Sequence[Operation], model: Model, initial: str | None,
     built: on a large key building them cost more than the moves), in one compiled
     call where the module is built."""
     if enc is not None and isinstance(model, Register | CasRegister):
-        if _witness is not None:
-            out, need = _witness.compact(enc.kind, enc.val, enc.exp, enc.invoke,
+        if compiled_compact is not None:
+            out, need = compiled_compact(enc.kind, enc.val, enc.exp, enc.invoke,
                                          enc.complete, enc.init, order)
             return out, int(need)
         out = compact_coded(enc.kind, enc.val, enc.exp, enc.invoke, enc.complete,

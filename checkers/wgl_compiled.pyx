@@ -26,6 +26,13 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
                              const int64_t *start, const int64_t *end,
                              const uint8_t *drop) nogil
 
+    void c_compact "llwgl::compact" (
+        const int8_t *kind, const int32_t *val, const int32_t *exp, const int64_t *invoke,
+        const int64_t *end, int32_t init, vector[int32_t] &order) nogil
+
+    int64_t largest_move(const int8_t *kind, const int64_t *invoke, const int64_t *end,
+                         const vector[int32_t] &order) nogil
+
     cdef cppclass DeltaOut:
         int64_t delta
         bint exact
@@ -322,3 +329,17 @@ def read_thresholds(const int8_t[::1] kind, const int32_t[::1] val, const int32_
                               init, delta, reads, out)
     return (np.asarray(<list>reads, dtype=np.int64),
             np.asarray(<list>out, dtype=np.int64))
+
+
+def compact(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
+            const int64_t[::1] invoke, const int64_t[::1] complete, int32_t init,
+            list order):
+    """shifts.compact_coded over the same columns (wgl_core.hpp's compact, the one
+    min_delta's loop uses: each read moved as late as it may go; an order the model
+    rejects returned as it is), and the largest shift a read of the result needs
+    (shifts.Moves.largest): (order, shift)."""
+    cdef vector[int32_t] out = order
+    if out.size():
+        c_compact(&kind[0], &val[0], &exp[0], &invoke[0], &complete[0], init, out)
+        return list(out), largest_move(&kind[0], &invoke[0], &complete[0], out)
+    return [], 0

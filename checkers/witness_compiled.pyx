@@ -256,49 +256,6 @@ cdef int64_t largest_shift(const int8_t[::1] kind, const int64_t[::1] invoke,
     return best
 
 
-def compact(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
-            const int64_t[::1] invoke, const int64_t[::1] complete, int32_t init,
-            list order):
-    """shifts.compact_coded's moves, step for step (each read, from the last one back,
-    moved just after the last later operation leaving the state at its value, passing
-    only operations invoked no later than it completed; an order the model rejects
-    returned as it is), and the largest shift a read of the result needs
-    (shifts.Moves.largest): (order, shift)."""
-    cdef Py_ssize_t m = len(order), p, j, last
-    cdef vector[int64_t] out
-    cdef vector[int32_t] states
-    cdef int32_t state = init, after, value
-    cdef int64_t i, r, end
-    out.reserve(m)
-    states.reserve(m)
-    for p in range(m):
-        i = order[p]
-        if not step(state, kind[i], val[i], exp[i], &after):
-            return list(order), largest_shift(kind, invoke, complete, order)
-        state = after
-        out.push_back(i)
-        states.push_back(state)
-    p = m - 1
-    while p >= 0:
-        r = out[p]
-        if kind[r] == READ:
-            value, end, last = states[p], complete[r], p
-            j = p + 1
-            while j < m and invoke[out[j]] <= end:
-                if states[j] == value:
-                    last = j
-                j += 1
-            if last > p:
-                for j in range(p, last):
-                    out[j] = out[j + 1]
-                    states[j] = states[j + 1]
-                out[last] = r
-                states[last] = value
-        p -= 1
-    result = [out[p] for p in range(m)]
-    return result, largest_shift(kind, invoke, complete, result)
-
-
 def finish(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
            const int64_t[::1] invoke, const int64_t[::1] complete,
            const uint8_t[::1] drop, const int64_t[::1] index, int32_t init,

@@ -139,6 +139,7 @@ def test_the_compiled_compaction_is_compact_coded() -> None:
 
     from leaseline.checkers.shifts import Candidates, Moves, compact_coded
     from leaseline.checkers.wgl import linearizable
+    from leaseline.checkers.wgl_native import compiled_compact
 
     compared = moved = 0
     rng = random.Random(7)
@@ -158,8 +159,8 @@ def test_the_compiled_compaction_is_compact_coded() -> None:
                     for order in (out.order, out.order[::-1]):
                         want = compact_coded(e.kind, e.val, e.exp, e.invoke, e.complete,
                                              e.init, order)
-                        got, need = relax._witness.compact(e.kind, e.val, e.exp, e.invoke,
-                                                           e.complete, e.init, list(order))
+                        got, need = compiled_compact(e.kind, e.val, e.exp, e.invoke,
+                                                     e.complete, e.init, list(order))
                         assert got == want, (seed, think, names, delta)
                         assert need == Moves(rel).largest(want)
                         compared += 1
