@@ -54,7 +54,7 @@ from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import Operation
 from leaseline.checkers.relax import (
     Relaxed,
-    applicable,
+    applicable_names,
     below,
     search_relaxed,
     unwritten_read,
@@ -73,7 +73,8 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search;
     bound(name, delta_ns): as zone_relaxed, a lower bound of the relaxed Δ that spares the
     search when it is not below delta_ns (or decides the relaxation outright); names: the
-    relaxations that apply to ops (relax.applicable), when the caller has them.
+    relaxations that apply to ops (relax.applicable_names), none where the key is
+    hopeless(), when the caller has them.
     Returns them (relaxations first, then stale-read or violation), the search that
     explains the most (None when no relaxation lowers Δ), over which what remains of
     the stale reads is decided, and each reported relaxation's own search (which stale
@@ -82,13 +83,11 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     best: Relaxed | None = None
     reported: list[str] = []
     alone: dict[str, Relaxed] = {}
-    # a register's read of a value nothing writes: no relaxation helps (each only
-    # repeats or leaves out writes), as no Δ does: nothing to search
-    hopeless = (delta_ns is None and isinstance(model, Register | CasRegister)
-                and unwritten_read(ops, initial))
+    if names is None:
+        names = [] if hopeless(ops, model, initial, delta_ns) else applicable_names(ops)
     cands: Candidates | None = None  # the key's, shared by its relaxations' searches
     for name in RELAXATIONS:
-        if hopeless or not (applicable(ops, name) if names is None else name in names):
+        if name not in names:
             continue
         known, low, got = bound(name, delta_ns) if bound else (False, None, None)
         if known and not below(low, delta_ns):
@@ -146,6 +145,15 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
                            within_lease=None if left_exact else _within(
                                lower, remaining, lease_ns)))
     return out, best, alone
+
+
+def hopeless(ops: Sequence[Operation], model: Model, initial: str | None,
+             delta_ns: int | None) -> bool:
+    """A register's read of a value nothing writes, where no Δ helps: no relaxation
+    helps either (each only repeats or leaves out writes), so the key stays a
+    `violation` with nothing to search (classify's names are then none)."""
+    return (delta_ns is None and isinstance(model, Register | CasRegister)
+            and unwritten_read(ops, initial))
 
 
 def _surely(a: Anomaly, lease_ns: int) -> bool:

@@ -31,7 +31,7 @@ from leaseline.checkers.anomalies import (
     describe,
 )
 from leaseline.checkers.anomalies import VIOLATION as VIOLATION_TYPE
-from leaseline.checkers.classify import classify
+from leaseline.checkers.classify import classify, hopeless
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
 from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
@@ -187,7 +187,9 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     decided the key; ops: h's rows, shared with it). The key is already invalid, so only
     violations pay for this."""
     model = search_model(h)
-    names = applicable_names(ops)
+    # a key that can only stay a violation is named so with no relaxation built
+    names = [] if hopeless(ops, model, h.initial, result.min_delta_ns) \
+        else applicable_names(ops)
     shares = max(1, len(names))
     work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states // shares)
 

@@ -155,12 +155,23 @@ def applicable_names(ops: Sequence[Operation]) -> list[str]:
     """The relaxations that change anything, in RELAXATIONS' order (one pass over the
     columns): any write may take effect twice, an acknowledged one be lost."""
     f, _, complete = columns(ops)
+    if len(f) <= SMALL_COLUMN:  # numpy's fixed cost per call is most of it here
+        ends = [e for k, e in zip(f.tolist(), complete.tolist(), strict=True)
+                if k in (WRITE, CAS)]
+        if not ends:
+            return []
+        return [DUPLICATED_WRITE, LOST_WRITE] if any(e != UNKNOWN_END for e in ends) \
+            else [DUPLICATED_WRITE]
     writes = (f == WRITE) | (f == CAS)
     if not writes.any():
         return []
     if (writes & (complete != UNKNOWN_END)).any():
         return [DUPLICATED_WRITE, LOST_WRITE]
     return [DUPLICATED_WRITE]
+
+
+# up to this many operations a Python pass over a column costs less than numpy's calls
+SMALL_COLUMN = 48
 
 
 def unwritten_read(ops: Sequence[Operation], initial: str | None) -> bool:
