@@ -223,7 +223,7 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
         still = remains if r is best else \
             _still_stale(h, ops, model, r, budget, stale) if stale else set()
         explained = [s for s in result.shifted_reads if s.index not in still]
-        writes = [i for i in r.changed if at[i].f != READ]
+        writes = [i for i in r.changed if at[i][_F] != READ]
         for s in explained:
             s.explained_by.append((name, _bearing(at, name, writes, s.index)))
     for a in found:
@@ -274,42 +274,55 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
     return shown | {s.index for s in reads}
 
 
-def _cells(h: KeyHistory, indices: Sequence[int]) -> dict[int, Operation]:
-    """{history index: its Operation} of the given indices, as Python values (one pass
-    over the index column, then explain.cells' one read of each column's few rows)."""
-    if len(h) <= SMALL_KEY:  # np.isin's fixed cost is most of it on a short column
-        want = set(indices)
-        rows = [r for r, i in enumerate(h.index.tolist()) if i in want]
-    else:
-        rows = np.flatnonzero(np.isin(h.index, np.asarray(list(indices), dtype=np.int64))
-                              ).tolist()
-    return {o.index: o for o in explain.cells(h, rows).values()}
+# The cells of one operation that naming reads (_bearing, _by_outcome): a plain tuple
+# (f, value, invoke, complete), since a named one costs more to build than the rest.
+_Cell = tuple[int, str | None, int, int]
+_F, _VALUE, _INVOKE, _COMPLETE = range(4)
 
 
-# below this many operations a Python pass over a column costs less than numpy's calls
-SMALL_KEY = 2048
+def _cells(h: KeyHistory, indices: Sequence[int]) -> dict[int, _Cell]:
+    """{history index: its _Cell} of the given indices, as Python values: their rows
+    found by one bisection of the index column (ascending where the rows are in
+    history order; checked, else one pass over it), then one read of each of four
+    columns' few rows (numpy's per-cell access, and whole Operations, cost more)."""
+    want = list(dict.fromkeys(indices))
+    if not want or not len(h):
+        return {}
+    at = np.asarray(want, dtype=np.int64)
+    rows = np.searchsorted(h.index, at)
+    np.minimum(rows, len(h) - 1, out=rows)
+    if not (h.index[rows] == at).all():  # not ascending: each index's row by a pass
+        where = dict.fromkeys(want, -1)
+        for r, i in enumerate(h.index.tolist()):
+            if i in where:
+                where[i] = r
+        want = [i for i in want if where[i] >= 0]
+        rows = np.asarray([where[i] for i in want], dtype=np.intp)
+    return dict(zip(want, zip(h.f[rows].tolist(), h.value[rows].tolist(),
+                              h.invoke[rows].tolist(), h.complete[rows].tolist(),
+                              strict=True), strict=True))
 
 
-def _bearing(at: dict[int, Operation], name: str, writes: list[int], read: int
+def _bearing(at: dict[int, _Cell], name: str, writes: list[int], read: int
              ) -> list[int]:
     """The writes of a relaxation's witness that bear on one stale read: of a duplicated
     write, those of the value it returned; of a lost write, those that completed before
     it was invoked (else every write the witness changed). at: _cells of these indices;
     writes: those the witness changed (the indices in its changes that are not reads)."""
-    value, invoke = at[read].value, at[read].invoke
+    value, invoke = at[read][_VALUE], at[read][_INVOKE]
     if name == DUPLICATED_WRITE:
-        mine = [i for i in writes if at[i].value == value]
+        mine = [i for i in writes if at[i][_VALUE] == value]
     else:
-        mine = [i for i in writes if at[i].complete < invoke]
+        mine = [i for i in writes if at[i][_COMPLETE] < invoke]
     return mine or writes
 
 
-def _by_outcome(ops: list[int], at: dict[int, Operation]) -> dict[str, list[int]]:
+def _by_outcome(ops: list[int], at: dict[int, _Cell]) -> dict[str, list[int]]:
     """The writes among ops by their recorded outcome: acknowledged or info (at: _cells
     of these indices)."""
-    writes = [i for i in ops if at[i].f != READ]
-    return {"acknowledged": [i for i in writes if at[i].complete != UNKNOWN_END],
-            "info": [i for i in writes if at[i].complete == UNKNOWN_END]}
+    writes = [i for i in ops if at[i][_F] != READ]
+    return {"acknowledged": [i for i in writes if at[i][_COMPLETE] != UNKNOWN_END],
+            "info": [i for i in writes if at[i][_COMPLETE] == UNKNOWN_END]}
 
 
 def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],

@@ -12,9 +12,11 @@ from leaseline.checkers.decide import (
     UNKNOWN,
     VIOLATION,
     Budget,
+    _cells,
     check_key,
     status_for,
 )
+from leaseline.checkers.ops import READ, WRITE
 
 STALE = history(w(1, 0, 1), w(2, 4, 5), r(1, 12, 13))  # 7 ms stale
 
@@ -94,3 +96,16 @@ def test_status_for() -> None:
     assert status_for(0, 0) == LINEARIZABLE
     assert status_for(5, 5) == LEASE_BOUNDED
     assert status_for(6, 5) == VIOLATION
+
+
+def test_cells_finds_rows_whatever_the_index_order() -> None:
+    """Naming's cells are found by bisecting the index column where it is ascending,
+    else by a pass over it: the same cells either way, missing indices left out."""
+    import dataclasses
+
+    h = history(w(1, 0, 1), w(2, 4, INFO), r(1, 12, 13), r(2, 14, 15))
+    ascending = _cells(h, [3, 1, 3, 9])
+    assert ascending == {3: (READ, "2", 14 * MS, 15 * MS), 1: (WRITE, "2", 4 * MS, INFO)}
+    shuffled = dataclasses.replace(h, index=h.index[::-1].copy())  # row 0 now index 3
+    assert _cells(shuffled, [3, 1]) == {3: (WRITE, "1", 0, 1 * MS),
+                                        1: (READ, "1", 12 * MS, 13 * MS)}
