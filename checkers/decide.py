@@ -36,7 +36,7 @@ from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
 from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
 from leaseline.checkers.read_bound import stale_reads_shown
-from leaseline.checkers.relax import FROM_ABOVE_OPS, Relaxed, applicable_names, applied
+from leaseline.checkers.relax import Relaxed, applicable_names, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.shifts import read_shifts
@@ -263,15 +263,22 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
         else [o.index for o in changed]
     delta = r.found.min_delta_ns or 0
     shown: set[int] = set()
-    if only is not None and len(changed) >= FROM_ABOVE_OPS:
+    if only is not None and len(changed) >= SHOWN_OPS:
         # reads read_bound shows still stale need no search (a failing one, the dearest;
-        # on a short history the arrays cost more than the search)
+        # on a short history the floor's columns cost more than the search)
         shown = stale_reads_shown(changed, h.initial, model, delta) & only
         only = only - shown
         if not only:
             return shown
     reads, _, _ = _stale_reads(h, changed, index, model, order, delta, budget, only)
     return shown | {s.index for s in reads}
+
+
+# _still_stale asks read_bound first on changed histories of at least this many
+# operations: below it, deciding the few reads asked about by the search costs no more
+# than the floor's columns (Knossos bad and the etcd logs, 59-129 operations: a little
+# less in sum).
+SHOWN_OPS = 512
 
 
 # The cells of one operation that naming reads (_bearing, _by_outcome): a plain tuple
