@@ -344,6 +344,8 @@ def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],
     with the other moved by Δ. The list would then be empty beside a Δ that some read
     must take, so (where every read is asked about) it names the reads the witness
     `order` moved, each by its shift there: one choice among equals, said as such."""
+    if not delta:  # linearizable at Δ = 0 (or none helps): no read is stale
+        return [], True, False
     moved, exact = stale_shifts(ops, model, h.initial, order, delta, _limits(h, budget)[0],
                                 only)
     by_witness = False
