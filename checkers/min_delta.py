@@ -4,12 +4,15 @@ compiled module where it fits, pass for pass as here."""
 
 from __future__ import annotations
 
+import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from leaseline.checkers import search_limits
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import Operation
 from leaseline.checkers.read_bound import ALWAYS, coded, refuted_below
@@ -17,6 +20,7 @@ from leaseline.checkers.search_columns import NO_DROP, Encoded, HistoryOperation
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves, compact
 from leaseline.checkers.wgl import compiled_available, compiled_fits
+from leaseline.checkers.wgl_native import compiled_dead_states as _DeadStates
 from leaseline.checkers.wgl_native import compiled_min_delta as _compiled_min_delta
 from leaseline.checkers.wgl_reference import linearizable_reference
 
@@ -234,6 +238,8 @@ def min_delta(
 
 def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns: int,
                         limits: SearchLimits, encoded: Encoded | None = None) -> DeltaSearch:
+    """min_delta in the compiled module; its passing searches' dead states are kept
+    for the stale reads' searches that follow (carried_dead)."""
     if encoded is None and type(ops) is HistoryOperations:
         # the codes alone, over the history's own columns (the search only reads them):
         # a linearizable key needs no more of the encoding
@@ -243,20 +249,50 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
                     np.ascontiguousarray(h.complete, dtype=np.int64), NO_DROP, init, h.index)
     else:
         e = encoded if encoded is not None else encode(ops, initial)
+    dead = _DeadStates(limits.max_states) \
+        if search_limits.CARRY_DEAD and _DeadStates is not None else None
     rc, states, delta, exact, failed_at, verdict_states, order, longest = (
         _compiled_min_delta(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, lease_ns,
             limits.max_states,
             -1 if limits.max_work is None else max(0, limits.max_work - limits.states),
             max(0.0, limits.deadline - time.monotonic()), CHEAP_FAILURE, LIST_CANDIDATES,
-            WALK_BEFORE_GALLOP, FLOOR_FIRST))
+            WALK_BEFORE_GALLOP, FLOOR_FIRST, dead))
     limits.states += states
     if rc == 2:
         raise BudgetExceeded("time")
     if rc == 3:
         raise BudgetExceeded("states")
+    _carry.found = None
+    if dead is not None and delta > 0 and dead.size:
+        try:
+            _carry.found = (weakref.ref(ops), delta, e.val, e.exp, e.init, dead)
+        except TypeError:  # ops a list, say: kept for no later search
+            pass
     return DeltaSearch(None if delta < 0 else delta, exact, order,
                        None if failed_at < 0 else failed_at, longest, verdict_states)
+
+
+# The dead states of the last compiled min_delta of this thread (see carried_dead).
+_carry = threading.local()
+
+
+def carried_dead(ops: Sequence[Operation], delta: int, val: np.ndarray, exp: np.ndarray,
+                 init: int) -> object | None:
+    """The states the passing searches of the last compiled min_delta proved dead,
+    where they are of ops (the same object, encoded with the same codes) and delta is at
+    most the Δ it found: each of those searches shifted every read by at least that Δ,
+    so the states are dead for any search of ops shifting each read by at most delta
+    (checkers/wgl.py, "Carrying dead states"), which every search of the stale reads'
+    own shifts does. None: there are none (or they are another history's)."""
+    found = getattr(_carry, "found", None)
+    if found is None or not search_limits.CARRY_DEAD:
+        return None
+    ref, found_delta, fval, fexp, finit, dead = found
+    if ref() is not ops or delta > found_delta or init != finit \
+            or not (np.array_equal(val, fval) and np.array_equal(exp, fexp)):
+        return None
+    return dead
 
 
 def _floor(ops: Sequence[Operation], initial: str | None, encoded: Encoded | None) -> int:

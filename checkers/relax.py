@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leaseline.checkers import zone
+from leaseline.checkers import search_limits, zone
 from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, Register
@@ -66,6 +66,7 @@ from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimi
 from leaseline.checkers.shifts import Candidates, Moves, compact, compact_coded
 from leaseline.checkers.wgl import compiled_available, compiled_fits, linearizable
 from leaseline.checkers.wgl_native import compiled_compact, compiled_refuted_below
+from leaseline.checkers.wgl_native import compiled_dead_states as _DeadStates
 
 try:  # optional, as the compiled search is: the Python steps below give the same
     from leaseline.checkers import witness_compiled as _witness
@@ -351,6 +352,14 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     found.exact False with `lower_ns`): undecided when the first search ran out (its
     Δ lies between the floor and delta_ns), else lowered, to at most the least hi found
     and at least the floor or the largest Δ a search failed at.
+    Each search here and in _from_above reads the states the passing ones before it
+    proved dead, and a passing one adds its own (compiled search; checkers/wgl.py,
+    "Carrying dead states"): every search that follows a passing one is at a smaller Δ
+    (the probe follows only the failing search at d; _from_above goes down from the
+    probe, and its first search, at the floor's candidate, ends it or fails). The
+    budget is counted as before, in states memoised, so a search that skips what the
+    probe proved dead may now decide where it ran out (the dense CAS key's lost-write).
+    min_delta, where it follows, starts afresh: its verdict passes lie above the probe.
     cands: Candidates(ops), when the caller has them (one key's relaxations share them)."""
     # one encoding for every search (where the compiled search fits)
     relaxed, enc = _relaxed(ops, model, initial, names)
@@ -370,13 +379,18 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         return Relaxed(relaxed, DeltaSearch(delta_ns, True, [], probe), [], originals=n)
     lo = -1  # the largest Δ a search failed at
     first: Outcome | None = None  # the probe's search, once it has run
+    # what the passing searches proved dead, for the later ones (each at a smaller Δ
+    # than every passing one before it; checkers/wgl.py, "Carrying dead states")
+    dead = _DeadStates(limits.max_states) \
+        if enc is not None and search_limits.CARRY_DEAD and _DeadStates is not None else None
     out: Outcome | None = None
     spent = limits.states
     try:
         if not d or len(relaxed) < PROBE_FIRST_OPS:
             # d (at most the probe): passing, it is the relaxed minimal Δ, and it
             # lowers the key's; one search
-            out = linearizable(rows, model, initial, d, limits, encoded=enc)
+            out = linearizable(rows, model, initial, d, limits, encoded=enc, carry=dead,
+                               keep=True)
             if out.ok and not d:  # as min_delta's first search finds it
                 return _finish(relaxed, model, initial, enc, rows,
                                DeltaSearch(0, True, out.order, None), False)
@@ -387,7 +401,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
             lo, spent = d, limits.states - spent
         probe = _probe(cands, delta_ns)
         first = out if d == probe and lo == d else linearizable(
-            rows, model, initial, probe, limits, encoded=enc)
+            rows, model, initial, probe, limits, encoded=enc, carry=dead, keep=True)
     except BudgetExceeded:
         probe = _probe(cands, delta_ns)
         if d < probe and (not d or len(relaxed) < PROBE_FIRST_OPS):
@@ -395,7 +409,8 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
             # it has when it goes first, says what it says then (see above)
             with contextlib.suppress(BudgetExceeded):
                 first = linearizable(rows, model, initial, probe, SearchLimits(
-                    limits.deadline, limits.max_states, limits.max_work), encoded=enc)
+                    limits.deadline, limits.max_states, limits.max_work), encoded=enc,
+                    carry=dead, keep=True)
         if first is None:
             floor = floor or _floor(relaxed, initial, enc, model)
             if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
@@ -412,7 +427,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     bounded = False
     if floor > 0:
         found = _from_above(rows, model, initial, enc, limits, cands, floor, lo, probe,
-                            first.order)
+                            first.order, dead)
     else:
         # min_delta's first search is the one at 0 that failed here: its states are
         # not counted twice, so that min_delta has the budget it has after the probe
@@ -488,20 +503,22 @@ def _compact(rows: Sequence[Operation], model: Model, initial: str | None,
 
 def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
                 enc: Encoded | None, limits: SearchLimits, cands: Candidates, floor: int,
-                lo: int, probe: int, first: list[int]) -> DeltaSearch:
+                lo: int, probe: int, first: list[int],
+                dead: object | None = None) -> DeltaSearch:
     """search_relaxed's narrowing from above: the relaxed history is linearizable at
     probe (by the linearization first) and at no Δ below floor; lo: the least candidate
     from the floor up where a search showed it failing (else -1). Its minimal Δ is a
     candidate in [floor, probe], so first the least of them (unless lo says it fails):
     where the floor is tight that one search decides it. Then (it failed) the candidate
-    just below what the last linearization needs, until that one is shown failing."""
+    just below what the last linearization needs, until that one is shown failing.
+    dead: search_relaxed's carried dead states (None: none)."""
     hi_order: list[int] = []
     hi = probe
     try:
         d = cands.at_least(floor)
         if lo < 0 and d is not None and d <= probe:
             out = Outcome(True, first) if d == probe else linearizable(
-                rows, model, initial, d, limits, encoded=enc)
+                rows, model, initial, d, limits, encoded=enc, carry=dead, keep=True)
             if out.ok:  # needs d at most, and at least the floor: exactly d
                 order, need = _compact(rows, model, initial, enc, out.order)
                 return DeltaSearch(need, True, order, cands.below(floor))
@@ -511,7 +528,8 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
             d = cands.below(hi)
             if d < floor or d <= lo:
                 break  # nothing left in [floor, hi) but Δs shown failing: hi is exact
-            out = linearizable(rows, model, initial, d, limits, encoded=enc)
+            out = linearizable(rows, model, initial, d, limits, encoded=enc, carry=dead,
+                               keep=True)
             if not out.ok:
                 lo = d
                 break  # d is the candidate just below hi: hi is exact

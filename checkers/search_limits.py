@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# Searches of one history at decreasing shifts read the states earlier passing ones
+# proved dead as visited (checkers/wgl.py, "Carrying dead states"); False: each search
+# starts afresh (the tests compare both).
+CARRY_DEAD = True
+
 # Shift of each read (an int: the same Δ for every read), or of each operation.
 Shifts = int | Sequence[int] | np.ndarray
 

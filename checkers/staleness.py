@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from leaseline.checkers.min_delta import carried_dead
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import READ, UNKNOWN_END, Operation
 from leaseline.checkers.read_bound import coded, own_floors
@@ -33,7 +34,10 @@ def stale_shifts(
     indices). Only reads the witness moved can be stale (min_delta moved them as late as
     they may go, which leaves most of them unmoved); each is decided by read_staleness,
     in the compiled module in one call where it fits (there the Python around each
-    search cost more than a small key's searches), the same searches in the same order."""
+    search cost more than a small key's searches), the same searches in the same order.
+    There each search reads the states min_delta's passing searches proved dead
+    (min_delta.carried_dead): it shifts every read by at most delta, and they by at
+    least it (checkers/wgl.py, "Carrying dead states")."""
     if not delta:
         return [], True
     if (compiled_read_staleness is not None and limits.max_work is None
@@ -44,7 +48,8 @@ def stale_shifts(
         exact, states, moved = compiled_read_staleness(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, delta,
             order if type(order) is list else list(order), mask, limits.max_states,
-            max(0.0, limits.deadline - time.monotonic()), OWN_FLOORS)
+            max(0.0, limits.deadline - time.monotonic()), OWN_FLOORS,
+            carried_dead(ops, delta, e.val, e.exp, e.init))
         limits.states += states
         return moved, exact
     moved = [(i, s) for i, s in read_shifts(ops, order, delta)

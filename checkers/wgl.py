@@ -95,6 +95,42 @@ operation (history order), each moving that operation's invoke earlier.
 L-linearizability is monotone in Δ and the real-time order of the shifted history only
 changes at Δ = read invoke - some completion, so the minimal Δ is one of those values;
 min_delta narrows down to it from a linearization's own needs (see there).
+
+Carrying dead states (compiled search): a search may read as visited the states that an
+earlier search of the same history proved dead, where each operation's shift now is at
+most its shift then (sigma_lo <= sigma_hi, componentwise). A state is a memo entry: the
+set S of operations linearized or dropped, the register state, and (after an info
+operation) the state before it. The memo already takes a state's fate to be the entry's
+alone, whichever path reached it first: each rule above is complete from any entry (if
+the history has a completion from it, of the kind the entry allows, the search finds
+one): the twin swap, the commit of a read or failed compare legal now (`dead =
+passive`: one that leads to a visited state ends this state too), the lazy drop at a
+return event (the one way on), and the after-info rules, which limit the next step by
+the entry alone (the state before the info operation is in it; the kind it allows: not
+a write next, nor an operation legal before it). So a state the search left dead has
+no such completion under the real-time order of its shifts. Larger shifts only remove
+real-time constraints (b must follow a when a completes before b's shifted invoke), so
+a completion at sigma_lo is one at sigma_hi too, with the same steps, each legal in the
+same states, and the success condition (only info operations left pending) does not
+depend on shifts: a state dead at sigma_hi is dead at sigma_lo.
+The states a search left dead are every entry it memoised but those on its stack and
+the one memoised as the budget ran out, whatever it returned (the rest it backtracked
+out of). The search at sigma_lo would only have backtracked out of a carried one, so
+skipping it changes nothing but
+states counted (so budgets run out later, never sooner) and the longest prefix shown
+(the first linearization found is the same: the search tries the same steps in the
+same order, and a carried state is one it would have left without success). Windows
+(refute) search other histories: they neither read nor give states. Where searches
+follow at smaller shifts:
+- min_delta: after a passing search every later one is at a Δ below the least passed,
+  so the passing searches' dead states (not the failing ones': later searches lie
+  above those) are kept for the rest (wgl_core.hpp's min_delta), and for each stale
+  read's own shift (staleness.stale_shifts: each search there shifts every read by at
+  most Δ, at most every passing search's);
+- search_relaxed / _from_above: every search follows passing ones at larger Δs of the
+  same relaxed history (checkers/relax.py).
+search_limits.CARRY_DEAD off, each search starts afresh (the tests compare both). The
+carried states are kept in a set of at most one search's memo (max_states entries).
 """
 
 from __future__ import annotations
@@ -161,6 +197,8 @@ def linearizable(
     read_shift: Mapping[int, int] | None = None,
     *,
     encoded: Encoded | None = None,
+    carry: object | None = None,
+    keep: bool = False,
 ) -> Outcome:
     """Is the history linearizable once every read's invoke moves `delta` earlier (or,
     given one shift per operation, each operation's invoke by its own)?
@@ -168,7 +206,11 @@ def linearizable(
     read_shift: {history index of a read: its own shift}, overriding `delta` for those
     reads (per-read staleness moves one read by s and the others by the minimal Δ).
     `encoded` (from encode(ops, initial)) spares re-encoding when one history is
-    searched many times."""
+    searched many times. carry (a wgl_compiled.DeadStates of this history, compiled
+    search only): states earlier searches proved dead, read as visited; keep: if
+    linearizable, add this search's dead states to it. Sound only where every read's
+    shift here is at most its shift in each search that gave carry states (see
+    "Carrying dead states" above)."""
     if not ops:
         return Outcome(True)
     if not compiled_fits(ops, model):
@@ -187,7 +229,7 @@ def linearizable(
     seconds = max(0.0, limits.deadline - time.monotonic())
     rc, states, order, longest = _compiled_search(
         e.kind, e.val, e.exp, start, e.complete, e.drop, e.init,
-        limits.room(), seconds,
+        limits.room(), seconds, carry, keep,
     )
     limits.states += int(states)
     if rc == 2:

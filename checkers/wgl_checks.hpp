@@ -34,13 +34,16 @@ static inline double seconds_to(steady::time_point deadline) {
 // invoke moved by its own shift and every other read's by delta. out receives (position,
 // shift) per moved read in linearization order; returns whether all were decided (else
 // the rest keep their upper bounds). Each search may memoise max_states entries;
-// *states receives their sum.
+// *states receives their sum. carry (nullptr: none): states proven dead at shifts of
+// every read at least delta (min_delta's passing searches'), read as visited by every
+// search here, each of which shifts every read by at most delta.
 static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
                            const int32_t *exp, const int64_t *invoke, const int64_t *end,
                            const uint8_t *drop, int32_t init, int64_t delta,
                            const int32_t *order, int32_t order_len, const uint8_t *only,
                            int64_t max_states, double seconds, bool own_floors,
-                           int64_t *states, std::vector<std::pair<int32_t, int64_t>> &out) {
+                           int64_t *states, std::vector<std::pair<int32_t, int64_t>> &out,
+                           DeadStates *carry = nullptr) {
     const int64_t UNKNOWN = INT64_MAX;
     const auto deadline = deadline_in(seconds);
     *states = 0;
@@ -112,7 +115,7 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
         int32_t ol = 0, ll = 0;
         int rc = search(n, kind, val, exp, start.data(), end, drop, init, max_states,
                         seconds_to(deadline), &used, got_order.data(), &ol,
-                        got_longest.data(), &ll);
+                        got_longest.data(), &ll, carry, nullptr);
         *states += used;
         if (rc == OUT_OF_TIME || rc == OUT_OF_STATES) throw BudgetOut{};
         bool ok = rc == OK;

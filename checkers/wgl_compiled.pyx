@@ -12,10 +12,20 @@ import numpy as np
 
 
 cdef extern from "wgl_core.hpp" namespace "llwgl":
+    cdef cppclass FingerprintSet:
+        size_t size()
+
+    cdef cppclass CDeadStates "llwgl::DeadStates":
+        FingerprintSet set
+        int32_t n
+        int64_t hits
+        int64_t cap
+
     int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                const int64_t *start, const int64_t *end, const uint8_t *drop,
                int32_t init, int64_t max_states, double seconds, int64_t *states, int32_t *order,
-               int32_t *order_len, int32_t *longest, int32_t *longest_len) nogil
+               int32_t *order_len, int32_t *longest, int32_t *longest_len,
+               CDeadStates *dead_in, CDeadStates *dead_ok) nogil
 
     int refute_for(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                    const int64_t *start, const int64_t *end, const uint8_t *drop,
@@ -47,7 +57,46 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
         int64_t lease,
         int64_t max_states, int64_t max_work, double seconds, double cheap_failure,
         int64_t list_candidates, int32_t walk_before_gallop, bint floor_first,
-        int64_t *states, DeltaOut &out) nogil
+        int64_t *states, DeltaOut &out, CDeadStates *carry) nogil
+
+
+cdef class DeadStates:
+    """States that searches of one history proved dead (wgl_core.hpp's DeadStates),
+    carried to its later searches at shifts no larger: given to linearizable, min_delta
+    or read_staleness, a search reads them as already visited (and linearizable with
+    keep, or min_delta, adds what its passing searches prove). Sound only between
+    searches of the same encoded history where every later search's shift of each read
+    is at most that of every search that gave states (checkers/wgl.py, "Carrying dead
+    states"); the caller keeps to that."""
+    cdef CDeadStates *c
+
+    def __cinit__(self, int64_t cap=-1):
+        """cap: at most this many states (-1: no bound); past it the larger set of
+        two is kept."""
+        self.c = new CDeadStates()
+        if cap >= 0:
+            self.c.cap = cap
+
+    def __dealloc__(self):
+        del self.c
+
+    @property
+    def size(self) -> int:
+        """how many dead states it holds"""
+        return self.c.set.size()
+
+    @property
+    def hits(self) -> int:
+        """how many memo entries searches found here (and so did not memoise)"""
+        return self.c.hits
+
+
+cdef CDeadStates *_dead(DeadStates carry, int32_t n) except? NULL:
+    if carry is None:
+        return NULL
+    if carry.c.n >= 0 and carry.c.n != n:
+        raise ValueError("dead states of another history")
+    return carry.c
 
 
 def encode(const int8_t[::1] kind, list values, list expected, object initial):
@@ -100,11 +149,13 @@ def encode(const int8_t[::1] kind, list values, list expected, object initial):
 
 def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
                  const int64_t[::1] start, const int64_t[::1] end,
-                 const uint8_t[::1] drop, int32_t init, int64_t max_states, double seconds):
+                 const uint8_t[::1] drop, int32_t init, int64_t max_states, double seconds,
+                 DeadStates carry=None, bint keep=False):
     """(status, states, order, longest): status 0 linearizable, 1 not, 2 out of time,
     3 out of states (more than max_states memoised entries); order and longest are
     lists of operation positions. drop: 1 for an operation that may never take effect
-    (empty: none may)."""
+    (empty: none may). carry: dead states read as visited; keep: linearizable, add this
+    search's dead states to carry."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == start.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
@@ -116,11 +167,13 @@ def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[:
     cdef int64_t states = 0
     cdef int32_t order_len = 0, longest_len = 0
     cdef int rc
+    cdef CDeadStates *dead = _dead(carry, n)
+    cdef CDeadStates *dead_ok = dead if keep else NULL
     with nogil:
         rc = search(n, &kind[0] if n else NULL, &val[0] if n else NULL,
                     &exp[0] if n else NULL, &start[0] if n else NULL,
                     &end[0] if n else NULL, drop_p, init, max_states, seconds, &states,
-                    order.data(), &order_len, longest.data(), &longest_len)
+                    order.data(), &order_len, longest.data(), &longest_len, dead, dead_ok)
     order.resize(order_len)
     longest.resize(longest_len)
     return rc, states, order, longest
@@ -130,11 +183,13 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
               const int64_t[::1] invoke, const int64_t[::1] end,
               const uint8_t[::1] drop, int32_t init, int64_t lease, int64_t max_states, int64_t max_work, double seconds,
               double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
-              bint floor_first=True):
+              bint floor_first=True, DeadStates carry=None):
     """(status, states, delta, exact, failed_at, verdict_states, order, longest): status
     0 decided, 2 out of time, 3 out of states before the verdict was known; delta and
     failed_at -1 for none; max_work -1 for no bound on the sum of the searches' states;
-    drop as for linearizable; floor_first: read_bound's floor first (min_delta.py)."""
+    drop as for linearizable; floor_first: read_bound's floor first (min_delta.py);
+    carry: read as visited, and given the passing searches' dead states (valid for
+    every search at a shift up to the Δ found)."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
@@ -144,12 +199,13 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
     cdef DeltaOut out
     cdef int64_t states = 0
     cdef int rc
+    cdef CDeadStates *dead = _dead(carry, n)
     with nogil:
         rc = c_min_delta(n, &kind[0] if n else NULL, &val[0] if n else NULL,
                          &exp[0] if n else NULL, &invoke[0] if n else NULL,
                          &end[0] if n else NULL, drop_p, init, lease, max_states, max_work, seconds,
                          cheap_failure, list_candidates, walk_before_gallop, floor_first,
-                         &states, out)
+                         &states, out, dead)
     return (rc, states, out.delta, out.exact, out.failed_at, out.verdict_states,
             list(out.order), list(out.longest))
 
@@ -160,7 +216,7 @@ cdef extern from "wgl_checks.hpp" namespace "llwgl":
         const int64_t *invoke, const int64_t *end, const uint8_t *drop, int32_t init,
         int64_t delta, const int32_t *order, int32_t order_len, const uint8_t *only,
         int64_t max_states, double seconds, bint own_floors, int64_t *states,
-        vector[pair[int32_t, int64_t]] &out) except + nogil
+        vector[pair[int32_t, int64_t]] &out, CDeadStates *carry) except + nogil
 
     bint c_minimal_ops "llwgl::minimal_ops" (
         int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
@@ -175,13 +231,14 @@ def read_staleness(const int8_t[::1] kind, const int32_t[::1] val, const int32_t
                    const int64_t[::1] invoke, const int64_t[::1] end,
                    const uint8_t[::1] drop, int32_t init, int64_t delta, list order,
                    const uint8_t[::1] only, int64_t max_states, double seconds,
-                   bint own_floors=True):
+                   bint own_floors=True, DeadStates carry=None):
     """(exact, states, moved): each read a linearization at delta (order: operation
     positions) moved, and its own staleness, as checkers/staleness.py's read_staleness
     (wgl_checks.hpp): moved is [(position, shift)] in linearization order, exact False
     where the budget ran out (the rest keep upper bounds). only: 1 for the reads to
     decide (empty: all); drop as for linearizable; own_floors: each read's floor first
-    (staleness.py)."""
+    (staleness.py); carry: dead states at shifts no smaller than delta, read as
+    visited."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
@@ -198,10 +255,11 @@ def read_staleness(const int8_t[::1] kind, const int32_t[::1] val, const int32_t
     cdef bint exact
     if n == 0:
         return True, 0, []
+    cdef CDeadStates *dead = _dead(carry, n)
     with nogil:
         exact = c_read_staleness(n, &kind[0], &val[0], &exp[0], &invoke[0], &end[0], drop_p,
                                  init, delta, o.data(), <int32_t>o.size(), only_p,
-                                 max_states, seconds, own_floors, &states, out)
+                                 max_states, seconds, own_floors, &states, out, dead)
     return exact, states, [(p.first, p.second) for p in out]
 
 

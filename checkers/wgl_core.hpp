@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -54,6 +55,47 @@ class FingerprintSet {
         return place(slots_.data(), mask_, a, b);
     }
     size_t size() const { return size_; }
+    bool contains(uint64_t a, uint64_t b) const {
+        if (a == 0 && b == 0) a = 1;
+        for (uint64_t i = (a ^ (b >> 7)) & mask_;; i = (i + 1) & mask_) {
+            const uint64_t *e = slots_.data() + 2 * i;
+            if (e[0] == a && e[1] == b) return true;
+            if (e[0] == 0 && e[1] == 0) return false;
+        }
+    }
+    // removes (a, b) if present (backward-shift deletion: no tombstones)
+    void erase(uint64_t a, uint64_t b) {
+        if (a == 0 && b == 0) a = 1;
+        uint64_t i = (a ^ (b >> 7)) & mask_;
+        for (;; i = (i + 1) & mask_) {
+            uint64_t *e = slots_.data() + 2 * i;
+            if (e[0] == 0 && e[1] == 0) return;
+            if (e[0] == a && e[1] == b) break;
+        }
+        --size_;
+        for (uint64_t j = i;;) {  // i: the hole; pull back the entries it cut off
+            j = (j + 1) & mask_;
+            uint64_t *e = slots_.data() + 2 * j;
+            if (e[0] == 0 && e[1] == 0) break;
+            uint64_t home = (e[0] ^ (e[1] >> 7)) & mask_;
+            // movable into the hole unless its home lies cyclically in (i, j]
+            if (i <= j ? (i < home && home <= j) : (i < home || home <= j)) continue;
+            slots_[2 * i] = e[0];
+            slots_[2 * i + 1] = e[1];
+            i = j;
+        }
+        slots_[2 * i] = slots_[2 * i + 1] = 0;
+    }
+    void swap(FingerprintSet &o) {
+        slots_.swap(o.slots_);
+        std::swap(mask_, o.mask_);
+        std::swap(size_, o.size_);
+    }
+    template <class F>
+    void for_each(F f) const {
+        for (uint64_t i = 0; i <= mask_; ++i)
+            if (slots_[2 * i] != 0 || slots_[2 * i + 1] != 0) f(slots_[2 * i], slots_[2 * i + 1]);
+    }
 
   private:
     bool place(uint64_t *s, uint64_t mask, uint64_t a, uint64_t b) {
@@ -116,6 +158,57 @@ struct SearchFrame {
     int32_t state;
     bool committed;
     bool dropped;  // the operation was dropped, not linearized
+    uint64_t k1, k2;  // the memo entry of the state this step reached
+};
+
+// States a search proved dead, carried to later searches of the same history (same
+// operations, same positions) at shifts no larger, read by wgl_search as already
+// visited. Why that is sound, step by step, is wgl_search's "Carrying dead states".
+// A search asks about each state new to it, and few are here: a bit per slot of a
+// filter (at least FILTER_BITS per entry, so a few hundred KB where the table is MBs)
+// answers most of them without the table's cache miss.
+struct DeadStates {
+    static constexpr uint64_t FILTER_BITS = 16;
+    FingerprintSet set{1024};
+    int32_t n = -1;    // the history's length (-1: no search has given any yet)
+    int64_t hits = 0;  // entries a search found here and so did not memoise
+    // at most this many entries (the memory of one search's memo): past it, the larger
+    // of two sets is kept (any subset of dead states may be carried)
+    int64_t cap = INT64_MAX;
+    std::vector<uint64_t> filter;
+    int shift = 64;  // a key's filter bit: the top bits of b * odd
+
+    bool contains(uint64_t a, uint64_t b) const {
+        if (filter.empty()) return false;
+        uint64_t k = (b * 0x9E3779B97F4A7C15ULL) >> shift;
+        return (filter[k >> 6] >> (k & 63) & 1) && set.contains(a, b);
+    }
+    // adds every entry of more (and then leaves it empty)
+    void take(FingerprintSet &more) {
+        bool whole = more.size() > set.size();
+        if (whole) set.swap(more);  // the larger table takes the other's entries
+        if ((int64_t)(set.size() + more.size()) <= cap) {
+            more.for_each([&](uint64_t a, uint64_t b) {
+                set.insert(a, b);
+                if (!whole) mark(b);
+            });
+        }
+        more = FingerprintSet(0);
+        if (whole || set.size() * FILTER_BITS > 64 * filter.size()) {
+            uint64_t bits = 4096;
+            while (bits < set.size() * FILTER_BITS) bits *= 2;
+            filter.assign(bits / 64, 0);
+            shift = 64 - __builtin_ctzll(bits);
+            set.for_each([&](uint64_t, uint64_t b) { mark(b); });
+        }
+    }
+
+  private:
+    void mark(uint64_t b) {
+        if (filter.empty()) return;
+        uint64_t k = (b * 0x9E3779B97F4A7C15ULL) >> shift;
+        filter[k >> 6] |= 1ULL << (k & 63);
+    }
 };
 
 // A search's buffers, kept per thread for the next search of at most REUSE_OPS
@@ -145,11 +238,19 @@ static SearchBuffers &search_buffers(int32_t n, SearchBuffers &own) {
 // order receives the linearization (when OK), longest the longest linearized prefix;
 // both must have room for n entries. *states is increased by the entries memoised;
 // the search stops with OUT_OF_STATES when it would exceed max_states.
+// Carrying dead states (checkers/wgl.py, which proves it sound): dead_in (nullptr:
+// none) holds states earlier searches of this history proved dead at shifts no
+// smaller than these; a step into one is a step into a visited state (not counted).
+// On the way out the states this search proved dead (every entry memoised but those on
+// the stack and the one memoised as the budget ran out) go to dead_out, when given and
+// (only_if_ok) the history is linearizable; the caller passes it only where every later
+// search reading it shifts each read by no more than this one.
 static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                       const int64_t *start, const int64_t *end, const uint8_t *drop,
                       int32_t init, int64_t max_states, double seconds, int64_t *states,
                       int32_t *order, int32_t *order_len, int32_t *longest,
-                      int32_t *longest_len) {
+                      int32_t *longest_len, DeadStates *dead_in = nullptr,
+                      DeadStates *dead_out = nullptr, bool only_if_ok = true) {
     *order_len = 0;
     *longest_len = 0;
     if (n == 0) return OK;
@@ -323,6 +424,33 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     stack.reserve(n);
     int32_t longest_valid = 0;  // stack[0:longest_valid] == longest[0:longest_valid]
     FingerprintSet cache((size_t)n);
+    // the entry memoised last but not stepped into (the budget ran out on it)
+    uint64_t unexplored1 = 0, unexplored2 = 0;
+    bool unexplored = false;
+    int rc_out = FAIL;
+    // on the way out (every return), the states proven dead go to dead_out: every
+    // entry memoised but those on the stack and the one not stepped into
+    struct Donate {
+        std::function<void()> f;
+        ~Donate() { f(); }
+    } donate{[&] {
+        if (!dead_out || (only_if_ok && rc_out != OK)) return;
+        if (dead_out->n < 0) dead_out->n = n;
+        for (const Frame &fr : stack) cache.erase(fr.k1, fr.k2);
+        if (unexplored) cache.erase(unexplored1, unexplored2);
+        dead_out->take(cache);
+    }};
+    // a memo entry new to this search and to the states carried in (dead_in)
+    // (memoised either way: a state carried in is dead here too, and revisits of it
+    // then cost one look-up)
+    auto fresh = [&](uint64_t a, uint64_t b) {
+        if (!cache.insert(a, b)) return false;
+        if (dead_in && dead_in->contains(a, b)) {
+            ++dead_in->hits;
+            return false;
+        }
+        return true;
+    };
     int32_t state = init;
     bool after_info = false;  // is the last linearized operation an info one?
     uint64_t h1 = 0, h2 = 0;
@@ -340,8 +468,8 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     };
     // a step taken (memoised as n1, n2): onto the stack, then a fresh scan
     auto advance = [&](int32_t node, int32_t new_state, bool committed, bool dropped,
-                       uint64_t n1, uint64_t n2, bool info_step) {
-        stack.push_back(Frame{node, state, committed, dropped});
+                       uint64_t n1, uint64_t n2, bool info_step, uint64_t k1, uint64_t k2) {
+        stack.push_back(Frame{node, state, committed, dropped, k1, k2});
         state = new_state;
         h1 = n1;
         h2 = n2;
@@ -358,6 +486,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         ++scan;
     };
     auto emit = [&](int rc) {
+        rc_out = rc;
         if (rc == OK) {
             int32_t len = 0;
             for (size_t k = 0; k < stack.size(); ++k)
@@ -368,7 +497,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     };
     while (true) {
         if ((++iterations & 0x3FFF) == 0 && std::chrono::steady_clock::now() > deadline)
-            return OUT_OF_TIME;
+            return emit(OUT_OF_TIME);
         if (entry && is_call[entry]) {
             int32_t i = op_of[entry];
             if ((is_call[entry] == 2) != infos) {  // the other pass's
@@ -410,10 +539,16 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
                 bool info_i = end[i] == UNKNOWN;
                 // after an info operation the next step depends on the state before it
                 uint64_t salt = info_i ? state_mix(state, 0x9E3779B97F4A7C15ULL) : 0;
-                if (cache.insert(n1 ^ state_mix(new_state, 0x1234567ULL ^ salt),
-                                 n2 ^ state_mix(new_state, 0xABCDEF01ULL ^ salt))) {
-                    if (++*states > max_states) return OUT_OF_STATES;
-                    advance(entry, new_state, passive, false, n1, n2, info_i);
+                uint64_t k1 = n1 ^ state_mix(new_state, 0x1234567ULL ^ salt),
+                         k2 = n2 ^ state_mix(new_state, 0xABCDEF01ULL ^ salt);
+                if (fresh(k1, k2)) {
+                    if (++*states > max_states) {
+                        unexplored = true;
+                        unexplored1 = k1;
+                        unexplored2 = k2;
+                        return emit(OUT_OF_STATES);
+                    }
+                    advance(entry, new_state, passive, false, n1, n2, info_i, k1, k2);
                     continue;
                 }
                 dead = passive;
@@ -439,17 +574,23 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             // effect, the one way on from here (committed, as a forced step)
             int32_t i = op_of[entry], call = call_node[i];
             uint64_t n1 = h1 ^ z[2 * i], n2 = h2 ^ z[2 * i + 1];
-            if (cache.insert(n1 ^ state_mix(state, 0x1234567ULL),
-                             n2 ^ state_mix(state, 0xABCDEF01ULL))) {
-                if (++*states > max_states) return OUT_OF_STATES;
-                advance(call, state, true, true, n1, n2, false);
+            uint64_t k1 = n1 ^ state_mix(state, 0x1234567ULL),
+                     k2 = n2 ^ state_mix(state, 0xABCDEF01ULL);
+            if (fresh(k1, k2)) {
+                if (++*states > max_states) {
+                    unexplored = true;
+                    unexplored1 = k1;
+                    unexplored2 = k2;
+                    return emit(OUT_OF_STATES);
+                }
+                advance(call, state, true, true, n1, n2, false, k1, k2);
                 continue;
             }
         }
         // a return event whose call is pending (or a dead end): backtrack
         int32_t node;
         while (true) {
-            if (stack.empty()) return FAIL;
+            if (stack.empty()) return emit(FAIL);
             Frame fr = stack.back();
             stack.pop_back();
             if ((int32_t)stack.size() < longest_valid) longest_valid = (int32_t)stack.size();
@@ -689,11 +830,14 @@ static int32_t overwritten_read(int32_t n, const int8_t *kind, const int32_t *va
 // so on, all within max_states memoised entries in all (each full search's memo is its
 // own). A history whose violation lies in a few operations is refuted without the
 // search of everything before them (checkers/wgl.py, "Overwritten reads and windows").
-// A refuted history's longest prefix is the last full search's.
+// A refuted history's longest prefix is the last full search's. Each full search reads
+// dead_in (the windows' are other histories: none), and the one that finds the history
+// linearizable gives its dead states to dead_ok (wgl_search's dead_out).
 static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                   const int64_t *start, const int64_t *end, const uint8_t *drop, int32_t init,
                   int64_t max_states, double seconds, int64_t *states, int32_t *order,
-                  int32_t *order_len, int32_t *longest, int32_t *longest_len) {
+                  int32_t *order_len, int32_t *longest, int32_t *longest_len,
+                  DeadStates *dead_in = nullptr, DeadStates *dead_ok = nullptr) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
                                              std::chrono::duration<double>(seconds));
@@ -707,7 +851,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         int64_t room = std::min(tier, max_states - spent);
         int64_t used = 0;
         int rc = wgl_search(n, kind, val, exp, start, end, drop, init, room, left(), &used,
-                            order, order_len, longest, longest_len);
+                            order, order_len, longest, longest_len, dead_in, dead_ok, true);
         spent += used;
         *states += used;
         if (rc != OUT_OF_STATES || spent >= max_states) return rc;
@@ -880,7 +1024,8 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
                      int32_t init, int64_t lease,
                      int64_t max_states, int64_t max_work, double seconds,
                      double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
-                     bool floor_first, int64_t *states, DeltaOut &out) {
+                     bool floor_first, int64_t *states, DeltaOut &out,
+                     DeadStates *carry = nullptr) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
                                              std::chrono::duration<double>(seconds));
@@ -889,7 +1034,12 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
     std::vector<int32_t> got_order, got_longest;  // the last pass's
     int64_t fail_states = 0, ok_sum = 0, ok_count = 0;
     int rc = OK;  // the last pass's
-    // one search with every read's invoke d earlier; false: the budget ran out (rc)
+    // one search with every read's invoke d earlier; false: the budget ran out (rc).
+    // Each reads the states the passing ones before it proved dead, and a passing one
+    // adds its own (carry): every pass after a passing one is at a smaller Δ (the
+    // verdict's passes stop at the first that passes; the loop's lie in (lo, hi), hi
+    // at most every Δ passed), so those states are dead at it (checkers/wgl.py,
+    // "Carrying dead states"); failing passes give none, as later ones may lie above.
     auto pass = [&](int64_t d) {
         for (int32_t i = 0; i < n; ++i) start[i] = invoke[i] - (kind[i] == READ ? d : 0);
         int64_t room = max_states;
@@ -900,8 +1050,8 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         got_order.resize(std::max(n, 1));
         got_longest.resize(std::max(n, 1));
         rc = search(n, kind, val, exp, start.data(), end, drop, init, room,
-                    std::max(0.0, left),
-                    &used, got_order.data(), &order_len, got_longest.data(), &longest_len);
+                    std::max(0.0, left), &used, got_order.data(), &order_len,
+                    got_longest.data(), &longest_len, carry, carry);
         got_order.resize(order_len);
         got_longest.resize(longest_len);
         *states += used;

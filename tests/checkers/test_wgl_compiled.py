@@ -12,6 +12,7 @@ no pruning; a droppable write may be left out), which checks the search's extra 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ from repo_paths import CORPORA, ROOT
 
 from bench.gen_cas_history import generate_cas
 from leaseline.checkers import min_delta as tuning
+from leaseline.checkers import search_limits
 from leaseline.checkers.importers.knossos import read_knossos
 from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.models import CasRegister, Model, Register
@@ -129,6 +131,7 @@ def test_minimal_delta_matches_reference_and_brute_force(
     # first step; floor: read_bound's floor first, or not (either way the same Δ)
     saved = (tuning.CHEAP_FAILURE, tuning.LIST_CANDIDATES, tuning.WALK_BEFORE_GALLOP,
              tuning.FLOOR_FIRST)
+    carry = search_limits.CARRY_DEAD
     tuning.CHEAP_FAILURE = -1 if how in ("walk", "gallop") else saved[0]
     tuning.LIST_CANDIDATES = 2 if how == "bisect-sampled" else saved[1]
     tuning.WALK_BEFORE_GALLOP = 1 if how == "gallop" else saved[2]
@@ -136,10 +139,16 @@ def test_minimal_delta_matches_reference_and_brute_force(
     try:
         fast = min_delta(ops, model, initial, lease, lim())
         ref = min_delta(ops, model, initial, lease, lim(), reference=True)
+        search_limits.CARRY_DEAD = False
+        fresh = min_delta(ops, model, initial, lease, lim())
     finally:
         (tuning.CHEAP_FAILURE, tuning.LIST_CANDIDATES, tuning.WALK_BEFORE_GALLOP,
          tuning.FLOOR_FIRST) = saved
-    assert fast == ref  # the same passes: Δ, exactness, linearization, memo sizes
+        search_limits.CARRY_DEAD = carry
+    assert fresh == ref  # the same passes: Δ, exactness, linearization, memo sizes
+    # carrying dead states from pass to pass skips only states the pass would leave:
+    # all the same but the longest prefix of a failing pass (which one is found first)
+    assert dataclasses.replace(fast, longest=[]) == dataclasses.replace(ref, longest=[])
     comps = [o.complete for o in ops if o.complete != UNKNOWN_END]
     cands = sorted({0} | {o.invoke - c for o in ops if o.f == READ for c in comps
                           if o.invoke > c})
