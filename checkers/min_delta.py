@@ -4,6 +4,7 @@ compiled module where it fits, pass for pass as here."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import weakref
@@ -265,10 +266,8 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
         raise BudgetExceeded("states")
     _carry.found = None
     if dead is not None and delta > 0 and dead.size:
-        try:
+        with contextlib.suppress(TypeError):  # ops a list, say: kept for no later search
             _carry.found = (weakref.ref(ops), delta, e.val, e.exp, e.init, dead)
-        except TypeError:  # ops a list, say: kept for no later search
-            pass
     return DeltaSearch(None if delta < 0 else delta, exact, order,
                        None if failed_at < 0 else failed_at, longest, verdict_states)
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from leaseline.checkers import search_limits
 from leaseline.checkers.min_delta import carried_dead
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import READ, UNKNOWN_END, Operation
@@ -37,7 +38,8 @@ def stale_shifts(
     search cost more than a small key's searches), the same searches in the same order.
     There each search reads the states min_delta's passing searches proved dead
     (min_delta.carried_dead): it shifts every read by at most delta, and they by at
-    least it (checkers/wgl.py, "Carrying dead states")."""
+    least it (checkers/wgl.py, "Carrying dead states"), and each read's searches read
+    what the passing ones at larger shifts of that read proved dead."""
     if not delta:
         return [], True
     if (compiled_read_staleness is not None and limits.max_work is None
@@ -49,7 +51,7 @@ def stale_shifts(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, delta,
             order if type(order) is list else list(order), mask, limits.max_states,
             max(0.0, limits.deadline - time.monotonic()), OWN_FLOORS,
-            carried_dead(ops, delta, e.val, e.exp, e.init))
+            carried_dead(ops, delta, e.val, e.exp, e.init), search_limits.CARRY_DEAD)
         limits.states += states
         return moved, exact
     moved = [(i, s) for i, s in read_shifts(ops, order, delta)

@@ -36,14 +36,15 @@ static inline double seconds_to(steady::time_point deadline) {
 // the rest keep their upper bounds). Each search may memoise max_states entries;
 // *states receives their sum. carry (nullptr: none): states proven dead at shifts of
 // every read at least delta (min_delta's passing searches'), read as visited by every
-// search here, each of which shifts every read by at most delta.
+// search here, each of which shifts every read by at most delta. carry_own: each read's
+// searches carry their own too (below).
 static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
                            const int32_t *exp, const int64_t *invoke, const int64_t *end,
                            const uint8_t *drop, int32_t init, int64_t delta,
                            const int32_t *order, int32_t order_len, const uint8_t *only,
                            int64_t max_states, double seconds, bool own_floors,
                            int64_t *states, std::vector<std::pair<int32_t, int64_t>> &out,
-                           DeadStates *carry = nullptr) {
+                           DeadStates *carry = nullptr, bool carry_own = false) {
     const int64_t UNKNOWN = INT64_MAX;
     const auto deadline = deadline_in(seconds);
     *states = 0;
@@ -104,8 +105,20 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
     int64_t fails = 0, fail_states = 0, passes = 0, pass_states = 0;
     std::vector<int32_t> got_order(std::max(n, 1)), got_longest(std::max(n, 1)), needs_at(n, -1);
     std::vector<int64_t> needs(n, 0);
+    // The searches for one read's own shift (narrow, and those before it) each follow
+    // only passing ones at larger shifts of that read, every other read at delta: the
+    // passing ones' dead states are kept for the later ones (mine, one read's at a time;
+    // checkers/wgl.py, "Carrying dead states"), beside carry.
+    DeadStates mine;
+    mine.cap = max_states;
+    bool own_carry = carry_own;
+    auto fresh_read = [&] {
+        if (own_carry) mine = DeadStates{}, mine.cap = max_states;
+    };
     // linearizable with these reads at these shifts, every other read at delta?
     auto test = [&](const std::vector<std::pair<int32_t, int64_t>> &shift) {
+        // (a group's test is one search: nothing follows it at smaller shifts)
+        DeadStates *keep = own_carry && shift.size() == 1 ? &mine : nullptr;
         for (int32_t i = 0; i < n; ++i) start[i] = invoke[i] - at_delta[i];
         for (auto &[p, s] : shift) {
             start[p] = invoke[p] - s;
@@ -115,7 +128,7 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
         int32_t ol = 0, ll = 0;
         int rc = search(n, kind, val, exp, start.data(), end, drop, init, max_states,
                         seconds_to(deadline), &used, got_order.data(), &ol,
-                        got_longest.data(), &ll, carry, nullptr);
+                        got_longest.data(), &ll, carry, keep, keep);
         *states += used;
         if (rc == OUT_OF_TIME || rc == OUT_OF_STATES) throw BudgetOut{};
         bool ok = rc == OK;
@@ -206,6 +219,7 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
         for (int32_t pos : shown) {
             // no shift below its floor passes: narrowed from the least candidate from it
             // up, without the search at 0
+            fresh_read();
             candidates(pos);
             size_t b = cand.size() - 1;
             size_t a = std::min<size_t>(
@@ -247,6 +261,7 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
             }
             if (group.empty()) continue;
             int32_t pos = group[0];
+            fresh_read();
             candidates(pos);
             size_t a = 0, b = cand.size() - 1;  // cand[b] is known to be enough
             if (b > 0 && stale_first()) {

@@ -216,7 +216,7 @@ cdef extern from "wgl_checks.hpp" namespace "llwgl":
         const int64_t *invoke, const int64_t *end, const uint8_t *drop, int32_t init,
         int64_t delta, const int32_t *order, int32_t order_len, const uint8_t *only,
         int64_t max_states, double seconds, bint own_floors, int64_t *states,
-        vector[pair[int32_t, int64_t]] &out, CDeadStates *carry) except + nogil
+        vector[pair[int32_t, int64_t]] &out, CDeadStates *carry, bint carry_own) except + nogil
 
     bint c_minimal_ops "llwgl::minimal_ops" (
         int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
@@ -231,14 +231,15 @@ def read_staleness(const int8_t[::1] kind, const int32_t[::1] val, const int32_t
                    const int64_t[::1] invoke, const int64_t[::1] end,
                    const uint8_t[::1] drop, int32_t init, int64_t delta, list order,
                    const uint8_t[::1] only, int64_t max_states, double seconds,
-                   bint own_floors=True, DeadStates carry=None):
+                   bint own_floors=True, DeadStates carry=None, bint carry_own=False):
     """(exact, states, moved): each read a linearization at delta (order: operation
     positions) moved, and its own staleness, as checkers/staleness.py's read_staleness
     (wgl_checks.hpp): moved is [(position, shift)] in linearization order, exact False
     where the budget ran out (the rest keep upper bounds). only: 1 for the reads to
     decide (empty: all); drop as for linearizable; own_floors: each read's floor first
     (staleness.py); carry: dead states at shifts no smaller than delta, read as
-    visited."""
+    visited; carry_own: each read's searches carry what their passing ones prove
+    (wgl_checks.hpp)."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
@@ -259,7 +260,8 @@ def read_staleness(const int8_t[::1] kind, const int32_t[::1] val, const int32_t
     with nogil:
         exact = c_read_staleness(n, &kind[0], &val[0], &exp[0], &invoke[0], &end[0], drop_p,
                                  init, delta, o.data(), <int32_t>o.size(), only_p,
-                                 max_states, seconds, own_floors, &states, out, dead)
+                                 max_states, seconds, own_floors, &states, out, dead,
+                                 carry_own)
     return exact, states, [(p.first, p.second) for p in out]
 
 

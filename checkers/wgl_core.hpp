@@ -240,7 +240,8 @@ static SearchBuffers &search_buffers(int32_t n, SearchBuffers &own) {
 // the search stops with OUT_OF_STATES when it would exceed max_states.
 // Carrying dead states (checkers/wgl.py, which proves it sound): dead_in (nullptr:
 // none) holds states earlier searches of this history proved dead at shifts no
-// smaller than these; a step into one is a step into a visited state (not counted).
+// smaller than these (so does dead_in2); a step into one is a step into a visited
+// state (not counted).
 // On the way out the states this search proved dead (every entry memoised but those on
 // the stack and the one memoised as the budget ran out) go to dead_out, when given and
 // (only_if_ok) the history is linearizable; the caller passes it only where every later
@@ -250,7 +251,8 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
                       int32_t init, int64_t max_states, double seconds, int64_t *states,
                       int32_t *order, int32_t *order_len, int32_t *longest,
                       int32_t *longest_len, DeadStates *dead_in = nullptr,
-                      DeadStates *dead_out = nullptr, bool only_if_ok = true) {
+                      DeadStates *dead_out = nullptr, bool only_if_ok = true,
+                      DeadStates *dead_in2 = nullptr) {
     *order_len = 0;
     *longest_len = 0;
     if (n == 0) return OK;
@@ -447,6 +449,10 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         if (!cache.insert(a, b)) return false;
         if (dead_in && dead_in->contains(a, b)) {
             ++dead_in->hits;
+            return false;
+        }
+        if (dead_in2 && dead_in2->contains(a, b)) {
+            ++dead_in2->hits;
             return false;
         }
         return true;
@@ -831,13 +837,15 @@ static int32_t overwritten_read(int32_t n, const int8_t *kind, const int32_t *va
 // own). A history whose violation lies in a few operations is refuted without the
 // search of everything before them (checkers/wgl.py, "Overwritten reads and windows").
 // A refuted history's longest prefix is the last full search's. Each full search reads
-// dead_in (the windows' are other histories: none), and the one that finds the history
-// linearizable gives its dead states to dead_ok (wgl_search's dead_out).
+// dead_in and dead_in2 (the windows' are other histories: none), and the one that
+// finds the history linearizable gives its dead states to dead_ok (wgl_search's
+// dead_out).
 static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                   const int64_t *start, const int64_t *end, const uint8_t *drop, int32_t init,
                   int64_t max_states, double seconds, int64_t *states, int32_t *order,
                   int32_t *order_len, int32_t *longest, int32_t *longest_len,
-                  DeadStates *dead_in = nullptr, DeadStates *dead_ok = nullptr) {
+                  DeadStates *dead_in = nullptr, DeadStates *dead_ok = nullptr,
+                  DeadStates *dead_in2 = nullptr) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
                                              std::chrono::duration<double>(seconds));
@@ -851,7 +859,8 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         int64_t room = std::min(tier, max_states - spent);
         int64_t used = 0;
         int rc = wgl_search(n, kind, val, exp, start, end, drop, init, room, left(), &used,
-                            order, order_len, longest, longest_len, dead_in, dead_ok, true);
+                            order, order_len, longest, longest_len, dead_in, dead_ok, true,
+                            dead_in2);
         spent += used;
         *states += used;
         if (rc != OUT_OF_STATES || spent >= max_states) return rc;

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from test_staleness import histories
 
 from bench.gen_cas_history import generate_cas
-from leaseline.checkers import explain, staleness
+from leaseline.checkers import explain, search_limits, staleness
 from leaseline.checkers.decide import search_model
 from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.ops import READ, KeyHistory
@@ -43,6 +43,14 @@ def _staleness_agrees(monkeypatch: pytest.MonkeyPatch, h: KeyHistory, max_states
     if not found.min_delta_ns:
         return
     stale_reads = {int(i) for i, f in zip(h.index, h.f, strict=True) if f == READ}
+
+    def ample(only: set[int] | None) -> list[tuple[int, int]]:
+        moved, exact = staleness.stale_shifts(
+            HistoryOperations(h), model, h.initial, found.order, found.min_delta_ns,
+            SearchLimits(time.monotonic() + 60, 10**7), only)
+        assert exact
+        return moved
+
     for only in (None, set(sorted(stale_reads)[::2])):
         def run(only: set[int] | None = only) -> tuple:
             limits = SearchLimits(time.monotonic() + 60, max_states)
@@ -55,9 +63,23 @@ def _staleness_agrees(monkeypatch: pytest.MonkeyPatch, h: KeyHistory, max_states
         got = {}
         for floors in (True, False):
             monkeypatch.setattr(staleness, "OWN_FLOORS", floors)
+            # carrying dead states off: the same searches, memo sizes and all
+            monkeypatch.setattr(search_limits, "CARRY_DEAD", False)
             compiled, python = _both(monkeypatch, staleness, "compiled_read_staleness", run)
             assert compiled == python
             got[floors] = compiled[0]
+            # on (each read's passing searches' dead states carried to its later ones):
+            # each search memoises less, which steers the loop's choices (they weigh
+            # passes against failures by their states), so with a tight budget other
+            # reads may be left undecided; each shift is its own where decided (as an
+            # ample budget finds it) and an upper bound of it elsewhere
+            monkeypatch.setattr(search_limits, "CARRY_DEAD", True)
+            (carried, exact), _ = run()
+            truth = dict(python[0][0]) if python[0][1] else dict(ample(only))
+            assert sorted(truth) == sorted(p for p, _ in carried)
+            assert all(s >= truth[p] for p, s in carried)
+            if exact:
+                assert dict(carried) == truth
         if got[True][1] and got[False][1]:
             assert got[True] == got[False]
 
