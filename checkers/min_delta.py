@@ -288,8 +288,11 @@ def carried_dead(ops: Sequence[Operation], delta: int, val: np.ndarray, exp: np.
     if found is None or not search_limits.CARRY_DEAD:
         return None
     ref, found_delta, fval, fexp, finit, dead = found
-    if ref() is not ops or delta > found_delta or init != finit \
-            or not (np.array_equal(val, fval) and np.array_equal(exp, fexp)):
+    if ref() is not ops or delta > found_delta or init != finit:
+        return None
+    # (the same arrays, where encode reuses the history's codes; else compared)
+    if not ((val is fval or np.array_equal(val, fval))
+            and (exp is fexp or np.array_equal(exp, fexp))):
         return None
     return dead
 

@@ -389,8 +389,8 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         if not d or len(relaxed) < PROBE_FIRST_OPS:
             # d (at most the probe): passing, it is the relaxed minimal Δ, and it
             # lowers the key's; one search
-            out = linearizable(rows, model, initial, d, limits, encoded=enc, carry=dead,
-                               keep=True)
+            # (passing, it is the last search here: it keeps nothing)
+            out = linearizable(rows, model, initial, d, limits, encoded=enc, carry=dead)
             if out.ok and not d:  # as min_delta's first search finds it
                 return _finish(relaxed, model, initial, enc, rows,
                                DeltaSearch(0, True, out.order, None), False)

@@ -44,18 +44,22 @@ static inline uint64_t splitmix(uint64_t &x) {
 class FingerprintSet {
   public:
     // room for about `expected` entries before the first doubling (at least 64 slots)
+    // (expected 0: the slots are allocated by the first insert, as a carried set that
+    // is never given any needs none)
     explicit FingerprintSet(size_t expected) : mask_(63), size_(0) {
         while (mask_ + 1 < 2 * expected && mask_ < 1023) mask_ = 2 * mask_ + 1;
-        slots_.assign(2 * (mask_ + 1), 0);
+        if (expected) slots_.assign(2 * (mask_ + 1), 0);
     }
     // true when inserted (was absent)
     bool insert(uint64_t a, uint64_t b) {
         if (a == 0 && b == 0) a = 1;
+        if (slots_.empty()) slots_.assign(2 * (mask_ + 1), 0);
         if ((size_ + 1) * 2 > mask_ + 1) grow();
         return place(slots_.data(), mask_, a, b);
     }
     size_t size() const { return size_; }
     bool contains(uint64_t a, uint64_t b) const {
+        if (slots_.empty()) return false;
         if (a == 0 && b == 0) a = 1;
         for (uint64_t i = (a ^ (b >> 7)) & mask_;; i = (i + 1) & mask_) {
             const uint64_t *e = slots_.data() + 2 * i;
@@ -65,6 +69,7 @@ class FingerprintSet {
     }
     // removes (a, b) if present (backward-shift deletion: no tombstones)
     void erase(uint64_t a, uint64_t b) {
+        if (slots_.empty()) return;
         if (a == 0 && b == 0) a = 1;
         uint64_t i = (a ^ (b >> 7)) & mask_;
         for (;; i = (i + 1) & mask_) {
@@ -93,6 +98,7 @@ class FingerprintSet {
     }
     template <class F>
     void for_each(F f) const {
+        if (slots_.empty()) return;
         for (uint64_t i = 0; i <= mask_; ++i)
             if (slots_[2 * i] != 0 || slots_[2 * i + 1] != 0) f(slots_[2 * i], slots_[2 * i + 1]);
     }
@@ -167,9 +173,13 @@ struct SearchFrame {
 // A search asks about each state new to it, and few are here: a bit per slot of a
 // filter (at least FILTER_BITS per entry, so a few hundred KB where the table is MBs)
 // answers most of them without the table's cache miss.
+// A search gives its dead states only where there are at least MIN_GIVEN of them
+// (fewer save less than the giving costs: a small key's search, linearizable at once,
+// backtracks out of none or a few).
 struct DeadStates {
     static constexpr uint64_t FILTER_BITS = 16;
-    FingerprintSet set{1024};
+    static constexpr size_t MIN_GIVEN = 64;
+    FingerprintSet set{0};
     int32_t n = -1;    // the history's length (-1: no search has given any yet)
     int64_t hits = 0;  // entries a search found here and so did not memoise
     // at most this many entries (the memory of one search's memo): past it, the larger
@@ -438,6 +448,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     } donate{[&] {
         if (!dead_out || (only_if_ok && rc_out != OK)) return;
         if (dead_out->n < 0) dead_out->n = n;
+        if (cache.size() < stack.size() + unexplored + DeadStates::MIN_GIVEN) return;
         for (const Frame &fr : stack) cache.erase(fr.k1, fr.k2);
         if (unexplored) cache.erase(unexplored1, unexplored2);
         dead_out->take(cache);
@@ -1048,7 +1059,8 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
     // adds its own (carry): every pass after a passing one is at a smaller Δ (the
     // verdict's passes stop at the first that passes; the loop's lie in (lo, hi), hi
     // at most every Δ passed), so those states are dead at it (checkers/wgl.py,
-    // "Carrying dead states"); failing passes give none, as later ones may lie above.
+    // "Carrying dead states"); failing passes give none, as later ones may lie above,
+    // nor does the pass at 0 (passing, it is the last search: Δ = 0 has no stale read).
     auto pass = [&](int64_t d) {
         for (int32_t i = 0; i < n; ++i) start[i] = invoke[i] - (kind[i] == READ ? d : 0);
         int64_t room = max_states;
@@ -1060,7 +1072,7 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         got_longest.resize(std::max(n, 1));
         rc = search(n, kind, val, exp, start.data(), end, drop, init, room,
                     std::max(0.0, left), &used, got_order.data(), &order_len,
-                    got_longest.data(), &longest_len, carry, carry);
+                    got_longest.data(), &longest_len, carry, d > 0 ? carry : nullptr);
         got_order.resize(order_len);
         got_longest.resize(longest_len);
         *states += used;
