@@ -258,7 +258,7 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
             limits.max_states,
             -1 if limits.max_work is None else max(0, limits.max_work - limits.states),
             max(0.0, limits.deadline - time.monotonic()), CHEAP_FAILURE, LIST_CANDIDATES,
-            WALK_BEFORE_GALLOP, FLOOR_FIRST, *((dead,) if dead is not None else ())))
+            WALK_BEFORE_GALLOP, FLOOR_FIRST, dead))
     limits.states += states
     if rc == 2:
         raise BudgetExceeded("time")

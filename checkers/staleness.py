@@ -18,7 +18,7 @@ from leaseline.checkers.search_columns import NO_DROP, Encoded, columns, encode
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.shifts import Moves, read_shifts
 from leaseline.checkers.wgl import compiled_fits, linearizable
-from leaseline.checkers.wgl_native import compiled_dead_states, compiled_read_staleness
+from leaseline.checkers.wgl_native import compiled_read_staleness
 
 
 def stale_shifts(
@@ -51,9 +51,7 @@ def stale_shifts(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, delta,
             order if type(order) is list else list(order), mask, limits.max_states,
             max(0.0, limits.deadline - time.monotonic()), OWN_FLOORS,
-            # (carrying off, or a module built without it: the same call as before it)
-            *((carried_dead(ops, delta, e.val, e.exp, e.init), True)
-              if search_limits.CARRY_DEAD and compiled_dead_states is not None else ()))
+            carried_dead(ops, delta, e.val, e.exp, e.init), search_limits.CARRY_DEAD)
         limits.states += states
         return moved, exact
     moved = [(i, s) for i, s in read_shifts(ops, order, delta)

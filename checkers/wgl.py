@@ -229,7 +229,7 @@ def linearizable(
     seconds = max(0.0, limits.deadline - time.monotonic())
     rc, states, order, longest = _compiled_search(
         e.kind, e.val, e.exp, start, e.complete, e.drop, e.init,
-        limits.room(), seconds, *((carry, keep) if carry is not None else ()),
+        limits.room(), seconds, carry, keep,
     )
     limits.states += int(states)
     if rc == 2:

@@ -19,12 +19,10 @@ try:  # a module built before these were added lacks them: the Python loops run 
 except ImportError:  # pragma: no cover - depends on the installation
     compiled_minimal_ops = compiled_read_staleness = None
 try:  # read_bound's floor (read_bound.hpp), likewise
+    from leaseline.checkers.wgl_compiled import DeadStates as compiled_dead_states
     from leaseline.checkers.wgl_compiled import compact as compiled_compact
     from leaseline.checkers.wgl_compiled import read_thresholds as compiled_read_thresholds
     from leaseline.checkers.wgl_compiled import refuted_below as compiled_refuted_below
 except ImportError:  # pragma: no cover - depends on the installation
     compiled_compact = compiled_read_thresholds = compiled_refuted_below = None
-try:  # carrying dead states (wgl_core.hpp's DeadStates), likewise: searches start afresh
-    from leaseline.checkers.wgl_compiled import DeadStates as compiled_dead_states
-except ImportError:  # pragma: no cover - depends on the installation
     compiled_dead_states = None
