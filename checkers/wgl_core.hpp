@@ -468,6 +468,15 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         }
         return true;
     };
+    // counts a new memo entry; true when that exceeds max_states (the entry is then the
+    // one not stepped into)
+    auto over_budget = [&](uint64_t a, uint64_t b) {
+        if (++*states <= max_states) return false;
+        unexplored = true;
+        unexplored1 = a;
+        unexplored2 = b;
+        return true;
+    };
     int32_t state = init;
     bool after_info = false;  // is the last linearized operation an info one?
     uint64_t h1 = 0, h2 = 0;
@@ -559,12 +568,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
                 uint64_t k1 = n1 ^ state_mix(new_state, 0x1234567ULL ^ salt),
                          k2 = n2 ^ state_mix(new_state, 0xABCDEF01ULL ^ salt);
                 if (fresh(k1, k2)) {
-                    if (++*states > max_states) {
-                        unexplored = true;
-                        unexplored1 = k1;
-                        unexplored2 = k2;
-                        return emit(OUT_OF_STATES);
-                    }
+                    if (over_budget(k1, k2)) return emit(OUT_OF_STATES);
                     advance(entry, new_state, passive, false, n1, n2, info_i, k1, k2);
                     continue;
                 }
@@ -594,12 +598,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             uint64_t k1 = n1 ^ state_mix(state, 0x1234567ULL),
                      k2 = n2 ^ state_mix(state, 0xABCDEF01ULL);
             if (fresh(k1, k2)) {
-                if (++*states > max_states) {
-                    unexplored = true;
-                    unexplored1 = k1;
-                    unexplored2 = k2;
-                    return emit(OUT_OF_STATES);
-                }
+                if (over_budget(k1, k2)) return emit(OUT_OF_STATES);
                 advance(call, state, true, true, n1, n2, false, k1, k2);
                 continue;
             }
