@@ -32,7 +32,7 @@ from leaseline.checkers.anomalies import (
 )
 from leaseline.checkers.anomalies import VIOLATION as VIOLATION_TYPE
 from leaseline.checkers.classify import classify, hopeless
-from leaseline.checkers.min_delta import DeltaSearch, min_delta
+from leaseline.checkers.min_delta import DeadCarry, DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
 from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
 from leaseline.checkers.read_bound import stale_reads_shown
@@ -207,7 +207,7 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     elif verdict is not None:
         result.shifted_reads, result.staleness_exact, result.staleness_by_witness = \
             _stale_reads(h, ops, h.index, model, verdict.order, verdict.min_delta_ns or 0,
-                         budget)
+                         budget, carry=verdict.dead)
         if not result.staleness_exact:
             result.reason += STALENESS_INEXACT
         if result.staleness_by_witness:
@@ -334,10 +334,12 @@ def _by_outcome(ops: list[int], at: dict[int, _Cell]) -> dict[str, list[int]]:
 
 def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],
                  model: Model, order: list[int], delta: int, budget: Budget,
-                 only: set[int] | None = None) -> tuple[list[ShiftedRead], bool, bool]:
+                 only: set[int] | None = None, carry: DeadCarry | None = None,
+                 ) -> tuple[list[ShiftedRead], bool, bool]:
     """stale_shifts of a linearization at Δ of ops (h's, or h's with an anomaly's changes
     made; index: each one's history index), as the stale reads sorted by index, within a
     fresh budget; whether all were decided; and whether they are the witness's instead.
+    carry: the dead states of the min_delta over ops that found Δ (DeltaSearch.dead).
 
     A key can need Δ > 0 while no read is stale on its own: two reads of values whose
     writes may take effect in either order (the one written last is fresh), each fresh
@@ -347,7 +349,7 @@ def _stale_reads(h: KeyHistory, ops: Sequence[Operation], index: Sequence[int],
     if not delta:  # linearizable at Δ = 0 (or none helps): no read is stale
         return [], True, False
     moved, exact = stale_shifts(ops, model, h.initial, order, delta, _limits(h, budget)[0],
-                                only)
+                                only, carry)
     by_witness = False
     if delta and only is None and exact and not any(s > 0 for _, s in moved):
         moved, by_witness = read_shifts(ops, order, delta), True
@@ -434,7 +436,8 @@ def _by_search(h: KeyHistory, lease_ns: int, budget: Budget, *, later: bool = Fa
     # staleness_exact False: the budget ran out; some shifts are upper bounds
     shifted, staleness_exact, by_witness = ([], True, False) \
         if not delta or later and status == VIOLATION \
-        else _stale_reads(h, ops, h.index, model, found.order, delta, budget)
+        else _stale_reads(h, ops, h.index, model, found.order, delta, budget,
+                          carry=found.dead)
     counterexample = None
     if status == VIOLATION:
         # shown at Δ = L: why the key is not L-linearizable (the violation's meaning)

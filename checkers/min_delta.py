@@ -4,10 +4,7 @@ compiled module where it fits, pass for pass as here."""
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -34,6 +31,34 @@ class DeltaSearch:
     failed_at: int | None  # a Δ at which the history is not linearizable (for explain)
     longest: list[int] = field(default_factory=list)
     verdict_states: int = 0  # memoised entries the searches took until the verdict was known
+    # the states its passing searches proved dead (compiled, Δ > 0; else None), for the
+    # searches of the stale reads' own shifts that follow (DeadCarry.at)
+    dead: DeadCarry | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class DeadCarry:
+    """The states a compiled min_delta's passing searches proved dead (a
+    wgl_compiled.DeadStates), with the Δ it found and the codes they are states of. Each
+    of those searches shifted every read by at least that Δ, so the states are dead for
+    any search of the same history shifting each read by at most it (checkers/wgl.py,
+    "Carrying dead states"), which every search of the stale reads' own shifts does."""
+    states: object
+    delta: int
+    val: np.ndarray
+    exp: np.ndarray
+    init: int
+
+    def at(self, delta: int, val: np.ndarray, exp: np.ndarray, init: int) -> object | None:
+        """The states, for searches of the same history at shifts up to delta encoded
+        with these codes (None where delta is larger or the codes differ: a state is a
+        register value's code, so another encoding's would mean other states)."""
+        if not search_limits.CARRY_DEAD or delta > self.delta or init != self.init:
+            return None
+        if not ((val is self.val or np.array_equal(val, self.val))
+                and (exp is self.exp or np.array_equal(exp, self.exp))):
+            return None
+        return self.states
 
 
 # min_delta bisects while a failing pass memoises at most this many times what a
@@ -240,7 +265,7 @@ def min_delta(
 def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns: int,
                         limits: SearchLimits, encoded: Encoded | None = None) -> DeltaSearch:
     """min_delta in the compiled module; its passing searches' dead states are kept
-    for the stale reads' searches that follow (carried_dead)."""
+    for the stale reads' searches that follow (DeltaSearch.dead)."""
     if encoded is None and type(ops) is HistoryOperations:
         # the codes alone, over the history's own columns (the search only reads them):
         # a linearizable key needs no more of the encoding
@@ -264,37 +289,10 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
         raise BudgetExceeded("time")
     if rc == 3:
         raise BudgetExceeded("states")
-    _carry.found = None
-    if dead is not None and delta > 0 and dead.size:
-        with contextlib.suppress(TypeError):  # ops a list, say: kept for no later search
-            _carry.found = (weakref.ref(ops), delta, e.val, e.exp, e.init, dead)
+    carry = DeadCarry(dead, delta, e.val, e.exp, e.init) \
+        if dead is not None and delta > 0 and dead.size else None
     return DeltaSearch(None if delta < 0 else delta, exact, order,
-                       None if failed_at < 0 else failed_at, longest, verdict_states)
-
-
-# The dead states of the last compiled min_delta of this thread (see carried_dead).
-_carry = threading.local()
-
-
-def carried_dead(ops: Sequence[Operation], delta: int, val: np.ndarray, exp: np.ndarray,
-                 init: int) -> object | None:
-    """The states the passing searches of the last compiled min_delta proved dead,
-    where they are of ops (the same object, encoded with the same codes) and delta is at
-    most the Δ it found: each of those searches shifted every read by at least that Δ,
-    so the states are dead for any search of ops shifting each read by at most delta
-    (checkers/wgl.py, "Carrying dead states"), which every search of the stale reads'
-    own shifts does. None: there are none (or they are another history's)."""
-    found = getattr(_carry, "found", None)
-    if found is None or not search_limits.CARRY_DEAD:
-        return None
-    ref, found_delta, fval, fexp, finit, dead = found
-    if ref() is not ops or delta > found_delta or init != finit:
-        return None
-    # (the same arrays, where encode reuses the history's codes; else compared)
-    if not ((val is fval or np.array_equal(val, fval))
-            and (exp is fexp or np.array_equal(exp, fexp))):
-        return None
-    return dead
+                       None if failed_at < 0 else failed_at, longest, verdict_states, carry)
 
 
 def _floor(ops: Sequence[Operation], initial: str | None, encoded: Encoded | None) -> int:

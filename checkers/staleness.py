@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from leaseline.checkers import search_limits
-from leaseline.checkers.min_delta import carried_dead
+from leaseline.checkers.min_delta import DeadCarry
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import READ, UNKNOWN_END, Operation
 from leaseline.checkers.read_bound import coded, own_floors
@@ -29,6 +29,7 @@ def stale_shifts(
     delta: int,
     limits: SearchLimits,
     only: set[int] | None = None,
+    carry: DeadCarry | None = None,
 ) -> tuple[list[tuple[int, int]], bool]:
     """Each stale read's own shift (position in ops, shift), from a linearization at
     the minimal Δ, and whether all were decided (only: of the reads with these history
@@ -36,10 +37,11 @@ def stale_shifts(
     they may go, which leaves most of them unmoved); each is decided by read_staleness,
     in the compiled module in one call where it fits (there the Python around each
     search cost more than a small key's searches), the same searches in the same order.
-    There each search reads the states min_delta's passing searches proved dead
-    (min_delta.carried_dead): it shifts every read by at most delta, and they by at
-    least it (checkers/wgl.py, "Carrying dead states"), and each read's searches read
-    what the passing ones at larger shifts of that read proved dead."""
+    There each search reads the states min_delta's passing searches proved dead (carry:
+    the DeltaSearch.dead of min_delta over these ops, which found delta): it shifts every
+    read by at most delta, and they by at least it (checkers/wgl.py, "Carrying dead
+    states"), and each read's searches read what the passing ones at larger shifts of
+    that read proved dead."""
     if not delta:
         return [], True
     if (compiled_read_staleness is not None and limits.max_work is None
@@ -51,7 +53,7 @@ def stale_shifts(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, delta,
             order if type(order) is list else list(order), mask, limits.max_states,
             max(0.0, limits.deadline - time.monotonic()), OWN_FLOORS,
-            carried_dead(ops, delta, e.val, e.exp, e.init), search_limits.CARRY_DEAD)
+            carry and carry.at(delta, e.val, e.exp, e.init), search_limits.CARRY_DEAD)
         limits.states += states
         return moved, exact
     moved = [(i, s) for i, s in read_shifts(ops, order, delta)

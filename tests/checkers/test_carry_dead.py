@@ -84,19 +84,20 @@ def test_a_dense_key_decides_the_same(seed: int) -> None:
 
 def test_min_delta_passes_carry_states_to_the_stale_reads() -> None:
     from leaseline.checkers.decide import search_model
-    from leaseline.checkers.min_delta import carried_dead, min_delta
+    from leaseline.checkers.min_delta import min_delta
     from leaseline.checkers.search_columns import HistoryOperations
     h = generate_cas(300, stale=True, seed=5, think_ms=0.2).history
     ops = HistoryOperations(h)
     found = min_delta(ops, search_model(h), h.initial, 0, lim())
     assert found.min_delta_ns
     e = encode(ops, h.initial)
-    dead = carried_dead(ops, found.min_delta_ns, e.val, e.exp, e.init)
+    assert found.dead is not None
+    dead = found.dead.at(found.min_delta_ns, e.val, e.exp, e.init)
     assert dead is not None and dead.size > 0
-    # another history, a larger Δ, or other codes: none
-    assert carried_dead(HistoryOperations(h), found.min_delta_ns, e.val, e.exp, e.init) is None
-    assert carried_dead(ops, found.min_delta_ns + 1, e.val, e.exp, e.init) is None
-    assert carried_dead(ops, found.min_delta_ns, e.val[::-1].copy(), e.exp, e.init) is None
+    # a larger Δ, or other codes: none
+    assert found.dead.at(found.min_delta_ns + 1, e.val, e.exp, e.init) is None
+    assert found.dead.at(found.min_delta_ns, e.val[::-1].copy(), e.exp, e.init) is None
+    assert found.dead.at(found.min_delta_ns, e.val, e.exp, e.init + 1) is None
     # the stale reads' searches at Δ skip some of them
     shift = np.where(e.kind == READ, found.min_delta_ns, 0)
     before = dead.hits

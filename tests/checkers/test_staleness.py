@@ -370,7 +370,7 @@ def test_undecided_staleness_is_marked_in_results(monkeypatch) -> None:  # noqa:
     from leaseline.checkers.shifts import read_shifts
 
     # the per-read searches run out of budget (faked): the witness's shifts stay, marked
-    monkeypatch.setattr(decide, "stale_shifts", lambda ops, m, i, order, d, lim, only:
+    monkeypatch.setattr(decide, "stale_shifts", lambda ops, m, i, order, d, lim, only, carry:
                         (read_shifts(ops, order, d), False))
     h = history(w(1, 0, 1), w(2, 4, 5), r(1, 12, 13), model="cas-register")
     out = check_key(h, 0, anomalies=False).to_json()
