@@ -65,16 +65,16 @@ from leaseline.checkers.shifts import Candidates
 
 def classify(ops: Sequence[Operation], model: Model, initial: str | None,
              delta_ns: int | None, exact: bool, lease_ns: int,
-             limits_for: Callable[[], SearchLimits],
+             limits_for: Callable[[], SearchLimits], names: Sequence[str],
              bound: Callable[[str, int | None], tuple[bool, int | None, Relaxed | None]]
-             | None = None, names: Sequence[str] | None = None,
+             | None = None,
              ) -> tuple[list[Anomaly], Relaxed | None, dict[str, Relaxed]]:
     """The anomalies of a violating key whose minimal Δ is delta_ns (None: none helps).
     exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search;
-    bound(name, delta_ns): as zone_relaxed, a lower bound of the relaxed Δ that spares the
-    search when it is not below delta_ns (or decides the relaxation outright); names: the
-    relaxations that apply to ops (relax.applicable_names), none where the key is
-    hopeless(), when the caller has them.
+    names: relaxation_names(ops, model, initial, delta_ns) (the caller shares the budget
+    among them); bound(name, delta_ns): as zone_relaxed, a lower bound of the relaxed Δ
+    that spares the search when it is not below delta_ns (or decides the relaxation
+    outright).
     Returns them (relaxations first, then stale-read or violation), the search that
     explains the most (None when no relaxation lowers Δ), over which what remains of
     the stale reads is decided, and each reported relaxation's own search (which stale
@@ -83,8 +83,6 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     best: Relaxed | None = None
     reported: list[str] = []
     alone: dict[str, Relaxed] = {}
-    if names is None:
-        names = [] if hopeless(ops, model, initial, delta_ns) else applicable_names(ops)
     cands: Candidates | None = None  # the key's, shared by its relaxations' searches
     for name in RELAXATIONS:
         if name not in names:
@@ -147,13 +145,17 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
     return out, best, alone
 
 
-def hopeless(ops: Sequence[Operation], model: Model, initial: str | None,
-             delta_ns: int | None) -> bool:
-    """A register's read of a value nothing writes, where no Δ helps: no relaxation
-    helps either (each only repeats or leaves out writes), so the key stays a
-    `violation` with nothing to search (classify's names are then none)."""
-    return (delta_ns is None and isinstance(model, Register | CasRegister)
-            and unwritten_read(ops, initial))
+def relaxation_names(ops: Sequence[Operation], model: Model, initial: str | None,
+                     delta_ns: int | None) -> list[str]:
+    """The relaxations classify searches for a violating key whose minimal Δ is
+    delta_ns: those that change anything (relax.applicable_names), none where a
+    register's read returns a value nothing writes and no Δ helps: no relaxation helps
+    either (each only repeats or leaves out writes), so the key stays a `violation` with
+    nothing to search."""
+    if delta_ns is None and isinstance(model, Register | CasRegister) \
+            and unwritten_read(ops, initial):
+        return []
+    return applicable_names(ops)
 
 
 def _surely(a: Anomaly, lease_ns: int) -> bool:

@@ -31,12 +31,12 @@ from leaseline.checkers.anomalies import (
     describe,
 )
 from leaseline.checkers.anomalies import VIOLATION as VIOLATION_TYPE
-from leaseline.checkers.classify import classify, hopeless
+from leaseline.checkers.classify import classify, relaxation_names
 from leaseline.checkers.min_delta import DeadCarry, DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
 from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
 from leaseline.checkers.read_bound import stale_reads_shown
-from leaseline.checkers.relax import Relaxed, applicable_names, applied
+from leaseline.checkers.relax import Relaxed, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.shifts import read_shifts
@@ -187,9 +187,7 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     decided the key; ops: h's rows, shared with it). The key is already invalid, so only
     violations pay for this."""
     model = search_model(h)
-    # a key that can only stay a violation is named so with no relaxation built
-    names = [] if hopeless(ops, model, h.initial, result.min_delta_ns) \
-        else applicable_names(ops)
+    names = relaxation_names(ops, model, h.initial, result.min_delta_ns)
     shares = max(1, len(names))
     work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states // shares)
 
@@ -200,7 +198,7 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
 
     bound = partial(zone_relaxed, h, z) if z is not None else None
     found, best, alone = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
-                                  lease_ns, limits_for, bound, names)
+                                  lease_ns, limits_for, names, bound)
     if z is not None:
         zone.add_staleness(h, z)
         result.shifted_reads = _zone_stale_reads(h, z.staleness)

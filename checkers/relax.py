@@ -147,11 +147,6 @@ def _relax_coded(ops: HistoryOperations, e: Encoded, names: Sequence[str]
     return RelaxedOperations(ops, drop, clones)
 
 
-def applicable(ops: Sequence[Operation], name: str) -> bool:
-    """Whether the relaxation changes anything (else its Δ is the key's: no search)."""
-    return name in applicable_names(ops)
-
-
 def applicable_names(ops: Sequence[Operation]) -> list[str]:
     """The relaxations that change anything, in RELAXATIONS' order (one pass over the
     columns): any write may take effect twice, an acknowledged one be lost."""
