@@ -17,8 +17,7 @@ from leaseline.checkers.read_bound import ALWAYS, coded, refuted_below
 from leaseline.checkers.search_columns import NO_DROP, Encoded, HistoryOperations, encode
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves, compact
-from leaseline.checkers.wgl import compiled_available, compiled_fits
-from leaseline.checkers.wgl_native import compiled_dead_states as _DeadStates
+from leaseline.checkers.wgl import compiled_available, compiled_fits, dead_states
 from leaseline.checkers.wgl_native import compiled_min_delta as _compiled_min_delta
 from leaseline.checkers.wgl_reference import linearizable_reference
 
@@ -275,8 +274,7 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
                     np.ascontiguousarray(h.complete, dtype=np.int64), NO_DROP, init, h.index)
     else:
         e = encoded if encoded is not None else encode(ops, initial)
-    dead = _DeadStates(limits.max_states) \
-        if search_limits.CARRY_DEAD and _DeadStates is not None else None
+    dead = dead_states(limits.max_states)
     rc, states, delta, exact, failed_at, verdict_states, order, longest = (
         _compiled_min_delta(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, lease_ns,

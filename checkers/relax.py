@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from leaseline.checkers import search_limits, zone
+from leaseline.checkers import zone
 from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
 from leaseline.checkers.min_delta import DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, Register
@@ -64,9 +64,8 @@ from leaseline.checkers.search_columns import (
 )
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits
 from leaseline.checkers.shifts import Candidates, Moves, compact, compact_coded
-from leaseline.checkers.wgl import compiled_available, compiled_fits, linearizable
+from leaseline.checkers.wgl import compiled_available, compiled_fits, dead_states, linearizable
 from leaseline.checkers.wgl_native import compiled_compact, compiled_refuted_below
-from leaseline.checkers.wgl_native import compiled_dead_states as _DeadStates
 
 try:  # optional, as the compiled search is: the Python steps below give the same
     from leaseline.checkers import witness_compiled as _witness
@@ -376,8 +375,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     first: Outcome | None = None  # the probe's search, once it has run
     # what the passing searches proved dead, for the later ones (each at a smaller Δ
     # than every passing one before it; checkers/wgl.py, "Carrying dead states")
-    dead = _DeadStates(limits.max_states) \
-        if enc is not None and search_limits.CARRY_DEAD and _DeadStates is not None else None
+    dead = dead_states(limits.max_states) if enc is not None else None
     out: Outcome | None = None
     spent = limits.states
     try:

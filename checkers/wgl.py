@@ -141,10 +141,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from leaseline.checkers import search_limits
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, Operation
 from leaseline.checkers.search_columns import Encoded, HistoryOperations, RelaxedOperations, encode
 from leaseline.checkers.search_limits import BudgetExceeded, Outcome, SearchLimits, Shifts
+from leaseline.checkers.wgl_native import compiled_dead_states as _DeadStates
 from leaseline.checkers.wgl_native import compiled_search as _compiled_search
 from leaseline.checkers.wgl_reference import linearizable_reference
 
@@ -186,6 +188,15 @@ def compiled_fits(ops: Sequence[Operation], model: Model) -> bool:
         f = ops.history.f
         return type(model) is Register and not ((f == CAS) | (f == CAS_FAILED)).any()
     return type(model) is Register and not any(o.f in (CAS, CAS_FAILED) for o in ops)
+
+
+def dead_states(max_states: int) -> object | None:
+    """An empty carry of dead states for a run of compiled searches of one history (see
+    "Carrying dead states" above), keeping at most max_states; None where the carry is
+    off (search_limits.CARRY_DEAD) or the compiled search is not built."""
+    if not search_limits.CARRY_DEAD or _DeadStates is None:
+        return None
+    return _DeadStates(max_states)
 
 
 def linearizable(
