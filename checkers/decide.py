@@ -39,7 +39,7 @@ from leaseline.checkers.read_bound import stale_reads_shown
 from leaseline.checkers.relax import Relaxed, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
-from leaseline.checkers.shifts import read_shifts
+from leaseline.checkers.shifts import Moves, read_shifts
 from leaseline.checkers.staleness import stale_shifts
 from leaseline.checkers.wgl import entry_bytes
 from leaseline.checkers.zone_relax import zone_relaxed
@@ -256,6 +256,14 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
             rows = zone.staleness_of_reads(h, r.clusters, delta,
                                            np.flatnonzero(np.isin(h.index, list(only))))
         return {int(h.index[row]) for row, _ in rows}
+    if only is not None and not only.intersection(
+            h.index[Moves(r.ops)(r.found.order)[0]].tolist()):
+        # a read the witness does not move is linearizable unmoved with every other
+        # read moved at most Δ, so it is not stale once r's changes are made (only the
+        # reads it moves are decided: stale_shifts): none asked about is, nothing to cut
+        # or search (reads are never clones: r.ops's positions of reads are h's rows,
+        # and the witness is a linearization of the changed history too, applied())
+        return set()
     changed, order = applied(r, ops)
     index = changed.history.index if type(changed) is HistoryOperations \
         else [o.index for o in changed]
