@@ -86,6 +86,7 @@ def min_delta(
     *,
     reference: bool = False,
     encoded: Encoded | None = None,
+    zero: tuple[int, list[int]] | None = None,
 ) -> DeltaSearch:
     """Minimal Δ. Decides the verdict first (Δ = 0, then Δ = L, then the largest Δ that
     changes anything), then narrows (lo, hi], not linearizable at lo, linearizable at
@@ -134,15 +135,27 @@ def min_delta(
     The compiled module runs this same loop, pass for pass (on small keys the Python
     around each pass cost more than the search); reference=True runs it here, over the
     pure-Python search, as it does where the compiled one does not fit. `encoded` (from
-    encode(ops, initial)) spares encoding again."""
+    encode(ops, initial)) spares encoding again.
+
+    zero: (memoised entries, longest prefix) of a search of ops at Δ = 0 that the caller
+    made, carrying no dead states in, and that failed, its entries no longer counted in
+    limits (so the same search as this first one, but for its room). A search that never
+    reaches its room takes the same steps whatever the room, so where that one had fewer
+    entries than this first search's room (and, compiled, than the first tier of its
+    search, wgl_core.hpp: one WGL search, no refutation), the first search here would
+    repeat it step for step: it is taken as made, its entries counted, not made again."""
     if not reference and compiled_fits(ops, model):
-        return _min_delta_compiled(ops, initial, lease_ns, limits, encoded)
+        return _min_delta_compiled(ops, initial, lease_ns, limits, encoded, zero)
 
     def test(d: int) -> Outcome:
         return linearizable_reference(ops, model, initial, d, limits)
 
     states_before = limits.states
-    first = test(0)
+    if zero is not None and zero[0] < limits.room():
+        limits.states += zero[0]
+        first = Outcome(False, [], list(zero[1]))
+    else:
+        first = test(0)
     fail_states = limits.states - states_before  # the most a failing pass memoised
     if first.ok:
         return DeltaSearch(0, True, first.order, None,
@@ -262,9 +275,10 @@ def min_delta(
 
 
 def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns: int,
-                        limits: SearchLimits, encoded: Encoded | None = None) -> DeltaSearch:
+                        limits: SearchLimits, encoded: Encoded | None = None,
+                        zero: tuple[int, list[int]] | None = None) -> DeltaSearch:
     """min_delta in the compiled module; its passing searches' dead states are kept
-    for the stale reads' searches that follow (DeltaSearch.dead)."""
+    for the stale reads' searches that follow (DeltaSearch.dead). zero: as min_delta's."""
     if encoded is None and type(ops) is HistoryOperations:
         # the codes alone, over the history's own columns (the search only reads them):
         # a linearizable key needs no more of the encoding
@@ -281,7 +295,8 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
             limits.max_states,
             -1 if limits.max_work is None else max(0, limits.max_work - limits.states),
             max(0.0, limits.deadline - time.monotonic()), CHEAP_FAILURE, LIST_CANDIDATES,
-            WALK_BEFORE_GALLOP, FLOOR_FIRST, dead))
+            WALK_BEFORE_GALLOP, FLOOR_FIRST, dead, -1 if zero is None else zero[0],
+            None if zero is None else list(zero[1])))
     limits.states += states
     if rc == 2:
         raise BudgetExceeded("time")

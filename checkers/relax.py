@@ -327,7 +327,8 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     what its linearization needs; failing: the key's Δ; running out: undecided), since
     the search at d would then have run out on what the probe left; where d fails and
     min_delta follows, its first search is that same search at 0, whose states are not
-    counted twice. Only where the search at d passes on the whole budget but would not
+    counted twice (nor is it made again where it would repeat it: min_delta's `zero`).
+    Only where the search at d passes on the whole budget but would not
     on what the probe leaves is the answer exact where the probe-first order's is
     bounded.
 
@@ -422,11 +423,14 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         found = _from_above(rows, model, initial, enc, limits, cands, floor, lo, probe,
                             first.order, dead)
     else:
-        # min_delta's first search is the one at 0 that failed here: its states are
-        # not counted twice, so that min_delta has the budget it has after the probe
+        # min_delta's first search is the one at 0 that failed here (out, the first
+        # search, so with nothing carried in): its states are not counted twice, so
+        # that min_delta has the budget it has after the probe, and it is not made
+        # again where it would repeat this one (see there)
         limits.states -= spent
         try:
-            found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc)
+            found = min_delta(rows, model, initial, lease_ns, limits, encoded=enc,
+                              zero=(spent, out.longest))
         except BudgetExceeded:
             # undecided from below: the first search's linearization bounds it
             order, need = _compact(rows, model, initial, enc, first.order)

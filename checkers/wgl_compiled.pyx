@@ -57,7 +57,8 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
         int64_t lease,
         int64_t max_states, int64_t max_work, double seconds, double cheap_failure,
         int64_t list_candidates, int32_t walk_before_gallop, bint floor_first,
-        int64_t *states, DeltaOut &out, CDeadStates *carry) nogil
+        int64_t *states, DeltaOut &out, CDeadStates *carry, int64_t zero_states,
+        const vector[int32_t] *zero_longest) nogil
 
 
 cdef class DeadStates:
@@ -183,13 +184,17 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
               const int64_t[::1] invoke, const int64_t[::1] end,
               const uint8_t[::1] drop, int32_t init, int64_t lease, int64_t max_states, int64_t max_work, double seconds,
               double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
-              bint floor_first=True, DeadStates carry=None):
+              bint floor_first=True, DeadStates carry=None, int64_t zero_states=-1,
+              list zero_longest=None):
     """(status, states, delta, exact, failed_at, verdict_states, order, longest): status
     0 decided, 2 out of time, 3 out of states before the verdict was known; delta and
     failed_at -1 for none; max_work -1 for no bound on the sum of the searches' states;
     drop as for linearizable; floor_first: read_bound's floor first (min_delta.py);
     carry: read as visited, and given the passing searches' dead states (valid for
-    every search at a shift up to the Δ found)."""
+    every search at a shift up to the Δ found); zero_states, zero_longest: the memoised
+    entries and longest prefix of a failing search at 0 the caller made (wgl_core.hpp's
+    min_delta: the pass at 0 is not repeated where that search was one WGL search within
+    its room)."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
@@ -200,12 +205,16 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
     cdef int64_t states = 0
     cdef int rc
     cdef CDeadStates *dead = _dead(carry, n)
+    cdef vector[int32_t] zl
+    if zero_longest is not None:
+        zl = zero_longest
+    cdef const vector[int32_t] *zl_p = &zl if zero_longest is not None else NULL
     with nogil:
         rc = c_min_delta(n, &kind[0] if n else NULL, &val[0] if n else NULL,
                          &exp[0] if n else NULL, &invoke[0] if n else NULL,
                          &end[0] if n else NULL, drop_p, init, lease, max_states, max_work, seconds,
                          cheap_failure, list_candidates, walk_before_gallop, floor_first,
-                         &states, out, dead)
+                         &states, out, dead, zero_states, zl_p)
     return (rc, states, out.delta, out.exact, out.failed_at, out.verdict_states,
             list(out.order), list(out.longest))
 

@@ -1038,13 +1038,19 @@ struct DeltaOut {
 // the same passes in the same order. Returns OK when the verdict is decided (out says
 // whether refining ran out), else OUT_OF_TIME / OUT_OF_STATES. max_states caps each
 // search's memo; max_work (-1: none) the sum over searches, *states receives that sum.
+// zero_states >= 0: the caller's search of this history at Δ = 0 failed, memoising that
+// many entries, with longest prefix *zero_longest; where that search was one WGL
+// search alone (fewer entries than search's first tier) and within this pass's room,
+// the pass at 0 would repeat it step for step (a search that never reaches its room
+// does the same whatever the room), so it is taken as made, entries counted, instead.
 static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                      const int64_t *invoke, const int64_t *end, const uint8_t *drop,
                      int32_t init, int64_t lease,
                      int64_t max_states, int64_t max_work, double seconds,
                      double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
                      bool floor_first, int64_t *states, DeltaOut &out,
-                     DeadStates *carry = nullptr) {
+                     DeadStates *carry = nullptr, int64_t zero_states = -1,
+                     const std::vector<int32_t> *zero_longest = nullptr) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
                                              std::chrono::duration<double>(seconds));
@@ -1084,7 +1090,18 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         return rc == OK || rc == FAIL;
     };
     // the verdict: Δ = 0, then L, then the largest Δ that changes anything
-    if (!pass(0)) return rc;
+    const int64_t zero_room = max_work >= 0 ? std::min(max_states, max_work) : max_states;
+    if (zero_states >= 0 && zero_longest != nullptr &&
+        zero_states < std::min(zero_room, std::max<int64_t>(FIRST_TIER,
+                                                            FIRST_TIER_PER_OP * (int64_t)n))) {
+        *states += zero_states;  // the caller's failing pass at 0, as pass(0) makes it
+        fail_states = zero_states;
+        rc = FAIL;
+        got_order.clear();
+        got_longest = *zero_longest;
+    } else if (!pass(0)) {
+        return rc;
+    }
     if (rc == OK) {
         out = DeltaOut{0, true, -1, *states, got_order, {}};
         return OK;
