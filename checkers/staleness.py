@@ -112,7 +112,8 @@ def read_staleness(
     groups wait for a failure's price, which the searches the floors spare gave before
     (dense cas keys fail cheaply, by refutation, and pass dearly: there groups decide
     most reads): so while none is priced, a floor read first takes the search its floor
-    shows failing, just below c (0 below every value). Pricing a failure as a pass
+    shows failing, just below c (0 below every value), unless every read has a floor
+    (no group test follows). Pricing a failure as a pass
     instead let groups grow where failing was dear (cas 1k, think 2 ms: 6 failing
     groups of 570k memoised entries each)."""
     enc = encode(ops, initial) if compiled_fits(ops, model) else None
@@ -210,9 +211,11 @@ def read_staleness(
             cands = candidates(pos)
             b = len(cands) - 1
             a = min(int(np.searchsorted(cands, floors[pos], side="left")), b)
-            if not cost[False][0]:
+            if queue and not cost[False][0]:
                 # no failure priced yet: the search the floor shows failing, just below
-                # it, prices one (the group tests need it, as without floors)
+                # it, prices one (the group tests need it, as without floors; with no
+                # read left for them, nothing reads the price: it fails, so it bounds no
+                # read)
                 test({pos: int(cands[a - 1]) if a else 0})
             narrow(pos, cands, a, b)
         while split or head < len(queue):

@@ -224,9 +224,11 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
             size_t b = cand.size() - 1;
             size_t a = std::min<size_t>(
                 std::lower_bound(cand.begin(), cand.end(), floor_of[pos]) - cand.begin(), b);
-            if (!fails) {
+            if (!fails && !queue.empty()) {
                 // no failure priced yet: the search the floor shows failing, just below
-                // it, prices one (the group tests need it, as without floors)
+                // it, prices one (the group tests need it, as without floors; with no
+                // read left for them, nothing reads the price: it fails, so it bounds no
+                // read and gives no dead states)
                 shift.assign(1, {pos, a ? cand[a - 1] : 0});
                 test(shift);
             }

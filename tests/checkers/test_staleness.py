@@ -432,6 +432,31 @@ def test_group_tests_keep_every_stale_read(monkeypatch) -> None:  # noqa: ANN001
     assert len(set(stale) & tested) == 1
 
 
+def test_reads_all_shown_stale_by_their_floors_take_no_search() -> None:
+    import leaseline.checkers.staleness as staleness
+    from leaseline.checkers.min_delta import min_delta
+    from leaseline.checkers.search_columns import HistoryOperations
+    from leaseline.checkers.search_limits import SearchLimits
+
+    # two reads 9 ms stale, each its floor and its bound: no read is left for the group
+    # tests, so no failure is priced either, in Python and compiled alike
+    h = history(w(1, 0, 1), w(2, 10, 11), r(1, 20, 21), w(3, 100, 101), r(2, 110, 111),
+                model="cas-register")
+    ops, delta = h.operations(), 9 * MS
+    limits = SearchLimits(float("inf"), 100_000)
+    moved = [(k, delta) for k, o in enumerate(ops) if o.f == READ]
+    assert staleness.read_staleness(ops, CasRegister(), None, delta, moved, limits) == (
+        moved, True)
+    assert limits.states == 0
+    rows = HistoryOperations(h)
+    found = min_delta(rows, CasRegister(), None, 0, SearchLimits(float("inf"), 100_000))
+    assert found.min_delta_ns == delta
+    limits = SearchLimits(float("inf"), 100_000)
+    assert staleness.stale_shifts(rows, CasRegister(), None, found.order, delta, limits) == (
+        moved, True)
+    assert limits.states == 0
+
+
 @PROPERTY
 @given(histories(cas_ops=True))
 def test_staleness_of_every_read_matches_exhaustive_search(h: KeyHistory) -> None:
