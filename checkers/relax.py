@@ -348,10 +348,14 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     Δ lies between the floor and delta_ns), else lowered, to at most the least hi found
     and at least the floor or the largest Δ a search failed at.
     Each search here and in _from_above reads the states the passing ones before it
-    proved dead, and a passing one adds its own (compiled search; checkers/wgl.py,
-    "Carrying dead states"): every search that follows a passing one is at a smaller Δ
-    (the probe follows only the failing search at d; _from_above goes down from the
-    probe, and its first search, at the floor's candidate, ends it or fails). The
+    proved dead, and a passing one that a search may follow adds its own (compiled
+    search; checkers/wgl.py, "Carrying dead states"): every search that follows a
+    passing one is at a smaller Δ (the probe follows only the failing search at d;
+    _from_above goes down from the probe, and its first search, at the floor's
+    candidate, ends it or fails). Only the probe where the floor is > 0 and
+    _from_above's walk down keep theirs: the search at d passing, or the probe followed
+    by min_delta, is the last to read them (giving a search's memo costs about a tenth
+    of the search). The
     budget is counted as before, in states memoised, so a search that skips what the
     probe proved dead may now decide where it ran out (the dense CAS key's lost-write).
     min_delta, where it follows, starts afresh: its verdict passes lie above the probe.
@@ -394,8 +398,10 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                                DeltaSearch(d, True, order, floor - 1), False)
             lo, spent = d, limits.states - spent
         probe = _probe(cands, delta_ns)
+        # (its dead states are read only by _from_above's searches: where the floor is
+        # > 0)
         first = out if d == probe and lo == d else linearizable(
-            rows, model, initial, probe, limits, encoded=enc, carry=dead, keep=True)
+            rows, model, initial, probe, limits, encoded=enc, carry=dead, keep=floor > 0)
     except BudgetExceeded:
         probe = _probe(cands, delta_ns)
         if d < probe and (not d or len(relaxed) < PROBE_FIRST_OPS):
@@ -404,7 +410,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
             with contextlib.suppress(BudgetExceeded):
                 first = linearizable(rows, model, initial, probe, SearchLimits(
                     limits.deadline, limits.max_states, limits.max_work), encoded=enc,
-                    carry=dead, keep=True)
+                    carry=dead)
         if first is None:
             floor = floor or _floor(relaxed, initial, enc, model)
             if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)
@@ -514,8 +520,9 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
     try:
         d = cands.at_least(floor)
         if lo < 0 and d is not None and d <= probe:
+            # (passing, it is the last search: it keeps nothing)
             out = Outcome(True, first) if d == probe else linearizable(
-                rows, model, initial, d, limits, encoded=enc, carry=dead, keep=True)
+                rows, model, initial, d, limits, encoded=enc, carry=dead)
             if out.ok:  # needs d at most, and at least the floor: exactly d
                 order, need = _compact(rows, model, initial, enc, out.order)
                 return DeltaSearch(need, True, order, cands.below(floor))
