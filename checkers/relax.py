@@ -354,8 +354,8 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     _from_above goes down from the probe, and its first search, at the floor's
     candidate, ends it or fails). Only the probe where the floor is > 0 and
     _from_above's walk down keep theirs: the search at d passing, or the probe followed
-    by min_delta, is the last to read them (giving a search's memo costs about a tenth
-    of the search). The
+    by min_delta, is the last to read them (handing a memo over merges all its
+    entries into the carry: not free). The
     budget is counted as before, in states memoised, so a search that skips what the
     probe proved dead may now decide where it ran out (the dense CAS key's lost-write).
     min_delta, where it follows, starts afresh: its verdict passes lie above the probe.
