@@ -227,9 +227,9 @@ struct DeadStates {
 constexpr int32_t REUSE_OPS = 4096;
 struct SearchBuffers {
     std::vector<std::pair<int64_t, int32_t>> calls, rets;
-    std::vector<int32_t> nxt, prv, op_of, match, call_node, nxt1, prv1, info_calls, info_at,
-        sig, ret_key, seen_min;
-    std::vector<uint8_t> is_call, lifted_info;
+    std::vector<int32_t> op_of, match, call_node, nxt1, prv1, nxt2, prv2, head_group,
+        members, member_end, first_member, sig, ret_key, seen_min;
+    std::vector<uint8_t> is_call;
     std::vector<std::pair<uint64_t, int32_t>> effects;
     std::vector<int64_t> seen_scan;
     std::vector<uint64_t> zobrist;  // operation i's keys at 2i, 2i + 1
@@ -285,20 +285,12 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     }
     sort_events(calls);
     sort_events(rets);
-    auto &nxt = buf.nxt, &prv = buf.prv, &op_of = buf.op_of, &match = buf.match,
-         &call_node = buf.call_node;
-    nxt.assign(m + 1, 0);
-    prv.assign(m + 1, 0);
+    auto &op_of = buf.op_of, &match = buf.match, &call_node = buf.call_node;
     op_of.assign(m + 1, 0);
     match.assign(m + 1, 0);
     call_node.assign(n, 0);
     auto &is_call = buf.is_call;  // 1: a call, 2: an info operation's call
     is_call.assign(m + 1, 0);
-    for (int32_t k = 0; k <= m; ++k) {
-        nxt[k] = k + 1;
-        prv[k] = k - 1;
-    }
-    nxt[m] = 0;
     for (int32_t k = 0, c = 0, r = 0; k < m; ++k) {
         int32_t node = k + 1;
         if (c < n && (r == n || calls[c].first <= rets[r].first)) {
@@ -312,24 +304,16 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             match[call_node[i]] = node;
         }
     }
-    // The first pass of a scan never tries an info operation's call: it walks a second
-    // list without them (nxt1/prv1: the head, the other calls, every return), and knows
-    // whether it passed one from the earliest pending info call's node (nodes are
-    // numbered in list order): with info operations piling up pending, walking past
-    // them was much of a step's cost.
-    auto &nxt1 = buf.nxt1, &prv1 = buf.prv1, &info_calls = buf.info_calls,
-         &info_at = buf.info_at;
+    // The pending events are kept in linked lists, in event order (nodes are numbered
+    // in that order; node 0 heads each list). The first pass of a scan never tries an
+    // info operation's call: it walks a list without them (nxt1/prv1: the other calls,
+    // every return): with info operations piling up pending, walking past them was
+    // much of a step's cost.
+    auto &nxt1 = buf.nxt1, &prv1 = buf.prv1;
     nxt1.assign(m + 1, 0);
     prv1.assign(m + 1, 0);
-    info_calls.clear();
-    info_at.assign(m + 1, -1);
-    auto &lifted_info = buf.lifted_info;  // per info call (info_calls' order)
     for (int32_t node = 0, last = 0; node <= m; ++node) {
-        if (is_call[node] == 2) {
-            info_at[node] = (int32_t)info_calls.size();
-            info_calls.push_back(node);
-            continue;
-        }
+        if (is_call[node] == 2) continue;
         if (node) {
             nxt1[last] = node;
             prv1[node] = last;
@@ -337,8 +321,6 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         last = node;
         nxt1[node] = 0;
     }
-    lifted_info.assign(info_calls.size(), 0);
-    size_t first_info = 0;  // info_calls[first_info] is the earliest pending (if any)
     // Twins: state-changing operations with the same effect; of two twins that may go
     // now, one returning no later than the other goes first (info returns tie, then the
     // scan's order: call order).
@@ -367,6 +349,39 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         }
         if (!effects.empty()) ++groups;
     }
+    // The second pass tries, of the info calls, only each twin group's earliest pending
+    // one (the scan, below, says why): those alone are kept in a third list (nxt2/prv2,
+    // in call order), so that a pass costs per group, not per pending info call (a
+    // relaxation's clones of a few info writes are thousands). An info operation that
+    // changes no state (a read, a failed compare) is a group of its own here. members
+    // lists each group's info calls in call order, the pending ones from
+    // first_member[g] to member_end[g].
+    auto &nxt2 = buf.nxt2, &prv2 = buf.prv2, &head_group = buf.head_group,
+         &members = buf.members, &member_end = buf.member_end,
+         &first_member = buf.first_member;
+    nxt2.assign(m + 1, 0);
+    prv2.assign(m + 1, 0);
+    head_group.assign(n, -1);
+    int32_t head_groups = groups;
+    for (int32_t node = 1; node <= m; ++node) {
+        int32_t i = op_of[node];
+        if (is_call[node] == 2) head_group[i] = sig[i] >= 0 ? sig[i] : head_groups++;
+    }
+    member_end.assign(head_groups, 0);
+    for (int32_t node = 1; node <= m; ++node)
+        if (is_call[node] == 2) ++member_end[head_group[op_of[node]]];
+    for (int32_t g = 0, total = 0; g < head_groups; ++g) total = member_end[g] += total;
+    members.resize(head_groups ? member_end[head_groups - 1] : 0);
+    first_member = member_end;
+    for (int32_t node = m; node >= 1; --node)
+        if (is_call[node] == 2) members[--first_member[head_group[op_of[node]]]] = node;
+    for (int32_t node = 1, last = 0; node <= m; ++node) {
+        if (is_call[node] != 2 || members[first_member[head_group[op_of[node]]]] != node)
+            continue;
+        nxt2[last] = node;
+        prv2[node] = last;
+        last = node;
+    }
     auto &seen_scan = buf.seen_scan;
     auto &seen_min = buf.seen_min;
     seen_scan.assign(groups, -1);
@@ -394,41 +409,49 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         }
     }
     const uint64_t *z = zobrist.data();
-    auto out1 = [&](int32_t node) {
-        nxt1[prv1[node]] = nxt1[node];
-        if (nxt1[node]) prv1[nxt1[node]] = prv1[node];
+    // unlinks node from a list, keeping its own links: linking it back in undoes that
+    // while every later change to the list has been undone (steps are undone last
+    // first)
+    auto out = [](std::vector<int32_t> &nx, std::vector<int32_t> &pv, int32_t node) {
+        nx[pv[node]] = nx[node];
+        if (nx[node]) pv[nx[node]] = pv[node];
     };
-    auto in1 = [&](int32_t node) {
-        nxt1[prv1[node]] = node;
-        if (nxt1[node]) prv1[nxt1[node]] = node;
+    auto in = [](std::vector<int32_t> &nx, std::vector<int32_t> &pv, int32_t node) {
+        nx[pv[node]] = node;
+        if (nx[node]) pv[nx[node]] = node;
     };
+    // An info call is linearized only as its group's earliest pending one (the scan
+    // tries no other) and taken back last first, so its group's pending info calls are
+    // always the members from first_member on: the next one takes its place in nxt2
+    // (after the earlier ones there), and gives it back.
     auto lift = [&](int32_t node) {
-        nxt[prv[node]] = nxt[node];
-        if (nxt[node]) prv[nxt[node]] = prv[node];
         int32_t r = match[node];
-        nxt[prv[r]] = nxt[r];
-        if (nxt[r]) prv[nxt[r]] = prv[r];
         if (is_call[node] == 2) {
-            lifted_info[info_at[node]] = 1;
-            while (first_info < info_calls.size() && lifted_info[first_info]) ++first_info;
+            int32_t g = head_group[op_of[node]], p = prv2[node];
+            out(nxt2, prv2, node);
+            if (++first_member[g] < member_end[g]) {
+                int32_t y = members[first_member[g]];
+                while (nxt2[p] && nxt2[p] < y) p = nxt2[p];
+                nxt2[y] = nxt2[p];
+                prv2[y] = p;
+                in(nxt2, prv2, y);
+            }
         } else {
-            out1(node);
+            out(nxt1, prv1, node);
         }
-        out1(r);
+        out(nxt1, prv1, r);
     };
     auto unlift = [&](int32_t node) {
         int32_t r = match[node];
-        in1(r);
+        in(nxt1, prv1, r);
         if (is_call[node] == 2) {
-            lifted_info[info_at[node]] = 0;
-            first_info = std::min(first_info, (size_t)info_at[node]);
+            int32_t g = head_group[op_of[node]];
+            if (first_member[g] < member_end[g]) out(nxt2, prv2, members[first_member[g]]);
+            --first_member[g];
+            in(nxt2, prv2, node);
         } else {
-            in1(node);
+            in(nxt1, prv1, node);
         }
-        nxt[prv[r]] = r;
-        if (nxt[r]) prv[nxt[r]] = r;
-        nxt[prv[node]] = node;
-        if (nxt[node]) prv[nxt[node]] = node;
     };
     using Frame = SearchFrame;
     auto &stack = buf.stack;
@@ -483,7 +506,23 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     int32_t entry = nxt1[0];
     bool infos = false;  // in the scan's second pass, over the info operations? (a
                          // step tries the operations that return first, see wgl.py)
-    bool waiting = false;  // has the first pass skipped an info operation's call?
+    int32_t stop = 0;  // in the second pass: the first pending return (the first pass's end)
+    // The second pass tries (or passes as twins) the info calls in nxt2 before stop, in
+    // call order, and then stops at stop, as a walk over every pending event before stop
+    // did (it once did: a step's cost grew with the pending info calls, thousands where
+    // a relaxation clones a few info writes). Why it tries the same calls in the same
+    // order: that walk left the other calls to the first pass, and passed over (as a
+    // twin) each info call of a group of which it had passed one in this scan, since an
+    // info operation returns last (ret_key m + 1): any twin passed goes first. A group's
+    // earliest pending info call precedes the others, so the walk reached it first,
+    // then passed it (and so skipped the rest) or stepped (which ends the scan): it
+    // tried only each group's earliest, in call order, as nxt2 lists them. An info
+    // operation that changes no state is in no twin group, and alone in its nxt2 group.
+    // Resuming after a step back (below) agrees too.
+    auto next2 = [&](int32_t e) {  // the second pass's entry after e
+        int32_t h = nxt2[e];
+        return h && h < stop ? h : stop;
+    };
     uint64_t iterations = 0;
     auto state_mix = [](int32_t s, uint64_t salt) {
         uint64_t x = (uint64_t)(uint32_t)s ^ salt;
@@ -508,7 +547,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             longest_valid = *longest_len;
         }
         entry = nxt1[0];
-        infos = waiting = false;
+        infos = false;
         ++scan;
     };
     auto emit = [&](int rc) {
@@ -526,11 +565,6 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             return emit(OUT_OF_TIME);
         if (entry && is_call[entry]) {
             int32_t i = op_of[entry];
-            if ((is_call[entry] == 2) != infos) {  // the other pass's
-                waiting = waiting || !infos;
-                entry = nxt[entry];
-                continue;
-            }
             int32_t g = sig[i];
             int8_t f = kind[i];
             bool dead = false, skip = false;
@@ -543,7 +577,7 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
                 skip = true;  // legal before the info operation too: it goes there
             if (skip) {
                 passed(entry);
-                entry = infos ? nxt[entry] : nxt1[entry];
+                entry = infos ? next2(entry) : nxt1[entry];
                 continue;
             }
             bool ok;
@@ -576,17 +610,18 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
             }
             if (!dead) {
                 passed(entry);
-                entry = infos ? nxt[entry] : nxt1[entry];
+                entry = infos ? next2(entry) : nxt1[entry];
                 continue;
             }
         } else if (!infos) {
             if (!entry || end[op_of[entry]] == UNKNOWN)
                 return emit(OK);  // only info operations remain pending: leave them out
-            // the first pass (over nxt1) passed an info call iff one pending precedes
-            waiting = first_info < info_calls.size() && info_calls[first_info] < entry;
-            if (waiting) {  // the first return event: the second pass
+            // the first pass (over nxt1) passed an info call iff one pending precedes (the
+            // earliest is its group's earliest: nxt2's first)
+            if (nxt2[0] && nxt2[0] < entry) {  // the first return event: the second pass
                 infos = true;
-                entry = nxt[0];
+                stop = entry;
+                entry = nxt2[0];
                 continue;
             }
         }
@@ -623,15 +658,17 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
         // second pass, the whole first pass too)
         ++scan;
         infos = is_call[node] == 2;
-        waiting = false;
         if (infos) {
-            for (int32_t e = nxt1[0]; is_call[e]; e = nxt1[e]) passed(e);
-            for (int32_t e = nxt[0];; e = nxt[e]) {
-                if (is_call[e] == 2) passed(e);
+            for (stop = nxt1[0]; is_call[stop]; stop = nxt1[stop]) passed(stop);
+            // node is its group's earliest pending info call again: passing each group's
+            // earliest up to node marks the groups the walk marked passing every pending
+            // info call up to node (the others tie at ret_key m + 1: no change)
+            for (int32_t e = nxt2[0];; e = nxt2[e]) {
+                passed(e);
                 if (e == node) break;
             }
-            entry = nxt[node];
-        } else {  // the first pass (waiting is worked out where it stops)
+            entry = next2(node);
+        } else {  // the first pass
             for (int32_t e = nxt1[0];; e = nxt1[e]) {
                 passed(e);
                 if (e == node) break;

@@ -247,3 +247,41 @@ def test_a_dense_stale_read_is_refuted_not_searched() -> None:
     assert int(e.index[at]) == g.stale_read
     linear = generate_cas(1000, stale=False, seed=5, think_ms=0.2).history
     assert linearizable(HistoryOperations(linear), CasRegister(), linear.initial, 0, lim()).ok
+
+
+@st.composite
+def clone_histories(draw: st.DrawFn) -> tuple[list[Operation], Model, str | None]:
+    """A few completed operations among many info writes and compares of few effects
+    (a relaxation's clones of info operations: twin groups of many pending members)."""
+    effects = draw(st.lists(st.sampled_from([(WRITE, "1", None), (WRITE, "2", None),
+                                             (CAS, "1", "0"), (CAS, "2", "1"),
+                                             (CAS, "0", "2")]),
+                            min_size=1, max_size=3, unique=True))
+    ops = []
+    for i in range(draw(st.integers(6, 14))):
+        inv = draw(st.integers(0, 30))
+        if draw(st.integers(0, 2)) == 0:
+            f = draw(st.sampled_from([READ, WRITE, CAS, CAS_FAILED]))
+            value = None if f == CAS_FAILED else draw(st.sampled_from(VALUES[1:]))
+            expected = draw(st.sampled_from(VALUES)) if f in (CAS, CAS_FAILED) else None
+            done = inv + draw(st.integers(0, 12))
+        else:
+            f, value, expected = draw(st.sampled_from(effects))
+            done = UNKNOWN_END
+        ops.append(Operation(i, i, f, value, inv, done, expected))
+    ops.sort(key=lambda o: (o.invoke, o.index))
+    return ops, CasRegister(), draw(st.sampled_from([None, "0"]))
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clone_histories(), st.sampled_from([0, 2, 10]))
+def test_many_info_twins_take_the_same_steps_as_the_reference(
+    case: tuple[list[Operation], Model, str | None], d: int
+) -> None:
+    # the second pass tries only each twin group's earliest pending info operation:
+    # the same choices in the same order memoise the same states, as many
+    ops, model, initial = case
+    la, lb = lim(), lim()
+    a = linearizable(ops, model, initial, d, la)
+    b = linearizable_reference(ops, model, initial, d, lb)
+    assert (a.ok, a.order, a.longest, la.states) == (b.ok, b.order, b.longest, lb.states)
