@@ -269,13 +269,19 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
         else [o.index for o in changed]
     delta = r.found.min_delta_ns or 0
     shown: set[int] = set()
-    if only is not None and len(changed) >= SHOWN_OPS:
+    if len(changed) >= SHOWN_OPS:
         # reads read_bound shows still stale need no search (a failing one, the dearest;
         # on a short history the floor's columns cost more than the search)
-        shown = stale_reads_shown(changed, h.initial, model, delta) & only
-        only = only - shown
-        if not only:
-            return shown
+        shown = stale_reads_shown(changed, h.initial, model, delta)
+        if only is not None:
+            shown &= only
+            only = only - shown
+            if not only:
+                return shown
+        elif shown:
+            # every other read is asked about: some read is stale on its own, so the
+            # search would name no witness's reads instead either (_stale_reads)
+            only = set(index if type(index) is list else index.tolist()) - shown
     reads, _, _ = _stale_reads(h, changed, index, model, order, delta, budget, only)
     return shown | {s.index for s in reads}
 

@@ -12,6 +12,8 @@ from checker_histories import INFO, history, r, w
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.gen_cas_history import generate_cas
+from leaseline.checkers import decide
 from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE, STALE_READ, VIOLATION
 from leaseline.checkers.decide import check_key, search_model
 from leaseline.checkers.models import Model
@@ -297,3 +299,28 @@ def test_a_cut_search_past_its_limit_keeps_both_bounds(monkeypatch) -> None:  # 
     assert DUPLICATED_WRITE not in res.to_json()["anomaly_types"]
     assert "duplicated-write: undecided, the budget ran out: what remains lies between " \
         "0.000 and 18.000 ms" in res.counterexample["text"]
+
+
+def test_still_stale_reads_read_bound_shows_need_no_search(monkeypatch) -> None:  # noqa: ANN001
+    # the 10k-op cas key at L = 2 ms: lost writes leave 1.26 ms, and of the two reads
+    # still stale then, read_bound shows one: the stale-read anomaly names the same
+    # reads as when the search decides every read
+    h = generate_cas(10_000, stale=True, seed=5, think_ms=10.0).history
+    shown: list[set[int]] = []
+    real = decide.stale_reads_shown
+
+    def spy(*args):  # noqa: ANN002, ANN202
+        shown.append(real(*args))
+        return shown[-1]
+
+    monkeypatch.setattr(decide, "stale_reads_shown", spy)
+    by_bound = check_key(h, 2_000_000, anomalies=True).to_json()
+    assert shown[0] and len(shown[0]) < len(_stale_left(by_bound))
+    monkeypatch.setattr(decide, "SHOWN_OPS", len(h) + 1)
+    by_search = check_key(h, 2_000_000, anomalies=True).to_json()
+    assert _stale_left(by_bound) == _stale_left(by_search) == [8573, 8574]
+    assert by_bound["anomalies"] == by_search["anomalies"]
+
+
+def _stale_left(body: dict) -> list[int]:
+    return body["anomalies"][STALE_READ]["ops"]
