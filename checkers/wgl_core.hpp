@@ -32,6 +32,10 @@ enum : int { OK = 0, FAIL = 1, OUT_OF_TIME = 2, OUT_OF_STATES = 3 };
 constexpr int64_t FIRST_TIER = 50000, FIRST_TIER_PER_OP = 20, WINDOW_MIN_STATES = 2000,
                   WINDOW_SHARE = 16;
 constexpr int32_t WINDOW_OPS = 32;
+// the first tier of search's memo for a history of n operations
+static inline int64_t first_tier(int32_t n) {
+    return std::max<int64_t>(FIRST_TIER, FIRST_TIER_PER_OP * (int64_t)n);
+}
 
 static inline uint64_t splitmix(uint64_t &x) {
     uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
@@ -899,7 +903,7 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
     auto left = [&] {
         return std::max(0.0, std::chrono::duration<double>(deadline - clock::now()).count());
     };
-    const int64_t first = std::max<int64_t>(FIRST_TIER, FIRST_TIER_PER_OP * (int64_t)n);
+    const int64_t first = first_tier(n);
     int64_t tier = first;
     int64_t spent = 0;
     while (true) {
@@ -1103,10 +1107,14 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
     // at most every Δ passed), so those states are dead at it (checkers/wgl.py,
     // "Carrying dead states"); failing passes give none, as later ones may lie above,
     // nor does the pass at 0 (passing, it is the last search: Δ = 0 has no stale read).
-    auto pass = [&](int64_t d) {
-        for (int32_t i = 0; i < n; ++i) start[i] = invoke[i] - (kind[i] == READ ? d : 0);
+    auto room_left = [&] {  // the next pass's room: its cap and what the work leaves
         int64_t room = max_states;
         if (max_work >= 0) room = std::max<int64_t>(0, std::min(room, max_work - *states));
+        return room;
+    };
+    auto pass = [&](int64_t d) {
+        for (int32_t i = 0; i < n; ++i) start[i] = invoke[i] - (kind[i] == READ ? d : 0);
+        int64_t room = room_left();
         double left = std::chrono::duration<double>(deadline - clock::now()).count();
         int64_t used = 0;
         int32_t order_len = 0, longest_len = 0;
@@ -1127,10 +1135,8 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         return rc == OK || rc == FAIL;
     };
     // the verdict: Δ = 0, then L, then the largest Δ that changes anything
-    const int64_t zero_room = max_work >= 0 ? std::min(max_states, max_work) : max_states;
     if (zero_states >= 0 && zero_longest != nullptr &&
-        zero_states < std::min(zero_room, std::max<int64_t>(FIRST_TIER,
-                                                            FIRST_TIER_PER_OP * (int64_t)n))) {
+        zero_states < std::min(room_left(), first_tier(n))) {
         *states += zero_states;  // the caller's failing pass at 0, as pass(0) makes it
         fail_states = zero_states;
         rc = FAIL;
