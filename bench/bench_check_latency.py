@@ -1,5 +1,5 @@
 """What a small check costs the user, in wall time, now and in another checkout (`--baseline`,
-e.g. /work/main before this change).
+e.g. a `git worktree` of the commit before a change).
 
 1. `leaseline check` of one 10k-op register history, end to end (a fresh process each
    time, as a user runs it): with the default master (auto: in-process for small input),
@@ -9,7 +9,7 @@ e.g. /work/main before this change).
    report.html), with the default master and with local[*] (whose session is warmed up in
    the background while the cluster boots), and the baseline's.
 
-    python -m bench.bench_check_latency --baseline /work/main [--run] [--repeat 3]
+    python -m bench.bench_check_latency --baseline ../leaseline-before [--run] [--repeat 3]
 
 Targets: check of 10k ops <= 6 s end to end; the check after a 60 s run <= 3 s.
 """
