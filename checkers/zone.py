@@ -112,7 +112,9 @@ class NotUniqueValues(Exception):
 
 @dataclass
 class Clusters:
-    """Per-cluster columns; cluster c is the written value with code c."""
+    """Per-cluster columns; cluster c is the written value with code c. And each row's
+    completion (BIG where unknown), built once here: the witnesses and the relaxations'
+    cuts (checkers/zone_relax.py) read a few of its rows."""
 
     W: np.ndarray  # write invoke
     f: np.ndarray  # earliest completion
@@ -121,6 +123,7 @@ class Clusters:
     read_rows: np.ndarray  # history rows of the reads
     read_cluster: np.ndarray  # cluster of each read
     live: np.ndarray  # bool: cluster takes part
+    complete: np.ndarray  # per history row: its completion, BIG where unknown
 
 
 def applicable(h: KeyHistory) -> bool:
@@ -225,12 +228,12 @@ def _clusters(h: KeyHistory, codes: tuple[np.ndarray, int, int] | None = None
     # that only name read values (not written) constrain nothing.
     live = written & (has_reads | (WC < BIG))
     live[init_code] = has_reads[init_code]
-    return Clusters(W, f, S, write_row, read_rows, rc, live), None
+    return Clusters(W, f, S, write_row, read_rows, rc, live, cmp_), None
 
 
 def _empty() -> Clusters:
     e = np.zeros(0, dtype=np.int64)
-    return Clusters(e, e, e, e, e, e, np.zeros(0, dtype=bool))
+    return Clusters(e, e, e, e, e, e, np.zeros(0, dtype=bool), e)
 
 
 @dataclass
@@ -475,7 +478,7 @@ def _stale_read_witness(h: KeyHistory, c: Clusters, row: int, own: int, other: i
     """The rows behind one read's staleness: the read, its value's write and first
     completion, and the value that must follow it, with its write and first completion
     (which the read must precede)."""
-    cmp_ = np.where(h.complete == UNKNOWN_END, BIG, h.complete)
+    cmp_ = c.complete
     roles: dict[int, str] = {row: "stale read"}
 
     def first(k: int) -> int:
@@ -496,7 +499,7 @@ def _witness(h: KeyHistory, c: Clusters, u: int, v: int, kind: str) -> Witness:
     """The few rows that force the bound of pair (u, v): u's latest read, the write it
     needed and u's earliest completion, and v's write and earliest completion (and v's
     latest read for the nested form)."""
-    cmp_ = np.where(h.complete == UNKNOWN_END, BIG, h.complete)
+    cmp_ = c.complete
 
     def rows_of(k: int) -> np.ndarray:
         return c.read_rows[c.read_cluster == k]

@@ -361,7 +361,7 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
     assert z.pair is not None
     if not splittable(h, c, np.array(z.pair)).any():
         return True, delta_ns, None
-    cmp_ = np.where(h.complete == UNKNOWN_END, zone.BIG, h.complete)
+    cmp_ = c.complete
     assert z.row_cluster is not None
     near = _near_conflicts(h, c, z.row_cluster)
     pu, pv = conflicts(c.W[near], c.f[near], c.S[near], 0)
