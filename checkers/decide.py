@@ -254,7 +254,7 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
             rows = zone.staleness_of(h, r.clusters, delta)
         else:  # those reads' own staleness alone, no linearization of the rest
             rows = zone.staleness_of_reads(h, r.clusters, delta,
-                                           np.flatnonzero(np.isin(h.index, list(only))))
+                                           _rows(h, list(only))[1])
         return {int(h.index[row]) for row, _ in rows}
     if only is not None and not only.intersection(
             h.index[Moves(r.ops)(r.found.order)[0]].tolist()):
@@ -299,14 +299,13 @@ _Cell = tuple[int, str | None, int, int]
 _F, _VALUE, _INVOKE, _COMPLETE = range(4)
 
 
-def _cells(h: KeyHistory, indices: Sequence[int]) -> dict[int, _Cell]:
-    """{history index: its _Cell} of the given indices, as Python values: their rows
-    found by one bisection of the index column (ascending where the rows are in
-    history order; checked, else one pass over it), then one read of each of four
-    columns' few rows (numpy's per-cell access, and whole Operations, cost more)."""
+def _rows(h: KeyHistory, indices: Sequence[int]) -> tuple[list[int], np.ndarray]:
+    """The given history indices that h holds (each once, in the order given) and their
+    rows: one bisection of the index column (ascending where the rows are in history
+    order; checked, else one pass over it), not a pass of np.isin over every row."""
     want = list(dict.fromkeys(indices))
     if not want or not len(h):
-        return {}
+        return [], np.zeros(0, dtype=np.intp)
     at = np.asarray(want, dtype=np.int64)
     rows = np.searchsorted(h.index, at)
     np.minimum(rows, len(h) - 1, out=rows)
@@ -317,6 +316,16 @@ def _cells(h: KeyHistory, indices: Sequence[int]) -> dict[int, _Cell]:
                 where[i] = r
         want = [i for i in want if where[i] >= 0]
         rows = np.asarray([where[i] for i in want], dtype=np.intp)
+    return want, rows
+
+
+def _cells(h: KeyHistory, indices: Sequence[int]) -> dict[int, _Cell]:
+    """{history index: its _Cell} of the given indices, as Python values: their rows
+    (_rows), then one read of each of four columns' few rows (numpy's per-cell access,
+    and whole Operations, cost more)."""
+    want, rows = _rows(h, indices)
+    if not want:
+        return {}
     return dict(zip(want, zip(h.f[rows].tolist(), h.value[rows].tolist(),
                               h.invoke[rows].tolist(), h.complete[rows].tolist(),
                               strict=True), strict=True))

@@ -367,19 +367,23 @@ def staleness_of_reads(h: KeyHistory, c: Clusters, delta: int, rows: np.ndarray
     """(row, s) of those of the given read rows that are stale at Δ = delta (the
     clusters' minimal Δ): each one's own staleness, whatever a linearization moved.
     A few reads (a relaxation's stale ones) take one pass each over the clusters
-    instead of the sorted table every read of a key shares (_staleness: the same T)."""
+    instead of the sorted table every read of a key shares (_staleness: the same T).
+    The pass needs no s_v column: s_v = max(W_v, S_v - Δ) > x iff W_v > x or
+    S_v > x + Δ (a cluster without reads has S_v = NEG, below every x + Δ), and the
+    least f over those is one masked reduction."""
     if not delta:
         return []
     if len(rows) > FEW_READS:
         return _staleness(h, c, delta, rows)[0]
-    live = c.live
-    s_all = np.maximum(c.W, np.where(c.S > NEG, c.S - delta, NEG))
     own = c.read_cluster[np.searchsorted(c.read_rows, rows)]
     out = []
     for row, k in zip(rows.tolist(), own.tolist(), strict=True):
-        later = live & (s_all > c.f[k])  # T = min{f_v : v != own, s_v > f_own}
+        x = int(c.f[k])
+        later = np.greater(c.W, x)  # T = min{f_v : v != own, live, s_v > f_own}
+        later |= np.greater(c.S, x + delta)
+        later &= c.live
         later[k] = False
-        T = int(c.f[later].min(initial=BIG))
+        T = int(np.min(c.f, where=later, initial=BIG))
         if T < BIG and (s := min(max(int(h.invoke[row]) - T, 0), delta)) > 0:
             out.append((row, s))
     return sorted(out, key=lambda x: (-x[1], x[0]))
