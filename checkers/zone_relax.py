@@ -82,32 +82,41 @@ def zone_relaxed(h: KeyHistory, z: zone.ZoneResult, name: str, delta_ns: int | N
         # no Δ helps (a read of a value never written, or read before its write was
         # invoked: neither relaxation changes either), or none is needed
         return True, delta_ns, None
-    has_reads = c.S > zone.NEG
     if name == LOST_WRITE:
-        return _lost(h, z, c, has_reads, delta_ns)
+        return _lost(h, z, c, delta_ns)
     return _duplicated(h, z, c, delta_ns)
 
 
-def _lost(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters, has_reads: np.ndarray,
-          delta_ns: int | None) -> tuple[bool, int | None, Relaxed | None]:
-    changed = c.live & ~has_reads & (c.write_row >= 0)  # live, so acknowledged
+def _lost(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters, delta_ns: int | None
+          ) -> tuple[bool, int | None, Relaxed | None]:
+    """lost-write (module docstring). A live cluster without reads is an acknowledged
+    write (zone._clusters keeps an unread one only so; the initial value only with
+    reads). Its S is NEG, so no S - f exceeds Δ' >= 0: the clusters u with S_u - f_u >
+    Δ' have reads and are not dropped, and the drops needed lie within f_u < W_v and
+    f_v < S_u - Δ' of one of them, inside the box of the least f_u and greatest S_u:
+    one pass over the clusters finds the few in it, and only those are sorted and
+    searched."""
+    changed = c.live & (c.S == zone.NEG)
     assert z.pair is not None
     if not changed[list(z.pair)].any():
         return True, delta_ns, None
-    live = c.live & ~changed
     assert z.type_a is not None and z.type_b_ns is not None
     low = _without(c, z.type_a, z.type_b_ns, changed)
     if not below(low, delta_ns):
         return True, low, None
     # only a cluster u whose S_u - f_u exceeds Δ' can (f_v > f_u)
-    rd = np.flatnonzero(live & has_reads & (c.S - c.f > low))
+    rd = np.flatnonzero(c.live & (c.S - c.f > low))
     by_f = np.argsort(c.f[rd], kind="stable")
     f_sorted = c.f[rd][by_f]
     most_s = np.maximum.accumulate(c.S[rd][by_f])  # greatest S_u over the first k by f
-    cand = np.flatnonzero(changed)
-    k = np.searchsorted(f_sorted, c.W[cand], side="left")  # clusters with f_u < W_v
-    need = (k > 0) & (most_s[np.maximum(k - 1, 0)] - c.f[cand] > low)
-    drop = cand[need]
+    drop = rd  # none where no cluster u can
+    if len(rd):
+        box = changed & (c.f < most_s[-1] - low)  # the box of the least f_u, greatest S_u
+        box &= np.greater(c.W, f_sorted[0])
+        cand = np.flatnonzero(box)
+        k = np.searchsorted(f_sorted, c.W[cand], side="left")  # clusters with f_u < W_v
+        need = (k > 0) & (most_s[np.maximum(k - 1, 0)] - c.f[cand] > low)
+        drop = cand[need]
     kept = dataclasses.replace(c, live=c.live.copy())
     kept.live[drop] = False
     return True, low, Relaxed([], DeltaSearch(low, True, [], None),
