@@ -192,7 +192,8 @@ class Relaxed:
     found: DeltaSearch
     changed: list[int]  # history indices (sorted) of the writes doubled or dropped, and
     # the reads that returned a doubled write's second effect
-    # decided by the zone method instead (found.order empty): the relaxed clusters
+    # decided by the zone method instead (found.order empty): the relaxed clusters,
+    # where its Δ is above 0 (at 0 no read is stale: nothing reads them)
     clusters: zone.Clusters | None = None
     originals: int = 0  # ops[:originals] are the history's, the rest clones
     # where found is not exact: the relaxed minimal Δ is at least this (found's is at most)

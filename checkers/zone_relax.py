@@ -412,10 +412,13 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
     cuts: dict[int, tuple[_Split, tuple[int, int]]] = {}
     for p in parts:
         cuts.update(p.undo(found))
-    clusters, changed = _apply(h, c, cuts, cmp_)
+    # at Δ = 0 no read is stale once the cuts are made, so nothing reads the relaxed
+    # clusters (decide._still_stale): copying every cluster's columns is left out
+    clusters = _apply(h, c, cuts, cmp_) if found else None
     exact = lower >= found
-    return True, lower, Relaxed([], DeltaSearch(found, exact, [], None), changed,
-                                clusters=clusters, lower_ns=None if exact else lower)
+    return True, lower, Relaxed([], DeltaSearch(found, exact, [], None),
+                                _changed(h, c, cuts), clusters=clusters,
+                                lower_ns=None if exact else lower)
 
 
 def pair_bound(Wu: np.ndarray, fu: np.ndarray, Su: np.ndarray, Wv: np.ndarray,
@@ -679,27 +682,32 @@ class _HubCut:
         return {self.split.v: (self.split, option)} if option is not None else {}
 
 
+def _changed(h: KeyHistory, c: zone.Clusters,
+             cuts: dict[int, tuple[_Split, tuple[int, int]]]) -> list[int]:
+    """The history indices of the witness's doubled writes and of the reads that
+    returned their second application (the group the acknowledged write's own
+    completion does not bound; of an info write, the later one), sorted."""
+    changed: list[int] = []
+    for v, (s, (cut, bounded)) in cuts.items():
+        again = s.rows[cut:] if bounded == 0 else s.rows[:cut]
+        changed += [int(h.index[c.write_row[v]]), *h.index[again].tolist()]
+    return sorted(changed)
+
+
 def _apply(h: KeyHistory, c: zone.Clusters,
            cuts: dict[int, tuple[_Split, tuple[int, int]]], cmp_: np.ndarray
-           ) -> tuple[zone.Clusters, list[int]]:
+           ) -> zone.Clusters:
     """The clusters with the witness's cuts made (the reads from the cut on get a
-    cluster of their own), and the history indices of the doubled writes and of the
-    reads that returned their second application (the group the acknowledged write's
-    own completion does not bound; of an info write, the later one; cmp_: each row's
-    completion, zone.BIG where unknown)."""
+    cluster of their own; cmp_: each row's completion, zone.BIG where unknown)."""
     f, S, read_cluster = c.f.copy(), c.S.copy(), c.read_cluster.copy()
     added: list[tuple[int, int, int, int]] = []  # W, f, S, write row of each new cluster
-    changed: list[int] = []
     for v, (s, (cut, bounded)) in cuts.items():
         (_, f1, s1), (_, f2, s2) = s.pieces(c, h.invoke, cmp_, (cut, bounded))
         f[v], S[v] = f1, s1
         read_cluster[s.reads[cut:]] = len(c.W) + len(added)  # the reads from the cut on
         added.append((int(c.W[v]), f2, s2, int(c.write_row[v])))
-        again = s.rows[cut:] if bounded == 0 else s.rows[:cut]
-        changed += [int(h.index[c.write_row[v]]), *h.index[again].tolist()]
     new = np.array(added, dtype=np.int64).reshape(-1, 4).T
-    out = dataclasses.replace(
+    return dataclasses.replace(
         c, W=np.concatenate((c.W, new[0])), f=np.concatenate((f, new[1])),
         S=np.concatenate((S, new[2])), write_row=np.concatenate((c.write_row, new[3])),
         read_cluster=read_cluster, live=np.concatenate((c.live, np.ones(len(added), bool))))
-    return out, sorted(changed)
