@@ -281,7 +281,7 @@ def _near_conflicts(h: KeyHistory, c: zone.Clusters, row_cluster: np.ndarray
     the rows are not in order), the forward zones are sorted by f instead, and a live
     cluster is kept where one of them with f_u < s_v (a prefix) reaches beyond f_v."""
     S, f = c.S, c.f
-    forward = c.live & (S > zone.NEG) & (f < S)
+    forward = c.live & (f < S)  # so S > NEG: a live cluster's f is a time, or BIG
     near = forward | (c.live & (f < c.W))
     fw = np.flatnonzero(forward)
     lo = np.searchsorted(h.invoke, f[fw], side="right")
@@ -334,14 +334,12 @@ def conflicts(W: np.ndarray, f: np.ndarray, S: np.ndarray, delta: int
     after = np.where(a + 1 <= last[mine], after, zone.NEG)
     other = top[last].copy()
     other[mine] = np.maximum(np.where(a > 0, top[np.maximum(a - 1, 0)], zone.NEG), after)
-    us = us[other > f[us]]
-    out_u, out_v = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
-    for u in us.tolist():
-        prefix = order[: int(np.searchsorted(fs, S[u] - delta, side="left"))]
-        v = prefix[(s[prefix] > f[u]) & (prefix != u)]
-        out_u.append(np.full(len(v), u, dtype=np.int64))
-        out_v.append(v)
-    return np.concatenate(out_u), np.concatenate(out_v)
+    keep = other > f[us]
+    out_v = [np.zeros(0, dtype=np.int64)]
+    for u, n in zip(us[keep].tolist(), k[keep].tolist(), strict=True):  # n: u's prefix
+        prefix = order[:n]
+        out_v.append(prefix[(s[prefix] > f[u]) & (prefix != u)])
+    return np.repeat(us[keep], [len(v) for v in out_v[1:]]), np.concatenate(out_v)
 
 
 def _components(pairs: tuple[np.ndarray, np.ndarray], members: np.ndarray
@@ -349,6 +347,7 @@ def _components(pairs: tuple[np.ndarray, np.ndarray], members: np.ndarray
     """The clusters of `members` (bool per cluster) grouped by the pairs linking two of
     them (union-find)."""
     parent = {int(v): int(v) for v in np.flatnonzero(members)}
+    inside = members[pairs[0]] & members[pairs[1]]  # the links, in the pairs' order
 
     def root(x: int) -> int:
         while parent[x] != x:
@@ -356,9 +355,8 @@ def _components(pairs: tuple[np.ndarray, np.ndarray], members: np.ndarray
             x = parent[x]
         return x
 
-    for u, v in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True):
-        if u in parent and v in parent:
-            parent[root(u)] = root(v)
+    for u, v in zip(pairs[0][inside].tolist(), pairs[1][inside].tolist(), strict=True):
+        parent[root(u)] = root(v)
     groups: dict[int, list[int]] = {}
     for x in parent:
         groups.setdefault(root(x), []).append(x)
