@@ -428,12 +428,18 @@ def pair_bound(Wu: np.ndarray, fu: np.ndarray, Su: np.ndarray, Wv: np.ndarray,
     return np.where(Su > zone.NEG, np.where(Wv > fu, a, b), zone.NEG)
 
 
-def _both(P: np.ndarray, Q: np.ndarray) -> np.ndarray:
-    """The larger bound of each pair (p, q) in either order: rows P, columns Q ((k, 3)
-    arrays of W, f, S)."""
-    p = [P[:, k][:, None] for k in range(3)]
-    q = [Q[:, k][None, :] for k in range(3)]
-    return np.maximum(pair_bound(*p, *q), pair_bound(*q, *p))
+def either_bound(Wu: np.ndarray, fu: np.ndarray, Su: np.ndarray, Wv: np.ndarray,
+                 fv: np.ndarray, Sv: np.ndarray) -> np.ndarray:
+    """The larger of pair_bound(u, v) and pair_bound(v, u), broadcast over the arrays,
+    with the terms the two orders share computed once: max(f_u, f_v) in both type-A
+    forms, and S_u - f_v, S_v - f_u in both type-B minima (min(S_u - f_u, S_u - f_v,
+    S_v - f_u) = min(S_u - f_u, e) with e = min(S_u - f_v, S_v - f_u), and
+    min(S_v - f_v, e) the other way): the same integers in fewer passes."""
+    m = np.maximum(fu, fv)
+    e = np.minimum(Su - fv, Sv - fu)
+    uv = np.where(Su > zone.NEG, np.where(Wv > fu, Su - m, np.minimum(Su - fu, e)), zone.NEG)
+    vu = np.where(Sv > zone.NEG, np.where(Wu > fv, Sv - m, np.minimum(Sv - fv, e)), zone.NEG)
+    return np.maximum(uv, vu)
 
 
 # the search of one component's cuts visits at most this many partial choices per Δ
@@ -491,12 +497,12 @@ class _Component:
             piece = concat_ranges(first[m], counts)
             x = np.repeat(xs, counts)
             P, Q = allp[piece], np.stack((c.W[x], c.f[x], c.S[x]), axis=1)
-            b = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
+            b = either_bound(*P.T, *Q.T)
             np.maximum.at(unary, gid[piece], b)
         twin = np.flatnonzero(gid[1:] == gid[:-1])  # an option's two pieces, in a row
         if len(twin):
             P, Q = allp[twin], allp[twin + 1]
-            b = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
+            b = either_bound(*P.T, *Q.T)
             np.maximum.at(unary, gid[twin], b)
         self.unary = [unary[start[k]:start[k + 1]] for k in range(len(splits))]
         # a table per link, (a, b), a < b: options a x b, all links' pairs of pieces at once
@@ -518,7 +524,7 @@ class _Component:
             la = np.asarray(nopt, dtype=np.int64)[lb_][link]
             local = gid - np.repeat(start[:-1], [len(P) for P in self.pieces])
             P, Q = allp[ia], allp[ib]
-            b_ = np.maximum(pair_bound(*P.T, *Q.T), pair_bound(*Q.T, *P.T))
+            b_ = either_bound(*P.T, *Q.T)
             np.maximum.at(flat, cell + local[ia] * la + local[ib], b_)
         self.tables = {(a, b): flat[offset[k]:offset[k + 1]].reshape(nopt[a], nopt[b])
                        for k, (a, b) in enumerate(links)}
@@ -651,13 +657,13 @@ class _HubCut:
             # every piece against every partner, then each option's pieces (in a row)
             p = [P[:, k][:, None] for k in range(3)]
             q = [x[xs][None, :] for x in (c.W, c.f, c.S)]
-            b = np.maximum(pair_bound(*p, *q), pair_bound(*q, *p)).max(axis=1)
-            first = np.flatnonzero(np.r_[True, own[1:] != own[:-1]])
+            b = either_bound(*p, *q).max(axis=1)
+            first = np.flatnonzero(np.concatenate(([True], own[1:] != own[:-1])))
             val[own[first]] = np.maximum.reduceat(b, first)
         twin = np.flatnonzero(own[1:] == own[:-1])  # an option's two pieces, in a row
         if len(twin):
             A, B = P[twin], P[twin + 1]
-            b = np.maximum(pair_bound(*A.T, *B.T), pair_bound(*B.T, *A.T))
+            b = either_bound(*A.T, *B.T)
             np.maximum.at(val, own[twin], b)
         mine = np.zeros(len(c.W), dtype=bool)
         mine[members] = True

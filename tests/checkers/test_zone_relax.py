@@ -18,7 +18,7 @@ from leaseline.checkers import zone, zone_relax
 from leaseline.checkers.anomalies import DUPLICATED_WRITE
 from leaseline.checkers.importers.jsonl import read_jsonl
 from leaseline.checkers.ops import READ, UNKNOWN_END, WRITE, KeyHistory
-from leaseline.checkers.zone_relax import _without, pair_bound
+from leaseline.checkers.zone_relax import _without, either_bound, pair_bound
 
 MS = 1_000_000
 
@@ -36,6 +36,25 @@ def _pairwise_delta(c: zone.Clusters, keep: np.ndarray) -> int:
     b = pair_bound(W[:, None], f[:, None], S[:, None], W[None, :], f[None, :], S[None, :])
     np.fill_diagonal(b, zone.NEG)
     return max(0, int(b.max(initial=zone.NEG)))
+
+
+def test_either_bound_is_the_larger_of_both_orders(tmp_path: Path) -> None:
+    """either_bound against pair_bound both ways, every pair of live clusters of
+    generated keys: pairs in conflict, both types (W_v > f_u or not), and clusters
+    without reads (S = NEG)."""
+    seen = np.zeros(4, dtype=bool)
+    for h in _keys(tmp_path, 4):
+        c = zone.check_zone(h, staleness=False).clusters
+        if c is None:  # linearizable: check_zone keeps no clusters
+            continue
+        k = np.flatnonzero(c.live)
+        W, f, S = c.W[k], c.f[k], c.S[k]
+        u, v = (W[:, None], f[:, None], S[:, None]), (W[None, :], f[None, :], S[None, :])
+        want = np.maximum(pair_bound(*u, *v), pair_bound(*v, *u))
+        assert np.array_equal(either_bound(*u, *v), want)
+        type_a = W[None, :] > f[:, None]
+        seen |= [(want > 0).any(), type_a.any(), (~type_a).any(), (S == zone.NEG).any()]
+    assert seen.all()
 
 
 def test_delta_without_unread_writes_is_the_pairwise_one(tmp_path: Path) -> None:
