@@ -207,32 +207,57 @@ class _Split:
         return out
 
 
-    def all_pieces(self, c: zone.Clusters, inv: np.ndarray, cmp_: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray]:
-        """pieces() of every option at once: (W, f, S) rows and the option of each."""
-        v, wc = self.v, self.wc
-        if len(self.options) == 1:  # whole only
-            return (np.array([[c.W[v], c.f[v], c.S[v]]], dtype=np.int64),
-                    np.zeros(1, dtype=np.intp))
-        f_r, s_r = cmp_[self.rows], inv[self.rows]
-        pre_f, pre_s = np.minimum.accumulate(f_r), np.maximum.accumulate(s_r)
-        suf_f = np.minimum.accumulate(f_r[::-1])[::-1]
-        suf_s = np.maximum.accumulate(s_r[::-1])[::-1]
-        cut = np.array([o[0] for o in self.options[1:]], dtype=np.int64)
-        bounded = np.array([o[1] for o in self.options[1:]], dtype=np.int64)
+def _all_pieces(splits: list[_Split], c: zone.Clusters, inv: np.ndarray, cmp_: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pieces() of every option of every split at once: (W, f, S) rows, each piece's
+    option (its index in its split's options) and how many pieces each split has; a
+    split's pieces in a row, an option's in a row (whole first, then each cut's: the
+    reads before it, where kept, then those from it).
+
+    One pass for all of them, not numpy's calls per split (most splits have a read or
+    two): the reads of every split in one column, and each cut's two groups as ranges
+    of it, [start, start + cut) and [start + cut, end), reduced by reduceat over the
+    (from, to) pairs of a copy with one neutral element appended (the odd results, from
+    one range's end to the next one's start, are dropped). A cut at 0 has no reads
+    before it: that group is the write alone, kept where its completion bounds it."""
+    n_reads = np.array([len(x.rows) for x in splits], dtype=np.int64)
+    begin = np.cumsum(n_reads) - n_reads
+    opts = [(k, o) for k, x in enumerate(splits) for o in x.options[1:]]
+    n_opts = np.array([len(x.options) for x in splits], dtype=np.int64)
+    who = np.array([k for k, _ in opts], dtype=np.int64)  # each cut's split
+    cut = np.array([o[0] for _, o in opts], dtype=np.int64)
+    bounded = np.array([o[1] for _, o in opts], dtype=np.int64)
+    opt = concat_ranges(np.ones(len(splits), dtype=np.int64), n_opts - 1)
+    v = np.array([x.v for x in splits], dtype=np.int64)
+    if len(opts):
+        rows = np.concatenate([x.rows for x in splits])
+        f_r = np.append(cmp_[rows], zone.BIG)
+        s_r = np.append(inv[rows], zone.NEG)
+        mid = begin[who] + cut
+        edges = np.stack((begin[who], mid, mid, begin[who] + n_reads[who]), axis=1).ravel()
+        f_ends = np.minimum.reduceat(f_r, edges)
+        s_ends = np.maximum.reduceat(s_r, edges)
         first = cut > 0  # the reads before the cut (none: the write alone)
-        fa = np.where(first, pre_f[np.maximum(cut - 1, 0)], zone.BIG)
+        wc = np.array([x.wc for x in splits], dtype=np.int64)[who]
+        fa = np.where(first, f_ends[0::4], zone.BIG)
         fa = np.where(bounded == 0, np.minimum(fa, wc), fa)
-        sa = np.where(first, pre_s[np.maximum(cut - 1, 0)], zone.NEG)
-        fb = np.where(bounded == 1, np.minimum(suf_f[cut], wc), suf_f[cut])
+        sa = np.where(first, s_ends[0::4], zone.NEG)
+        fb = np.where(bounded == 1, np.minimum(f_ends[2::4], wc), f_ends[2::4])
         keep_a = first | (bounded == 0)
-        k = np.arange(1, len(self.options))
-        W = np.full(1 + int(keep_a.sum()) + len(cut), c.W[v], dtype=np.int64)
-        f = np.concatenate(([c.f[v]], fa[keep_a], fb))
-        S = np.concatenate(([c.S[v]], sa[keep_a], suf_s[cut]))
-        owner = np.concatenate(([0], k[keep_a], k)).astype(np.intp)
-        by = np.argsort(owner, kind="stable")  # an option's pieces in a row, first first
-        return np.stack((W, f, S), axis=1)[by], owner[by]
+    else:
+        fa = sa = fb = s_ends = np.zeros(0, dtype=np.int64)
+        keep_a = np.zeros(0, dtype=bool)
+    # whole pieces, then each cut's first and second group: ordered by split, option,
+    # group
+    split_of = np.concatenate((np.arange(len(splits)), who[keep_a], who))
+    option = np.concatenate((np.zeros(len(splits), dtype=np.int64), opt[keep_a], opt))
+    group = np.concatenate((np.zeros(len(splits) + int(keep_a.sum()), dtype=np.int64),
+                            np.ones(len(who), dtype=np.int64)))
+    f = np.concatenate((c.f[v], fa[keep_a], fb))
+    S = np.concatenate((c.S[v], sa[keep_a], s_ends[2::4]))
+    by = np.lexsort((group, option, split_of))
+    P = np.stack((c.W[v][split_of], f, S), axis=1)[by]
+    return P, option[by].astype(np.intp), np.bincount(split_of, minlength=len(splits))
 
 
 def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray,
@@ -476,18 +501,12 @@ class _Component:
                 partner[u].append(v)
             elif mine[v] and not cut_any[u]:
                 partner[v].append(u)
-        self.pieces: list[np.ndarray] = []  # per cluster: (pieces, 3) W, f, S
-        self.owner: list[np.ndarray] = []  # per cluster: the option of each piece
-        for s in splits:
-            P, own = s.all_pieces(c, inv, cmp_)
-            self.pieces.append(P)
-            self.owner.append(own)
+        allp, local, counts = _all_pieces(splits, c, inv, cmp_)
         # each option's own bound, all clusters at once: its pieces with the member's
         # partners outside O, and with each other
         start = np.cumsum([0, *(len(s.options) for s in splits)])
-        gid = np.concatenate([start[k] + own for k, own in enumerate(self.owner)])
-        allp = np.concatenate(self.pieces)
-        first = np.cumsum([0, *(len(P) for P in self.pieces)])
+        gid = np.repeat(start[:-1], counts) + local
+        first = np.cumsum([0, *counts.tolist()])
         unary = np.full(int(start[-1]), zone.NEG, dtype=np.int64)
         m_of = [at[v] for v, xs in partner.items() for _ in xs]
         xs = np.array([x for xs in partner.values() for x in xs], dtype=np.int64)
@@ -522,7 +541,6 @@ class _Component:
             ib = first[lb_][link] + t % nb[link]
             cell = offset[link]
             la = np.asarray(nopt, dtype=np.int64)[lb_][link]
-            local = gid - np.repeat(start[:-1], [len(P) for P in self.pieces])
             P, Q = allp[ia], allp[ib]
             b_ = either_bound(*P.T, *Q.T)
             np.maximum.at(flat, cell + local[ia] * la + local[ib], b_)
@@ -650,7 +668,7 @@ class _HubCut:
         self.split = split
         pu, pv = pairs
         hub = split.v
-        P, own = split.all_pieces(c, inv, cmp_)
+        P, own, _ = _all_pieces([split], c, inv, cmp_)
         val = np.full(len(split.options), zone.NEG, dtype=np.int64)
         xs = np.unique(np.concatenate((pv[pu == hub], pu[pv == hub])))
         if len(xs):
