@@ -262,19 +262,27 @@ def _all_pieces(splits: list[_Split], c: zone.Clusters, inv: np.ndarray, cmp_: n
 
 def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray,
             only: set[int] | None = None) -> list[_Split]:
-    """The given clusters' reads by invoke and options (the reads grouped in one pass);
-    with `only`, the other clusters stay whole (their one option)."""
+    """The given clusters' reads by invoke and options (the reads grouped in one pass,
+    and the cuts, where a cluster's next read is invoked later, found in one pass over
+    all of them, not numpy's calls per cluster); with `only`, the other clusters stay
+    whole (their one option). which: ascending."""
     reads = np.flatnonzero(c.read_cluster == which[0] if len(which) == 1
                            else np.isin(c.read_cluster, which))
     reads = reads[np.lexsort((h.invoke[c.read_rows[reads]], c.read_cluster[reads]))]
-    bounds = np.searchsorted(c.read_cluster[reads], which, side="left").tolist()
+    cluster = c.read_cluster[reads]
+    bounds = np.searchsorted(cluster, which, side="left")
+    ends = np.append(bounds[1:], len(reads))
+    rows_all = c.read_rows[reads]
+    inv = h.invoke[rows_all]
+    step = np.flatnonzero((inv[1:] > inv[:-1]) & (cluster[1:] == cluster[:-1])) + 1
+    lo, hi = np.searchsorted(step, bounds), np.searchsorted(step, ends)
+    steps = step.tolist()
+    wcs = cmp_[c.write_row[which]].tolist()
     out = []
-    for v, a, b in zip(which.tolist(), bounds, [*bounds[1:], len(reads)], strict=True):
-        mine = reads[a:b]
-        rows = c.read_rows[mine]
-        inv = h.invoke[rows]
-        cuts = (np.flatnonzero(inv[1:] > inv[:-1]) + 1).tolist()
-        wc = int(cmp_[c.write_row[v]])
+    for v, a, b, i, j, wc in zip(which.tolist(), bounds.tolist(), ends.tolist(), lo.tolist(),
+                                 hi.tolist(), wcs, strict=True):
+        mine, rows = reads[a:b], rows_all[a:b]
+        cuts = [k - a for k in steps[i:j]]
         options: list[tuple[int, int] | None] = [None]
         if only is not None and v not in only:
             pass
