@@ -302,19 +302,18 @@ _F, _VALUE, _INVOKE, _COMPLETE = range(4)
 def _rows(h: KeyHistory, indices: Sequence[int]) -> tuple[list[int], np.ndarray]:
     """The given history indices that h holds (each once, in the order given) and their
     rows: one bisection of the index column (ascending where the rows are in history
-    order; checked, else one pass over it), not a pass of np.isin over every row."""
+    order; checked), else the rows np.isin finds (rows sorted by invoke need not be in
+    index order), each index's last."""
     want = list(dict.fromkeys(indices))
     if not want or not len(h):
         return [], np.zeros(0, dtype=np.intp)
     at = np.asarray(want, dtype=np.int64)
     rows = np.searchsorted(h.index, at)
     np.minimum(rows, len(h) - 1, out=rows)
-    if not (h.index[rows] == at).all():  # not ascending: each index's row by a pass
-        where = dict.fromkeys(want, -1)
-        for r, i in enumerate(h.index.tolist()):
-            if i in where:
-                where[i] = r
-        want = [i for i in want if where[i] >= 0]
+    if not (h.index[rows] == at).all():  # not ascending
+        hit = np.flatnonzero(np.isin(h.index, at))
+        where = dict(zip(h.index[hit].tolist(), hit.tolist(), strict=True))
+        want = [i for i in want if i in where]
         rows = np.asarray([where[i] for i in want], dtype=np.intp)
     return want, rows
 
