@@ -509,12 +509,13 @@ class _Component:
                 partner[u].append(v)
             elif mine[v] and not cut_any[u]:
                 partner[v].append(u)
-        allp, local, counts = _all_pieces(splits, c, inv, cmp_)
+        allp, local, n_pieces = _all_pieces(splits, c, inv, cmp_)
+        cols = allp.T.copy()  # W, f, S rows: each gather below reads contiguous columns
         # each option's own bound, all clusters at once: its pieces with the member's
         # partners outside O, and with each other
         start = np.cumsum([0, *(len(s.options) for s in splits)])
-        gid = np.repeat(start[:-1], counts) + local
-        first = np.cumsum([0, *counts.tolist()])
+        gid = np.repeat(start[:-1], n_pieces) + local
+        first = np.cumsum([0, *n_pieces.tolist()])
         unary = np.full(int(start[-1]), zone.NEG, dtype=np.int64)
         m_of = [at[v] for v, xs in partner.items() for _ in xs]
         xs = np.array([x for xs in partner.values() for x in xs], dtype=np.int64)
@@ -523,13 +524,11 @@ class _Component:
             counts = first[m + 1] - first[m]
             piece = concat_ranges(first[m], counts)
             x = np.repeat(xs, counts)
-            P, Q = allp[piece], np.stack((c.W[x], c.f[x], c.S[x]), axis=1)
-            b = either_bound(*P.T, *Q.T)
+            b = either_bound(*cols[:, piece], c.W[x], c.f[x], c.S[x])
             np.maximum.at(unary, gid[piece], b)
         twin = np.flatnonzero(gid[1:] == gid[:-1])  # an option's two pieces, in a row
         if len(twin):
-            P, Q = allp[twin], allp[twin + 1]
-            b = either_bound(*P.T, *Q.T)
+            b = either_bound(*cols[:, twin], *cols[:, twin + 1])
             np.maximum.at(unary, gid[twin], b)
         self.unary = [unary[start[k]:start[k + 1]] for k in range(len(splits))]
         # a table per link, (a, b), a < b: options a x b, all links' pairs of pieces at once
@@ -549,8 +548,7 @@ class _Component:
             ib = first[lb_][link] + t % nb[link]
             cell = offset[link]
             la = np.asarray(nopt, dtype=np.int64)[lb_][link]
-            P, Q = allp[ia], allp[ib]
-            b_ = either_bound(*P.T, *Q.T)
+            b_ = either_bound(*cols[:, ia], *cols[:, ib])
             np.maximum.at(flat, cell + local[ia] * la + local[ib], b_)
         self.tables = {(a, b): flat[offset[k]:offset[k + 1]].reshape(nopt[a], nopt[b])
                        for k, (a, b) in enumerate(links)}
