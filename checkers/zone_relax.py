@@ -494,21 +494,15 @@ class _Component:
                  cmp_: np.ndarray, pairs: tuple[np.ndarray, np.ndarray],
                  cut_any: np.ndarray) -> None:
         self.splits = splits
-        at = {s.v: k for k, s in enumerate(splits)}
         pu, pv = pairs
-        mine = np.zeros(len(c.W), dtype=bool)
-        mine[list(at)] = True
+        at = np.full(len(c.W), -1, dtype=np.int64)  # each member's place in splits
+        at[[s.v for s in splits]] = np.arange(len(splits))
+        mu, mv = at[pu] >= 0, at[pv] >= 0
         # a piece's bound with a cluster is at most its whole cluster's, so only the
-        # clusters a member conflicts with at 0 count: those outside O, and its links
-        partner: dict[int, list[int]] = {v: [] for v in at}
-        linked = []
-        for u, v in zip(pu.tolist(), pv.tolist(), strict=True):
-            if mine[u] and mine[v]:
-                linked.append((u, v))
-            elif mine[u] and not cut_any[v]:
-                partner[u].append(v)
-            elif mine[v] and not cut_any[u]:
-                partner[v].append(u)
+        # clusters a member conflicts with at 0 count: those outside O (a member's
+        # partners, in no order: each bound is a maximum), and its links
+        linked = mu & mv
+        to_v, to_u = mu & ~mv & ~cut_any[pv], mv & ~mu & ~cut_any[pu]
         allp, local, n_pieces = _all_pieces(splits, c, inv, cmp_)
         cols = allp.T.copy()  # W, f, S rows: each gather below reads contiguous columns
         # each option's own bound, all clusters at once: its pieces with the member's
@@ -517,10 +511,9 @@ class _Component:
         gid = np.repeat(start[:-1], n_pieces) + local
         first = np.cumsum([0, *n_pieces.tolist()])
         unary = np.full(int(start[-1]), zone.NEG, dtype=np.int64)
-        m_of = [at[v] for v, xs in partner.items() for _ in xs]
-        xs = np.array([x for xs in partner.values() for x in xs], dtype=np.int64)
+        xs = np.concatenate((pv[to_v], pu[to_u]))
         if len(xs):
-            m = np.array(m_of, dtype=np.int64)
+            m = np.concatenate((at[pu[to_v]], at[pv[to_u]]))
             counts = first[m + 1] - first[m]
             piece = concat_ranges(first[m], counts)
             x = np.repeat(xs, counts)
@@ -532,8 +525,9 @@ class _Component:
             np.maximum.at(unary, gid[twin], b)
         self.unary = [unary[start[k]:start[k + 1]] for k in range(len(splits))]
         # a table per link, (a, b), a < b: options a x b, all links' pairs of pieces at once
-        links = sorted({tuple(sorted((at[u], at[v]))) for u, v in linked} - {(k, k) for k in
-                                                                             range(len(splits))})
+        p_, q_ = at[pu[linked]], at[pv[linked]]  # u != v: never the same member
+        pair = np.unique(np.minimum(p_, q_) * len(splits) + np.maximum(p_, q_))
+        links = [divmod(k, len(splits)) for k in pair.tolist()]
         nopt = [len(s.options) for s in splits]
         sizes = [nopt[a] * nopt[b] for a, b in links]
         offset = np.cumsum([0, *sizes])
