@@ -210,6 +210,7 @@ def linearizable(
     encoded: Encoded | None = None,
     carry: object | None = None,
     keep: bool = False,
+    hint: int = 0,
 ) -> Outcome:
     """Is the history linearizable once every read's invoke moves `delta` earlier (or,
     given one shift per operation, each operation's invoke by its own)?
@@ -221,7 +222,10 @@ def linearizable(
     search only): states earlier searches proved dead, read as visited; keep: if
     linearizable, add this search's dead states to it. Sound only where every read's
     shift here is at most its shift in each search that gave carry states (see
-    "Carrying dead states" above)."""
+    "Carrying dead states" above). hint (compiled search only; 0: none): about how many
+    states the caller expects the search to memoise (an earlier search of this history's
+    count), so that its memo starts that large instead of doubling its way there; it
+    changes no answer."""
     if not ops:
         return Outcome(True)
     if not compiled_fits(ops, model):
@@ -240,7 +244,7 @@ def linearizable(
     seconds = max(0.0, limits.deadline - time.monotonic())
     rc, states, order, longest = _compiled_search(
         e.kind, e.val, e.exp, start, e.complete, e.drop, e.init,
-        limits.room(), seconds, carry, keep,
+        limits.room(), seconds, carry, keep, hint,
     )
     limits.states += int(states)
     if rc == 2:

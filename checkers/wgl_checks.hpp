@@ -126,9 +126,11 @@ static bool read_staleness(int32_t n, const int8_t *kind, const int32_t *val,
         }
         int64_t used = 0;
         int32_t ol = 0, ll = 0;
+        // (the memo sized for the passing searches' mean, as min_delta's passes)
         int rc = search(n, kind, val, exp, start.data(), end, drop, init, max_states,
                         seconds_to(deadline), &used, got_order.data(), &ol,
-                        got_longest.data(), &ll, carry, keep, keep);
+                        got_longest.data(), &ll, carry, keep, keep,
+                        passes ? pass_states / passes : 0);
         *states += used;
         if (rc == OUT_OF_TIME || rc == OUT_OF_STATES) throw BudgetOut{};
         bool ok = rc == OK;

@@ -25,7 +25,8 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
                const int64_t *start, const int64_t *end, const uint8_t *drop,
                int32_t init, int64_t max_states, double seconds, int64_t *states, int32_t *order,
                int32_t *order_len, int32_t *longest, int32_t *longest_len,
-               CDeadStates *dead_in, CDeadStates *dead_ok) nogil
+               CDeadStates *dead_in, CDeadStates *dead_ok, CDeadStates *dead_in2,
+               int64_t hint) nogil
 
     int refute_for(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                    const int64_t *start, const int64_t *end, const uint8_t *drop,
@@ -151,12 +152,14 @@ def encode(const int8_t[::1] kind, list values, list expected, object initial):
 def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
                  const int64_t[::1] start, const int64_t[::1] end,
                  const uint8_t[::1] drop, int32_t init, int64_t max_states, double seconds,
-                 DeadStates carry=None, bint keep=False):
+                 DeadStates carry=None, bint keep=False, int64_t hint=0):
     """(status, states, order, longest): status 0 linearizable, 1 not, 2 out of time,
     3 out of states (more than max_states memoised entries); order and longest are
     lists of operation positions. drop: 1 for an operation that may never take effect
     (empty: none may). carry: dead states read as visited; keep: linearizable, add this
-    search's dead states to carry."""
+    search's dead states to carry. hint: about how many states the caller expects this
+    search to memoise (0: no idea), for the size its memo starts at (no answer
+    changes)."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == start.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
@@ -174,7 +177,8 @@ def linearizable(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[:
         rc = search(n, &kind[0] if n else NULL, &val[0] if n else NULL,
                     &exp[0] if n else NULL, &start[0] if n else NULL,
                     &end[0] if n else NULL, drop_p, init, max_states, seconds, &states,
-                    order.data(), &order_len, longest.data(), &longest_len, dead, dead_ok)
+                    order.data(), &order_len, longest.data(), &longest_len, dead, dead_ok,
+                    NULL, hint)
     order.resize(order_len)
     longest.resize(longest_len)
     return rc, states, order, longest

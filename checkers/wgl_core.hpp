@@ -100,6 +100,13 @@ class FingerprintSet {
         std::swap(mask_, o.mask_);
         std::swap(size_, o.size_);
     }
+    // room for `expected` entries before the next doubling: one rehash where growing
+    // there would double, rehashing every entry, once per step
+    void reserve(size_t expected) {
+        uint64_t cap = mask_ + 1;
+        while (cap < 2 * expected) cap *= 2;
+        if (cap > mask_ + 1 || slots_.empty()) resize(cap);
+    }
     template <class F>
     void for_each(F f) const {
         if (slots_.empty()) return;
@@ -122,13 +129,15 @@ class FingerprintSet {
             i = (i + 1) & mask;
         }
     }
-    void grow() {
-        uint64_t cap = 2 * (mask_ + 1);
+    void grow() { resize(2 * (mask_ + 1)); }
+    void resize(uint64_t cap) {  // cap slots (a power of two), the entries rehashed
         std::vector<uint64_t> bigger(2 * cap, 0);
         size_ = 0;
-        for (uint64_t i = 0; i <= mask_; ++i) {
-            uint64_t a = slots_[2 * i], b = slots_[2 * i + 1];
-            if (a != 0 || b != 0) place(bigger.data(), cap - 1, a, b);
+        if (!slots_.empty()) {
+            for (uint64_t i = 0; i <= mask_; ++i) {
+                uint64_t a = slots_[2 * i], b = slots_[2 * i + 1];
+                if (a != 0 || b != 0) place(bigger.data(), cap - 1, a, b);
+            }
         }
         slots_.swap(bigger);
         mask_ = cap - 1;
@@ -260,13 +269,16 @@ static SearchBuffers &search_buffers(int32_t n, SearchBuffers &own) {
 // the stack and the one memoised as the budget ran out) go to dead_out, when given and
 // (only_if_ok) the history is linearizable; the caller passes it only where every later
 // search reading it shifts each read by no more than this one.
+// hint (0: none): about how many entries the caller expects this search to memoise
+// (an earlier search of the same history's count); the memo starts with room for that
+// many, at most max_states, instead of doubling its way there from a small table.
 static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                       const int64_t *start, const int64_t *end, const uint8_t *drop,
                       int32_t init, int64_t max_states, double seconds, int64_t *states,
                       int32_t *order, int32_t *order_len, int32_t *longest,
                       int32_t *longest_len, DeadStates *dead_in = nullptr,
                       DeadStates *dead_out = nullptr, bool only_if_ok = true,
-                      DeadStates *dead_in2 = nullptr) {
+                      DeadStates *dead_in2 = nullptr, int64_t hint = 0) {
     *order_len = 0;
     *longest_len = 0;
     if (n == 0) return OK;
@@ -462,7 +474,10 @@ static int wgl_search(int32_t n, const int8_t *kind, const int32_t *val, const i
     stack.clear();
     stack.reserve(n);
     int32_t longest_valid = 0;  // stack[0:longest_valid] == longest[0:longest_valid]
-    FingerprintSet cache((size_t)n);
+    // (without a hint a small table: a small key's search memoises a few entries, and
+    // zeroing a large table would be most of its cost)
+    FingerprintSet cache(hint > 0 ? 0 : (size_t)n);
+    if (hint > 0) cache.reserve((size_t)std::min(hint, max_states));
     // the entry memoised last but not stepped into (the budget ran out on it)
     uint64_t unexplored1 = 0, unexplored2 = 0;
     bool unexplored = false;
@@ -890,13 +905,14 @@ static int32_t overwritten_read(int32_t n, const int8_t *kind, const int32_t *va
 // A refuted history's longest prefix is the last full search's. Each full search reads
 // dead_in and dead_in2 (the windows' are other histories: none), and the one that
 // finds the history linearizable gives its dead states to dead_ok (wgl_search's
-// dead_out).
+// dead_out). hint: wgl_search's, for the first full search; each later one repeats the
+// one before it until that one's room ran out, so it expects at least as many.
 static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
                   const int64_t *start, const int64_t *end, const uint8_t *drop, int32_t init,
                   int64_t max_states, double seconds, int64_t *states, int32_t *order,
                   int32_t *order_len, int32_t *longest, int32_t *longest_len,
                   DeadStates *dead_in = nullptr, DeadStates *dead_ok = nullptr,
-                  DeadStates *dead_in2 = nullptr) {
+                  DeadStates *dead_in2 = nullptr, int64_t hint = 0) {
     using clock = std::chrono::steady_clock;
     const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(
                                              std::chrono::duration<double>(seconds));
@@ -911,10 +927,11 @@ static int search(int32_t n, const int8_t *kind, const int32_t *val, const int32
         int64_t used = 0;
         int rc = wgl_search(n, kind, val, exp, start, end, drop, init, room, left(), &used,
                             order, order_len, longest, longest_len, dead_in, dead_ok, true,
-                            dead_in2);
+                            dead_in2, hint);
         spent += used;
         *states += used;
         if (rc != OUT_OF_STATES || spent >= max_states) return rc;
+        hint = std::max(hint, used);
         if (tier == first && overwritten_read(n, kind, val, start, end, drop) >= 0) {
             *order_len = 0;
             return FAIL;
@@ -1120,9 +1137,16 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         int32_t order_len = 0, longest_len = 0;
         got_order.resize(std::max(n, 1));
         got_longest.resize(std::max(n, 1));
+        // the memo's size hint: at 0 the caller's search there (the same search), else
+        // the passing passes' mean (a pass at a nearby Δ memoises about as many; a failing
+        // one's count says little: the pass at 0 may run out of its tier where the passing
+        // ones need a small part of it)
+        int64_t hint = d == 0 ? std::max<int64_t>(zero_states, 0)
+                              : ok_count ? ok_sum / ok_count : 0;
         rc = search(n, kind, val, exp, start.data(), end, drop, init, room,
                     std::max(0.0, left), &used, got_order.data(), &order_len,
-                    got_longest.data(), &longest_len, carry, d > 0 ? carry : nullptr);
+                    got_longest.data(), &longest_len, carry, d > 0 ? carry : nullptr, nullptr,
+                    hint);
         got_order.resize(order_len);
         got_longest.resize(longest_len);
         *states += used;

@@ -32,9 +32,9 @@ from leaseline.checkers.min_delta import min_delta
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import CAS, CAS_FAILED, READ, UNKNOWN_END, WRITE, Operation
 from leaseline.checkers.search_columns import HistoryOperations, encode
-from leaseline.checkers.search_limits import SearchLimits
+from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.wgl import compiled_available, linearizable
-from leaseline.checkers.wgl_compiled import overwritten, refute
+from leaseline.checkers.wgl_compiled import DeadStates, overwritten, refute
 from leaseline.checkers.wgl_reference import linearizable_reference
 
 VALUES = [None, "0", "1", "2"]
@@ -285,3 +285,60 @@ def test_many_info_twins_take_the_same_steps_as_the_reference(
     a = linearizable(ops, model, initial, d, la)
     b = linearizable_reference(ops, model, initial, d, lb)
     assert (a.ok, a.order, a.longest, la.states) == (b.ok, b.order, b.longest, lb.states)
+
+
+def hinted(ops: list[Operation] | HistoryOperations, model: Model, initial: str | None,
+           shift: int, max_states: int, hint: int,
+           carry: DeadStates | None = None) -> tuple[object, ...]:
+    """What one search with this memo size hint shows: verdict, linearization, longest
+    prefix and memoised entries, or the budget it ran out of and the entries so far."""
+    limits = SearchLimits(time.monotonic() + 60, max_states)
+    try:
+        out = linearizable(ops, model, initial, shift, limits, carry=carry, keep=True,
+                           hint=hint)
+    except BudgetExceeded as e:
+        return str(e), limits.states
+    return out.ok, out.order, out.longest, limits.states
+
+
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), st.sampled_from([0, 2, 10]), st.sampled_from([1, 3, 40, 10**5]),
+       st.sampled_from([3, 10**9]))
+def test_a_memo_size_hint_changes_no_step(
+    case: tuple[list[Operation], Model, str | None], d: int, hint: int, max_states: int
+) -> None:
+    # the hint sizes the memo's first table (never past the room): the same states in
+    # the same order, so the same answers and counts, and the same budget overrun
+    ops, model, initial = case
+    assert hinted(ops, model, initial, d, max_states, hint) == \
+        hinted(ops, model, initial, d, max_states, 0)
+
+
+def test_a_memo_size_hint_changes_no_step_of_a_large_search() -> None:
+    # hints below, near and above the count (the table then still grows, or never
+    # does), with and without room enough: a dense stale cas key at its minimal Δ after
+    # a carry from twice that (each side its own, given the same dead states; the carry
+    # then takes the memo's dead states), and a linearizable one whose search at 0 runs
+    # out of its first tier (the second is hinted by the first's count)
+    model = CasRegister()
+    stale = generate_cas(1000, stale=True, seed=5, think_ms=0.2).history
+    linear = generate_cas(1000, stale=False, seed=7, think_ms=0.1).history
+    d = min_delta(HistoryOperations(stale), model, stale.initial, 0, lim()).min_delta_ns
+    seen = []
+    for h, shift, top, max_states in ((stale, d, 2 * d, 10**9), (stale, d, 2 * d, 5_000),
+                                      (linear, 0, None, 10**9),
+                                      (linear, 0, None, 100_000)):
+        ops = HistoryOperations(h)
+        runs = []
+        for hint in (0, 700, 40_000, 10**6):
+            carry, sizes = DeadStates(), []
+            if top is not None:
+                assert hinted(ops, model, h.initial, top, 10**9, hint, carry)[0] is True
+                sizes.append(carry.size)
+            got = hinted(ops, model, h.initial, shift, max_states, hint,
+                         carry if top is not None else None)
+            runs.append((got, sizes + [carry.size]))
+        assert all(r == runs[0] for r in runs), (h.key, shift, max_states)
+        seen.append((runs[0][0][0], runs[0][0][-1]))
+    assert [ok for ok, _ in seen] == [True, "states", True, "states"], seen
+    assert seen[0][1] > 5_000 and seen[2][1] > 100_000, seen
