@@ -401,8 +401,10 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         probe = _probe(cands, delta_ns)
         # (its dead states are read only by _from_above's searches: where the floor is
         # > 0)
+        at = limits.states
         first = out if d == probe and lo == d else linearizable(
             rows, model, initial, probe, limits, encoded=enc, carry=dead, keep=floor > 0)
+        probe_states = limits.states - at
     except BudgetExceeded:
         probe = _probe(cands, delta_ns)
         if d < probe and (not d or len(relaxed) < PROBE_FIRST_OPS):
@@ -428,7 +430,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     bounded = False
     if floor > 0:
         found = _from_above(rows, model, initial, enc, limits, cands, floor, lo, probe,
-                            first.order, dead)
+                            first.order, dead, probe_states)
     else:
         # min_delta's first search is the one at 0 that failed here (out, the first
         # search, so with nothing carried in): its states are not counted twice, so
@@ -508,14 +510,16 @@ def _compact(rows: Sequence[Operation], model: Model, initial: str | None,
 def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
                 enc: Encoded | None, limits: SearchLimits, cands: Candidates, floor: int,
                 lo: int, probe: int, first: list[int],
-                dead: object | None = None) -> DeltaSearch:
+                dead: object | None = None, hint: int = 0) -> DeltaSearch:
     """search_relaxed's narrowing from above: the relaxed history is linearizable at
     probe (by the linearization first) and at no Δ below floor; lo: the least candidate
     from the floor up where a search showed it failing (else -1). Its minimal Δ is a
     candidate in [floor, probe], so first the least of them (unless lo says it fails):
     where the floor is tight that one search decides it. Then (it failed) the candidate
     just below what the last linearization needs, until that one is shown failing.
-    dead: search_relaxed's carried dead states (None: none)."""
+    dead: search_relaxed's carried dead states (None: none). hint: the states the
+    probe's search memoised; each search here, of the same history at a smaller Δ, is
+    given the last one's count as its memo's size hint (wgl.linearizable's hint)."""
     hi_order: list[int] = []
     hi = probe
     try:
@@ -523,7 +527,7 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
         if lo < 0 and d is not None and d <= probe:
             # (passing, it is the last search: it keeps nothing)
             out = Outcome(True, first) if d == probe else linearizable(
-                rows, model, initial, d, limits, encoded=enc, carry=dead)
+                rows, model, initial, d, limits, encoded=enc, carry=dead, hint=hint)
             if out.ok:  # needs d at most, and at least the floor: exactly d
                 order, need = _compact(rows, model, initial, enc, out.order)
                 return DeltaSearch(need, True, order, cands.below(floor))
@@ -533,8 +537,10 @@ def _from_above(rows: Sequence[Operation], model: Model, initial: str | None,
             d = cands.below(hi)
             if d < floor or d <= lo:
                 break  # nothing left in [floor, hi) but Δs shown failing: hi is exact
+            at = limits.states
             out = linearizable(rows, model, initial, d, limits, encoded=enc, carry=dead,
-                               keep=True)
+                               keep=True, hint=hint)
+            hint = limits.states - at
             if not out.ok:
                 lo = d
                 break  # d is the candidate just below hi: hi is exact
