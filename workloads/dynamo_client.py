@@ -7,9 +7,13 @@ test_workload_dynamo.py checks this against a loopback server). The split is:
 - cannot connect (refused, connect timeout) -> fail: nothing was sent;
 - an error response below 500 (ConditionalCheckFailed, NotLeader "MOVED 0 host:port",
   NotApplied, Validation, ...) -> fail: the server says it did not happen;
-- 500 (leasekv: InternalServerError "UNKNOWN ...", the outcome is unknown), a read timeout
-  or a connection lost after sending -> info for writes, fail for reads (a read changes
-  nothing, so it may be dropped).
+- 500 (leasekv: InternalServerError "UNKNOWN ...", the outcome is unknown), a read timeout,
+  a connection lost after sending, or a reply cut short (its body ended before its
+  Content-Length: the node died while answering) -> info for writes, fail for reads (a
+  read changes nothing, so it may be dropped). botocore itself accepts a cut reply as
+  whole and parses an empty body as {}: a GetItem's would read as "no item", a stale read
+  that never happened, so the client checks each reply's length before botocore parses
+  it (_whole_reply).
 Items are {k: S key, v: N value} in one table; the workloads' values are integers.
 """
 
@@ -51,7 +55,7 @@ def real_dynamo(endpoint: Endpoint) -> Any:
     with _session_lock:
         if _session is None:
             _session = boto3.session.Session()
-        return _session.client(
+        client = _session.client(
             "dynamodb",
             endpoint_url=f"http://{endpoint.host}:{endpoint.port}",
             region_name="us-east-1",
@@ -59,6 +63,22 @@ def real_dynamo(endpoint: Endpoint) -> Any:
             aws_secret_access_key="leaseline",
             config=CONFIG,
         )
+    client.meta.events.register("before-parse.dynamodb", _whole_reply)
+    return client
+
+
+class CutShort(Exception):
+    """A reply whose body ended before its Content-Length."""
+
+
+def _whole_reply(response_dict: dict[str, Any], **_: Any) -> None:
+    """botocore's before-parse hook: raises CutShort where the body is shorter than the
+    Content-Length the reply announced (botocore reads the body without holding it to
+    that length). Raised there, it reaches `call` as the operation's exception."""
+    length = response_dict["headers"].get("content-length")
+    got = len(response_dict["body"] or b"")
+    if length is not None and length.isdigit() and got < int(length):
+        raise CutShort(f"the reply was cut short ({got} of {length} bytes)")
 
 
 def error_code(e: bex.ClientError) -> tuple[str, str, int]:
@@ -83,7 +103,7 @@ def classify(e: BaseException, op: Op, writes: bool) -> Completion:
         return Completion(FAIL, value, f"connect: {e}")
     if isinstance(e, bex.ReadTimeoutError):
         return Completion(unknown, value, f"timeout: {e}")
-    if isinstance(e, bex.HTTPClientError):  # ConnectionClosedError and the like
+    if isinstance(e, bex.HTTPClientError | CutShort):  # ConnectionClosedError and the like
         return Completion(unknown, value, f"connection lost: {e}")
     return Completion(unknown, value, repr(e))  # anything else: we cannot know what happened
 

@@ -47,6 +47,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.shutdown(socket.SHUT_RDWR)
             return
+        if kind == "cut":  # the node dies while answering: headers, part of the body
+            data = json.dumps(arg[1]).encode()
+            self.send_response(arg[0])
+            self.send_header("Content-Type", "application/x-amz-json-1.0")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data[:arg[2]])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(socket.SHUT_RDWR)
+            return
         if kind == "sleep":
             time.sleep(arg)
             arg = (200, {})
@@ -172,6 +183,24 @@ def test_connection_closed_after_sending_is_info(server: _Server) -> None:
     assert done.type == INFO, done.error
     assert len(server.script.requests) == 1
     assert c.invoke(Op("read", "c0")).type == FAIL
+
+
+def test_a_reply_cut_short_is_not_an_answer(server: _Server) -> None:
+    # botocore does not hold a body to its Content-Length, and parses an empty one as {}:
+    # a GetItem reply cut off by the node's death read as "no item" (a stale read that never
+    # happened), a PutItem's as acknowledged
+    item = {"Item": {"k": {"S": "c0"}, "v": {"N": "4"}}}
+    server.script.actions = [("cut", (200, item, 0)), ("cut", (200, item, 10)),
+                             ("cut", (200, {}, 1)), ("reply", (200, item))]
+    c = cas_client(server)
+    for _ in range(2):
+        read = c.invoke(Op("read", "c0"))
+        assert (read.type, read.value) == (FAIL, None), read
+        assert "cut short" in (read.error or ""), read.error
+    write = c.invoke(Op("write", "c0", 5))
+    assert write.type == INFO and "cut short" in (write.error or ""), write
+    whole = c.invoke(Op("read", "c0"))
+    assert (whole.type, whole.value) == (OK, 4), whole  # a whole reply still reads
 
 
 def test_read_timeout_is_info_for_a_write(server: _Server) -> None:
