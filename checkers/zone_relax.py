@@ -189,7 +189,7 @@ class _Split:
     wc: int  # its write's completion (zone.BIG: info)
     options: list[tuple[int, int] | None]  # (cut, group bounded by wc) or None: once
 
-    def pieces(self, c: zone.Clusters, inv: np.ndarray, cmp_: np.ndarray,
+    def pieces(self, c: zone.Clusters, inv: np.ndarray,
                option: tuple[int, int] | None) -> list[tuple[int, int, int]]:
         """(W, f, S) of the clusters this option makes: whole, or the reads before the
         cut and from it, each with the write's completion where it bounds it."""
@@ -198,7 +198,7 @@ class _Split:
         cut, bounded = option
         out = []
         for k, part in enumerate((self.rows[:cut], self.rows[cut:])):
-            f = min(int(cmp_[part].min()) if len(part) else int(zone.BIG),
+            f = min(int(c.complete[part].min()) if len(part) else int(zone.BIG),
                     self.wc if k == bounded else int(zone.BIG))
             if f >= zone.BIG and not len(part):
                 continue
@@ -207,7 +207,7 @@ class _Split:
         return out
 
 
-def _all_pieces(splits: list[_Split], c: zone.Clusters, inv: np.ndarray, cmp_: np.ndarray
+def _all_pieces(splits: list[_Split], c: zone.Clusters, inv: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """pieces() of every option of every split at once: (W, f, S) rows, each piece's
     option (its index in its split's options) and how many pieces each split has; a
@@ -231,7 +231,7 @@ def _all_pieces(splits: list[_Split], c: zone.Clusters, inv: np.ndarray, cmp_: n
     v = np.array([x.v for x in splits], dtype=np.int64)
     if len(opts):
         rows = np.concatenate([x.rows for x in splits])
-        f_r = np.append(cmp_[rows], zone.BIG)
+        f_r = np.append(c.complete[rows], zone.BIG)
         s_r = np.append(inv[rows], zone.NEG)
         mid = begin[who] + cut
         edges = np.stack((begin[who], mid, mid, begin[who] + n_reads[who]), axis=1).ravel()
@@ -260,7 +260,7 @@ def _all_pieces(splits: list[_Split], c: zone.Clusters, inv: np.ndarray, cmp_: n
     return P, option[by].astype(np.intp), np.bincount(split_of, minlength=len(splits))
 
 
-def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray,
+def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray,
             only: set[int] | None = None) -> list[_Split]:
     """The given clusters' reads by invoke and options (the reads grouped in one pass,
     and the cuts, where a cluster's next read is invoked later, found in one pass over
@@ -277,7 +277,7 @@ def _splits(h: KeyHistory, c: zone.Clusters, which: np.ndarray, cmp_: np.ndarray
     step = np.flatnonzero((inv[1:] > inv[:-1]) & (cluster[1:] == cluster[:-1])) + 1
     lo, hi = np.searchsorted(step, bounds), np.searchsorted(step, ends)
     steps = step.tolist()
-    wcs = cmp_[c.write_row[which]].tolist()
+    wcs = c.complete[c.write_row[which]].tolist()
     out = []
     for v, a, b, i, j, wc in zip(which.tolist(), bounds.tolist(), ends.tolist(), lo.tolist(),
                                  hi.tolist(), wcs, strict=True):
@@ -401,7 +401,6 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
     assert z.pair is not None
     if not splittable(h, c, np.array(z.pair)).any():
         return True, delta_ns, None
-    cmp_ = c.complete
     assert z.row_cluster is not None
     near = _near_conflicts(h, c, z.row_cluster)
     pu, pv = conflicts(c.W[near], c.f[near], c.S[near], 0)
@@ -421,17 +420,16 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
         # (a value read again after the values written meanwhile): a choice reaching the
         # floor is the least there is; else every member's cuts are tried
         hub = int(members[np.argmax(degree[members])])
-        (hub_split,) = _splits(h, c, np.array([hub]), cmp_)
+        (hub_split,) = _splits(h, c, np.array([hub]))
         p: _Component | _HubCut
         if len(members) + len(hub_split.options) <= CUT_SEARCH_NODES:
-            p = _HubCut(hub_split, c, h.invoke, cmp_, (pu, pv), bound, members)
+            p = _HubCut(hub_split, c, h.invoke, (pu, pv), bound, members)
         else:  # _Component's search of the hub alone may run past its limit
-            p = _Component(_splits(h, c, members, cmp_, {hub}), c, h.invoke, cmp_,
-                           (pu, pv), cut_any)
+            p = _Component(_splits(h, c, members, {hub}), c, h.invoke, (pu, pv),
+                           cut_any)
         p.search(floor)
         if len(members) > 1 and p.upper > floor:
-            p = _Component(_splits(h, c, members, cmp_), c, h.invoke, cmp_, (pu, pv),
-                           cut_any)
+            p = _Component(_splits(h, c, members), c, h.invoke, (pu, pv), cut_any)
             p.search(floor)
         elif p.upper <= floor:
             p.lower = p.upper  # the floor bounds every choice
@@ -445,7 +443,7 @@ def _duplicated(h: KeyHistory, z: zone.ZoneResult, c: zone.Clusters,
         cuts.update(p.undo(found))
     # at Δ = 0 no read is stale once the cuts are made, so nothing reads the relaxed
     # clusters (decide._still_stale): copying every cluster's columns is left out
-    clusters = _apply(h, c, cuts, cmp_) if found else None
+    clusters = _apply(h, c, cuts) if found else None
     exact = lower >= found
     return True, lower, Relaxed([], DeltaSearch(found, exact, [], None),
                                 _changed(h, c, cuts), clusters=clusters,
@@ -491,8 +489,7 @@ class _Component:
     clusters' options), tried at the distinct bounds by bisection."""
 
     def __init__(self, splits: list[_Split], c: zone.Clusters, inv: np.ndarray,
-                 cmp_: np.ndarray, pairs: tuple[np.ndarray, np.ndarray],
-                 cut_any: np.ndarray) -> None:
+                 pairs: tuple[np.ndarray, np.ndarray], cut_any: np.ndarray) -> None:
         self.splits = splits
         pu, pv = pairs
         at = np.full(len(c.W), -1, dtype=np.int64)  # each member's place in splits
@@ -503,7 +500,7 @@ class _Component:
         # partners, in no order: each bound is a maximum), and its links
         linked = mu & mv
         to_v, to_u = mu & ~mv & ~cut_any[pv], mv & ~mu & ~cut_any[pu]
-        allp, local, n_pieces = _all_pieces(splits, c, inv, cmp_)
+        allp, local, n_pieces = _all_pieces(splits, c, inv)
         cols = allp.T.copy()  # W, f, S rows: each gather below reads contiguous columns
         # each option's own bound, all clusters at once: its pieces with the member's
         # partners outside O, and with each other
@@ -662,13 +659,13 @@ class _HubCut:
     where the members and the hub's options together stay within it (each member is
     visited once, each hub option at most once), which is when this is used."""
 
-    def __init__(self, split: _Split, c: zone.Clusters, inv: np.ndarray, cmp_: np.ndarray,
+    def __init__(self, split: _Split, c: zone.Clusters, inv: np.ndarray,
                  pairs: tuple[np.ndarray, np.ndarray], bound: np.ndarray,
                  members: np.ndarray) -> None:
         self.split = split
         pu, pv = pairs
         hub = split.v
-        P, own, _ = _all_pieces([split], c, inv, cmp_)
+        P, own, _ = _all_pieces([split], c, inv)
         val = np.full(len(split.options), zone.NEG, dtype=np.int64)
         xs = np.unique(np.concatenate((pv[pu == hub], pu[pv == hub])))
         if len(xs):
@@ -717,14 +714,13 @@ def _changed(h: KeyHistory, c: zone.Clusters,
 
 
 def _apply(h: KeyHistory, c: zone.Clusters,
-           cuts: dict[int, tuple[_Split, tuple[int, int]]], cmp_: np.ndarray
-           ) -> zone.Clusters:
+           cuts: dict[int, tuple[_Split, tuple[int, int]]]) -> zone.Clusters:
     """The clusters with the witness's cuts made (the reads from the cut on get a
-    cluster of their own; cmp_: each row's completion, zone.BIG where unknown)."""
+    cluster of their own)."""
     f, S, read_cluster = c.f.copy(), c.S.copy(), c.read_cluster.copy()
     added: list[tuple[int, int, int, int]] = []  # W, f, S, write row of each new cluster
     for v, (s, (cut, bounded)) in cuts.items():
-        (_, f1, s1), (_, f2, s2) = s.pieces(c, h.invoke, cmp_, (cut, bounded))
+        (_, f1, s1), (_, f2, s2) = s.pieces(c, h.invoke, (cut, bounded))
         f[v], S[v] = f1, s1
         read_cluster[s.reads[cut:]] = len(c.W) + len(added)  # the reads from the cut on
         added.append((int(c.W[v]), f2, s2, int(c.write_row[v])))

@@ -118,12 +118,12 @@ def test_a_hub_cut_alone_is_what_the_component_search_finds(tmp_path: Path,
     keys = [_reread(h, rng, 3) for seed in range(6) for h in _keys(tmp_path, seed)]
     real = zone_relax._HubCut
 
-    def as_component(split, c, inv, cmp_, pairs, bound, members):  # noqa: ANN001, ANN202
+    def as_component(split, c, inv, pairs, bound, members):  # noqa: ANN001, ANN202
         in_conflict = np.zeros(len(c.W), dtype=bool)
         in_conflict[pairs[0]] = in_conflict[pairs[1]] = True
         cut_any = zone_relax.splittable(h, c) & in_conflict
-        return zone_relax._Component(zone_relax._splits(h, c, members, cmp_, {split.v}),
-                                     c, inv, cmp_, pairs, cut_any)
+        return zone_relax._Component(zone_relax._splits(h, c, members, {split.v}),
+                                     c, inv, pairs, cut_any)
 
     compared = cut = 0
     for h in keys:
