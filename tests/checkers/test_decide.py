@@ -100,7 +100,8 @@ def test_status_for() -> None:
 
 def test_cells_finds_rows_whatever_the_index_order() -> None:
     """Naming's cells are found by bisecting the index column where it is ascending,
-    else by a pass over it: the same cells either way, missing indices left out."""
+    else the column as its argsort orders it: the same cells either way, missing
+    indices (below, between or above those held) left out."""
     import dataclasses
 
     h = history(w(1, 0, 1), w(2, 4, INFO), r(1, 12, 13), r(2, 14, 15))
@@ -109,3 +110,5 @@ def test_cells_finds_rows_whatever_the_index_order() -> None:
     shuffled = dataclasses.replace(h, index=h.index[::-1].copy())  # row 0 now index 3
     assert _cells(shuffled, [3, 1]) == {3: (WRITE, "1", 0, 1 * MS),
                                         1: (READ, "1", 12 * MS, 13 * MS)}
+    assert _cells(shuffled, [-5, 0, 9, 2]) == {0: (READ, "2", 14 * MS, 15 * MS),
+                                               2: (WRITE, "2", 4 * MS, INFO)}
