@@ -157,10 +157,11 @@ def applicable_names(ops: Sequence[Operation]) -> list[str]:
             return []
         return [DUPLICATED_WRITE, LOST_WRITE] if any(e != UNKNOWN_END for e in ends) \
             else [DUPLICATED_WRITE]
+    # (count_nonzero: one C call, where ndarray.any goes through numpy's Python layer)
     writes = (f == WRITE) | (f == CAS)
-    if not writes.any():
+    if not np.count_nonzero(writes):
         return []
-    if (writes & (complete != UNKNOWN_END)).any():
+    if np.count_nonzero(writes & (complete != UNKNOWN_END)):
         return [DUPLICATED_WRITE, LOST_WRITE]
     return [DUPLICATED_WRITE]
 
@@ -573,7 +574,8 @@ def _finish_compiled(relaxed: RelaxedOperations, model: Model, initial: str | No
     """search_relaxed's trim, put-back and changed operations in the compiled module
     (witness_compiled.pyx), over the encoded columns: the same steps, the same answers."""
     n, delta, order = len(relaxed.base), found.min_delta_ns or 0, found.order
-    clone_of = np.full(len(relaxed), -1, dtype=np.int64)
+    clone_of = np.empty(len(relaxed), dtype=np.int64)  # (np.full: a Python layer more)
+    clone_of[:n] = -1
     clone_of[n:] = relaxed.clones
     # every step in one call, unless the trim must replay (the model rejects the order)
     done = _witness.finish(enc.kind, enc.val, enc.exp, enc.invoke, enc.complete, enc.drop,
