@@ -190,11 +190,10 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
     names = relaxation_names(ops, model, h.initial, result.min_delta_ns)
     shares = max(1, len(names))
     work = max(CLASSIFY_MIN_STATES, CLASSIFY_WORK * result.verdict_states // shares)
+    cap = _limits(h, budget)[1]  # the same for every search of h: worked out once
 
     def limits_for() -> SearchLimits:
-        limits = _limits(h, budget)[0]
-        limits.max_work = work
-        return limits
+        return SearchLimits(time.monotonic() + budget.max_seconds, cap, work)
 
     bound = partial(zone_relaxed, h, z) if z is not None else None
     found, best, alone = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
