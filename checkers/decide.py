@@ -255,8 +255,10 @@ def _still_stale(h: KeyHistory, ops: Sequence[Operation], model: Model, r: Relax
             rows = zone.staleness_of_reads(h, r.clusters, delta,
                                            _rows(h, list(only))[1])
         return {int(h.index[row]) for row, _ in rows}
-    if only is not None and not only.intersection(
-            h.index[Moves(r.ops)(r.found.order)[0]].tolist()):
+    e = r.encoded  # (its kind, invoke and complete columns are r.ops's)
+    if only is not None and not only.intersection(h.index[Moves(
+            r.ops, None if e is None else (e.kind, e.invoke, e.complete))(
+            r.found.order)[0]].tolist()):
         # a read the witness does not move is linearizable unmoved with every other
         # read moved at most Δ, so it is not stale once r's changes are made (only the
         # reads it moves are decided: stale_shifts): none asked about is, nothing to cut

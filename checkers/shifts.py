@@ -80,8 +80,11 @@ class Moves:
     earliest completion among the operations linearized after it. The columns are read
     once; each call is a few array operations over the order."""
 
-    def __init__(self, ops: Sequence[Operation]) -> None:
-        f, invoke, complete = columns(ops)
+    def __init__(self, ops: Sequence[Operation],
+                 cols: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> None:
+        """cols: ops's (f, invoke, complete) where the caller has them already (a relaxed
+        history's encoding: columns() would cut them from the history's again)."""
+        f, invoke, complete = cols if cols is not None else columns(ops)
         self.is_read = f == READ
         self.invoke = np.asarray(invoke, dtype=np.int64)
         self.complete = np.asarray(complete, dtype=np.int64)
