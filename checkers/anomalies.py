@@ -122,8 +122,9 @@ def _lease(a: dict[str, Any]) -> str:
 def describe(key_result: dict[str, Any]) -> str:
     """One line naming a key's anomaly types from its results.json record ("" if none),
     then its stale reads with what else would explain each: what the summary, inspect,
-    junit.xml and the report's counterexample text print."""
-    types = key_result.get("anomaly_types") or []
+    junit.xml and the report's counterexample text print (every violation named pays
+    for it: no copies of the lists, each stale read's items formatted once)."""
+    types = key_result.get("anomaly_types") or ()
     parts = []
     for name, a in (key_result.get("anomalies") or {}).items():
         if not isinstance(a, dict):
@@ -131,11 +132,11 @@ def describe(key_result: dict[str, Any]) -> str:
         if a.get("unknown"):
             parts.append(f"{name}: undecided, the budget ran out: {_undecided(a)}")
             continue
-        ops = list(a.get("ops") or [])
+        ops = a.get("ops")
         rem = a.get("remaining_delta_ms")
-        low = a.get("remaining_delta_lower_ms")
         if rem is not None and a.get("remaining_delta_exact") is False:
             # which bound: the search ran out between the two
+            low = a.get("remaining_delta_lower_ms")
             amount = (f"between {low:,.3f} and {rem:,.3f} ms (undecided: the budget ran "
                       "out)" if low is not None else f"at most {rem:,.3f} ms") + _lease(a)
         else:
@@ -146,24 +147,27 @@ def describe(key_result: dict[str, Any]) -> str:
             what = f"reads up to {amount} early, which no change explains" + (
                 "" if name in types else ", within the lease")
         else:
-            writes = a.get("writes") or {}
-            which = " and ".join(f"{len(w)} {k}" for k, w in writes.items() if w)
+            writes = a.get("writes")
+            which = " and ".join([f"{len(w)} {k}" for k, w in writes.items() if w]) \
+                if writes else ""
             what = f"minimal Δ {amount} once it is allowed" + (
                 f"; {which} write(s) applied twice" if which else "") + (
                 "" if name in types else ", not needed: another change alone explains it")
-        parts.append(f"{name} ({what}{'; ops ' + _listed(ops) if ops else ''})")
-    reads = key_result.get("shifted_reads") or []
-    explained = sum(bool(s.get("explained_by")) for s in reads)
-    if parts and explained:
+        parts.append(f"{name} ({what}; ops {_listed(ops)})" if ops else f"{name} ({what})")
+    reads = key_result.get("shifted_reads")
+    if not parts or not reads:
+        return "; ".join(parts)
+    explained = [s for s in reads if s.get("explained_by")]
+    if explained:
         items = []
         for s in reads[:OPS_LISTED]:
-            alt = " or ".join(f"{e['anomaly']} of {_listed(e['ops'])}"
-                              for e in s.get("explained_by") or [])
-            items.append(f"{s['index']} by {s['shift_ms']:,.3f} ms"
-                         + (f" (or {alt})" if alt else ""))
+            alts = [f"{e['anomaly']} of {_listed(e['ops'])}"
+                    for e in s.get("explained_by") or ()]
+            items.append(f"{s['index']} by {s['shift_ms']:,.3f} ms (or {' or '.join(alts)})"
+                         if alts else f"{s['index']} by {s['shift_ms']:,.3f} ms")
         more = f" … ({len(reads)})" if len(reads) > OPS_LISTED else ""
         parts.append(f"stale reads by their own shifts: {', '.join(items)}{more}; "
-                     f"{explained} of {len(reads)} also explained by a lost or "
+                     f"{len(explained)} of {len(reads)} also explained by a lost or "
                      "duplicated write, which is an alternative, not proof the read "
                      "was fresh")
     return "; ".join(parts)
