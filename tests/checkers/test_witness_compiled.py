@@ -134,7 +134,7 @@ def test_the_compiled_cut_is_applied_and_encode(monkeypatch: pytest.MonkeyPatch)
 def test_the_compiled_compaction_is_compact_coded() -> None:
     # relaxed linearizations at several Δ (each relaxation alone and both), and the same
     # orders the model rejects (reversed: returned as they are), moved as compact_coded
-    # moves them, with the largest shift Moves gives
+    # moves them, with the largest shift Moves gives (over rel, or its encoding's columns)
     import random
 
     from leaseline.checkers.shifts import Candidates, Moves, compact_coded
@@ -163,6 +163,11 @@ def test_the_compiled_compaction_is_compact_coded() -> None:
                                                      e.complete, e.init, list(order))
                         assert got == want, (seed, think, names, delta)
                         assert need == Moves(rel).largest(want)
+                        # the relaxed encoding's columns are rel's (decide._still_stale
+                        # reads a witness's moved reads off them)
+                        by_columns = Moves(rel, (e.kind, e.invoke, e.complete))(want)
+                        assert [a.tolist() for a in by_columns] == \
+                            [a.tolist() for a in Moves(rel)(want)]
                         compared += 1
                         moved += got != list(order)
     assert compared > 100 and moved > 20
