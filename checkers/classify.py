@@ -52,13 +52,8 @@ from collections.abc import Callable, Sequence
 from leaseline.checkers.anomalies import RELAXATIONS, STALE_READ, VIOLATION, Anomaly
 from leaseline.checkers.models import CasRegister, Model, Register
 from leaseline.checkers.ops import Operation
-from leaseline.checkers.relax import (
-    Relaxed,
-    applicable_names,
-    below,
-    search_relaxed,
-    unwritten_read,
-)
+from leaseline.checkers.relax import applicable_names, below, search_relaxed, unwritten_read
+from leaseline.checkers.relax_witness import Relaxed
 from leaseline.checkers.search_limits import SearchLimits
 from leaseline.checkers.shifts import Candidates
 

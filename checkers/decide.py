@@ -36,7 +36,7 @@ from leaseline.checkers.min_delta import DeadCarry, DeltaSearch, min_delta
 from leaseline.checkers.models import CasRegister, Model, model_for
 from leaseline.checkers.ops import CAS, READ, UNKNOWN_END, KeyHistory, Operation
 from leaseline.checkers.read_bound import stale_reads_shown
-from leaseline.checkers.relax import Relaxed, applied
+from leaseline.checkers.relax_witness import Relaxed, applied
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 from leaseline.checkers.shifts import Moves, read_shifts

@@ -1,6 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 # distutils: language = c++
-"""A relaxed witness's finishing steps (checkers/relax.py's _trim, _put_back and
+"""A relaxed witness's finishing steps (checkers/relax_witness.py's _trim, _put_back and
 _changed) over the compiled search's integer columns, step for step as there: the
 same order and the same operations named.
 
@@ -61,7 +61,7 @@ cdef inline void copy_order(list order, Py_ssize_t n, vector[int64_t]& out,
 
 def trim(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
          int32_t init, list order, const int64_t[::1] clone_of):
-    """_trim's walks (relax.py): the witness with each second application left out where
+    """_trim's walks (relax_witness.py): the witness with each second application left out where
     it can be, or None where the model rejects the order itself (the caller replays).
     clone_of[i]: the position a clone at i repeats, else -1."""
     return trim_order(kind, val, exp, init, order, clone_of)
@@ -121,7 +121,7 @@ def put_back(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] 
              const int64_t[::1] invoke, const int64_t[::1] complete,
              const uint8_t[::1] drop, int32_t init, Py_ssize_t originals, list order,
              int64_t delta):
-    """_put_back (relax.py): each dropped write (droppable, one of the first `originals`
+    """_put_back (relax_witness.py): each dropped write (droppable, one of the first `originals`
     positions, not in the order) put back before the first blind write (or at the end)
     where the real-time order allows and the model takes it, in position order."""
     return put_back_order(kind, val, exp, invoke, complete, drop, init, originals, order,
@@ -196,7 +196,7 @@ cdef list put_back_order(const int8_t[::1] kind, const int32_t[::1] val,
 
 def changed(const int8_t[::1] kind, const int64_t[::1] index, const uint8_t[::1] drop,
             Py_ssize_t originals, const int64_t[::1] clone_of, list order):
-    """_changed (relax.py): history indices (sorted) of the writes the witness drops or
+    """_changed (relax_witness.py): history indices (sorted) of the writes the witness drops or
     applies twice, and of the reads that returned a second application's value before
     the next change. clone_of as for trim."""
     return changed_ops(kind, index, drop, originals, clone_of, order)
@@ -260,7 +260,7 @@ def finish(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] ex
            const int64_t[::1] invoke, const int64_t[::1] complete,
            const uint8_t[::1] drop, const int64_t[::1] index, int32_t init,
            Py_ssize_t originals, const int64_t[::1] clone_of, list order, int64_t delta):
-    """relax._finish_compiled's steps in one call, over a relaxed history's encoded
+    """relax_witness._finish_compiled's steps in one call, over a relaxed history's encoded
     columns (clones at positions originals..): trim where a write is applied twice and
     no read needs more than delta (as _trim checks), then put_back, then changed.
     Returns (order, changed), or None where the model rejects the order itself (the
@@ -374,7 +374,7 @@ def cut(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1] exp,
         const int64_t[::1] invoke, const int64_t[::1] complete, const uint8_t[::1] drop,
         const int64_t[::1] index, int32_t init, Py_ssize_t originals,
         const int64_t[::1] clone_of, list order):
-    """relax.applied's cut of a relaxed witness (its columns as finish takes them): the
+    """relax_witness.applied's cut of a relaxed witness (its columns as finish takes them): the
     positions kept (those the witness placed, and the originals nothing may drop),
     ascending, as (rows: the history's row of each, second: which are second
     applications, the witness as positions in the cut) and the cut's encoding as

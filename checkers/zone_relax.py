@@ -67,7 +67,8 @@ from leaseline.checkers.anomalies import LOST_WRITE
 from leaseline.checkers.min_delta import DeltaSearch
 from leaseline.checkers.ops import UNKNOWN_END, KeyHistory
 from leaseline.checkers.ranges import concat_ranges
-from leaseline.checkers.relax import Relaxed, below
+from leaseline.checkers.relax import below
+from leaseline.checkers.relax_witness import Relaxed
 
 
 def zone_relaxed(h: KeyHistory, z: zone.ZoneResult, name: str, delta_ns: int | None

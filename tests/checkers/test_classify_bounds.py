@@ -98,6 +98,7 @@ def test_the_first_search_out_of_budget_answers_as_the_probe_first_does(monkeypa
 
     from leaseline.checkers import relax
     from leaseline.checkers.decide import search_model
+    from leaseline.checkers.relax_witness import Relaxed
     from leaseline.checkers.search_columns import HistoryOperations
     from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 
@@ -110,7 +111,7 @@ def test_the_first_search_out_of_budget_answers_as_the_probe_first_does(monkeypa
             raise BudgetExceeded("states")
         return real(*a, **k)
 
-    def search(name: str) -> relax.Relaxed:
+    def search(name: str) -> Relaxed:
         asked.clear()
         return relax.search_relaxed(HistoryOperations(h), search_model(h), h.initial,
                                     (name,), 8 * MS, 0,

@@ -1,7 +1,7 @@
 """A relaxed witness's trim, put-back and changed operations in the compiled module
-(checkers/witness_compiled.pyx) against relax.py's Python steps: the same minimal Δ, the
-same witness and the same operations named, on generated cas-register keys with one
-planted stale read and many info writes (each relaxation alone and both)."""
+(checkers/witness_compiled.pyx) against relax_witness.py's Python steps: the same minimal
+Δ, the same witness and the same operations named, on generated cas-register keys with
+one planted stale read and many info writes (each relaxation alone and both)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import time
 import pytest
 
 from bench.gen_cas_history import generate_cas
-from leaseline.checkers import relax
+from leaseline.checkers import relax, relax_witness
 from leaseline.checkers.anomalies import DUPLICATED_WRITE, LOST_WRITE
 from leaseline.checkers.decide import search_model
 from leaseline.checkers.search_columns import HistoryOperations
 from leaseline.checkers.search_limits import BudgetExceeded, SearchLimits
 
-pytestmark = pytest.mark.skipif(relax._witness is None or not relax.compiled_available(),
+pytestmark = pytest.mark.skipif(relax_witness._witness is None or not relax.compiled_available(),
                                 reason="the compiled modules are not built here")
 
 
@@ -33,7 +33,7 @@ def _relaxed(h, names, delta):  # type: ignore[no-untyped-def]  # noqa: ANN001, 
 def test_the_compiled_steps_give_the_python_steps_answers(monkeypatch: pytest.MonkeyPatch
                                                           ) -> None:
     trimmed = put_back = 0
-    python_trim, python_put_back = relax._trim, relax._put_back
+    python_trim, python_put_back = relax_witness._trim, relax_witness._put_back
 
     def trim(*a):  # type: ignore[no-untyped-def]  # noqa: ANN002, ANN202
         nonlocal trimmed
@@ -56,8 +56,9 @@ def test_the_compiled_steps_give_the_python_steps_answers(monkeypatch: pytest.Mo
                     compiled = _relaxed(h, names, delta)
                     with monkeypatch.context() as m:
                         m.setattr(relax, "_witness", None)
-                        m.setattr(relax, "_trim", trim)
-                        m.setattr(relax, "_put_back", put)
+                        m.setattr(relax_witness, "_witness", None)
+                        m.setattr(relax_witness, "_trim", trim)
+                        m.setattr(relax_witness, "_put_back", put)
                         python = _relaxed(h, names, delta)
                     assert compiled == python, (seed, think, names, delta)
                     compared += compiled is not None
@@ -112,10 +113,10 @@ def test_the_compiled_cut_is_applied_and_encode(monkeypatch: pytest.MonkeyPatch)
                     continue
                 if r.found.min_delta_ns is None or r.encoded is None:
                     continue
-                got, witness = relax.applied(r, ops)
+                got, witness = relax_witness.applied(r, ops)
                 with monkeypatch.context() as m:
-                    m.setattr(relax, "_witness", None)
-                    want, want_witness = relax.applied(r, ops)
+                    m.setattr(relax_witness, "_witness", None)
+                    want, want_witness = relax_witness.applied(r, ops)
                 assert witness == want_witness
                 for column in ("index", "f", "value", "expected", "invoke", "complete",
                                "complete_index", "process", "node"):
