@@ -62,14 +62,15 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
              delta_ns: int | None, exact: bool, lease_ns: int,
              limits_for: Callable[[], SearchLimits], names: Sequence[str],
              bound: Callable[[str, int | None], tuple[bool, int | None, Relaxed | None]]
-             | None = None,
+             | None = None, hint: int = 0,
              ) -> tuple[list[Anomaly], Relaxed | None, dict[str, Relaxed]]:
     """The anomalies of a violating key whose minimal Δ is delta_ns (None: none helps).
     exact: whether delta_ns is exact; limits_for(): fresh SearchLimits for one search;
     names: relaxation_names(ops, model, initial, delta_ns) (the caller shares the budget
     among them); bound(name, delta_ns): as zone_relaxed, a lower bound of the relaxed Δ
     that spares the search when it is not below delta_ns (or decides the relaxation
-    outright).
+    outright); hint: the key's passing searches' mean memoised entries, each relaxation's
+    probe's memo size hint (search_relaxed).
     Returns them (relaxations first, then stale-read or violation), the search that
     explains the most (None when no relaxation lowers Δ), over which what remains of
     the stale reads is decided, and each reported relaxation's own search (which stale
@@ -88,7 +89,7 @@ def classify(ops: Sequence[Operation], model: Model, initial: str | None,
         if got is None:
             cands = cands if cands is not None else Candidates(ops)
             got = search_relaxed(ops, model, initial, (name,), delta_ns, lease_ns,
-                                 limits_for(), cands)
+                                 limits_for(), cands, hint)
         if not below(got.found.min_delta_ns, delta_ns):
             if got.undecided or (not got.found.exact and below(got.lower_ns, delta_ns)):
                 # it may lower Δ or not: undecided, with both bounds (the upper one the

@@ -197,7 +197,8 @@ def _name_anomalies(h: KeyHistory, lease_ns: int, budget: Budget, result: KeyRes
 
     bound = partial(zone_relaxed, h, z) if z is not None else None
     found, best, alone = classify(ops, model, h.initial, result.min_delta_ns, result.exact,
-                                  lease_ns, limits_for, names, bound)
+                                  lease_ns, limits_for, names, bound,
+                                  verdict.pass_states if verdict is not None else 0)
     if z is not None:
         zone.add_staleness(h, z)
         result.shifted_reads = _zone_stale_reads(h, z.staleness)

@@ -33,6 +33,9 @@ class DeltaSearch:
     # the states its passing searches proved dead (compiled, Δ > 0; else None), for the
     # searches of the stale reads' own shifts that follow (DeadCarry.at)
     dead: DeadCarry | None = field(default=None, repr=False, compare=False)
+    # what its passing searches memoised on average (0: none passed, or not counted): a
+    # memo size hint for a search of a nearby history at a nearby Δ (relax.search_relaxed)
+    pass_states: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -289,7 +292,7 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
     else:
         e = encoded if encoded is not None else encode(ops, initial)
     dead = dead_states(limits.max_states)
-    rc, states, delta, exact, failed_at, verdict_states, order, longest = (
+    rc, states, delta, exact, failed_at, verdict_states, order, longest, pass_states = (
         _compiled_min_delta(
             e.kind, e.val, e.exp, e.invoke, e.complete, e.drop, e.init, lease_ns,
             limits.max_states,
@@ -305,7 +308,8 @@ def _min_delta_compiled(ops: Sequence[Operation], initial: str | None, lease_ns:
     carry = DeadCarry(dead, delta, e.val, e.exp, e.init) \
         if dead is not None and delta > 0 and dead.size else None
     return DeltaSearch(None if delta < 0 else delta, exact, order,
-                       None if failed_at < 0 else failed_at, longest, verdict_states, carry)
+                       None if failed_at < 0 else failed_at, longest, verdict_states, carry,
+                       pass_states)
 
 
 def _floor(ops: Sequence[Operation], initial: str | None, encoded: Encoded | None) -> int:

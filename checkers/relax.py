@@ -187,7 +187,8 @@ PROBE_FIRST_OPS = 512
 
 def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
                    names: Sequence[str], delta_ns: int | None, lease_ns: int,
-                   limits: SearchLimits, cands: Candidates | None = None) -> Relaxed:
+                   limits: SearchLimits, cands: Candidates | None = None, hint: int = 0
+                   ) -> Relaxed:
     """The minimal Δ of the relaxed history, the key's being delta_ns, never above it
     (a relaxation only adds linearizations). One search asks whether the relaxation
     lowers Δ at all: the relaxed history at the largest candidate below delta_ns, the
@@ -250,7 +251,12 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
     budget is counted as before, in states memoised, so a search that skips what the
     probe proved dead may now decide where it ran out (the dense CAS key's lost-write).
     min_delta, where it follows, starts afresh: its verdict passes lie above the probe.
-    cands: Candidates(ops), when the caller has them (one key's relaxations share them)."""
+    cands: Candidates(ops), when the caller has them (one key's relaxations share them).
+    hint: about how many states the probe's search memoises (wgl.linearizable's hint;
+    0: none): the key's own passing searches' mean, where delta_ns is the key's Δ (the
+    probe searches the relaxed history just below it, as near the key's search at its Δ
+    as a relaxation leaves it; where the relaxation helps at once its search runs short
+    of the hint, which then costs only its memo's clearing)."""
     # one encoding for every search (where the compiled search fits)
     relaxed, enc = _relaxed(ops, model, initial, names)
     # the relaxed history's: reads and completions are the same
@@ -293,7 +299,8 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
         # > 0)
         at = limits.states
         first = out if d == probe and lo == d else linearizable(
-            rows, model, initial, probe, limits, encoded=enc, carry=dead, keep=floor > 0)
+            rows, model, initial, probe, limits, encoded=enc, carry=dead, keep=floor > 0,
+            hint=hint)
         probe_states = limits.states - at
     except BudgetExceeded:
         probe = _probe(cands, delta_ns)
@@ -303,7 +310,7 @@ def search_relaxed(ops: Sequence[Operation], model: Model, initial: str | None,
             with contextlib.suppress(BudgetExceeded):
                 first = linearizable(rows, model, initial, probe, SearchLimits(
                     limits.deadline, limits.max_states, limits.max_work), encoded=enc,
-                    carry=dead)
+                    carry=dead, hint=hint)
         if first is None:
             floor = floor or _floor(relaxed, initial, enc, model)
             if floor > probe:  # no Δ up to the probe: Δ is the key's (decided, exactly)

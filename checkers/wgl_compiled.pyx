@@ -51,6 +51,7 @@ cdef extern from "wgl_core.hpp" namespace "llwgl":
         int64_t verdict_states
         vector[int32_t] order
         vector[int32_t] longest
+        int64_t pass_states
 
     int c_min_delta "llwgl::min_delta" (
         int32_t n, const int8_t *kind, const int32_t *val, const int32_t *exp,
@@ -190,7 +191,8 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
               double cheap_failure, int64_t list_candidates, int32_t walk_before_gallop,
               bint floor_first=True, DeadStates carry=None, int64_t zero_states=-1,
               list zero_longest=None):
-    """(status, states, delta, exact, failed_at, verdict_states, order, longest): status
+    """(status, states, delta, exact, failed_at, verdict_states, order, longest,
+    pass_states): status
     0 decided, 2 out of time, 3 out of states before the verdict was known; delta and
     failed_at -1 for none; max_work -1 for no bound on the sum of the searches' states;
     drop as for linearizable; floor_first: read_bound's floor first (min_delta.py);
@@ -198,7 +200,7 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
     every search at a shift up to the Δ found); zero_states, zero_longest: the memoised
     entries and longest prefix of a failing search at 0 the caller made (wgl_core.hpp's
     min_delta: the pass at 0 is not repeated where that search was one WGL search within
-    its room)."""
+    its room); pass_states: what its passing passes memoised on average (0: none passed)."""
     cdef int32_t n = kind.shape[0]
     if not (val.shape[0] == exp.shape[0] == invoke.shape[0] == end.shape[0] == n):
         raise ValueError("columns of different lengths")
@@ -220,7 +222,7 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
                          cheap_failure, list_candidates, walk_before_gallop, floor_first,
                          &states, out, dead, zero_states, zl_p)
     return (rc, states, out.delta, out.exact, out.failed_at, out.verdict_states,
-            list(out.order), list(out.longest))
+            list(out.order), list(out.longest), out.pass_states)
 
 
 cdef extern from "wgl_checks.hpp" namespace "llwgl":

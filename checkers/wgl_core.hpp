@@ -1090,6 +1090,7 @@ struct DeltaOut {
     int64_t failed_at = -1;  // a shift at which the history fails (-1: none)
     int64_t verdict_states = 0;
     std::vector<int32_t> order, longest;
+    int64_t pass_states = 0;  // the passing passes' mean memoised entries (0: none passed)
 };
 
 // The minimal Δ, as checkers/wgl.py's min_delta (which documents it), step for step:
@@ -1117,6 +1118,11 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
     std::vector<int32_t> got_order, got_longest;  // the last pass's
     int64_t fail_states = 0, ok_sum = 0, ok_count = 0;
     int rc = OK;  // the last pass's
+    // on every way out, what the passing passes memoised on average (out.pass_states)
+    struct PassStates {
+        std::function<void()> f;
+        ~PassStates() { f(); }
+    } pass_states{[&] { out.pass_states = ok_count ? ok_sum / ok_count : 0; }};
     // one search with every read's invoke d earlier; false: the budget ran out (rc).
     // Each reads the states the passing ones before it proved dead, and a passing one
     // adds its own (carry): every pass after a passing one is at a smaller Δ (the

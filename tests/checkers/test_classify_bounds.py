@@ -159,3 +159,39 @@ def test_what_remains_when_the_search_of_both_runs_out_is_not_exact(monkeypatch)
     assert "within_lease" not in stale  # the lease (0) lies between the bounds
     assert "stale-read (reads up to between 0.000 and 3.000 ms (undecided: the budget ran " \
         "out) early" in describe(body)
+
+
+def test_each_relaxations_probe_is_sized_by_the_keys_passing_searches(monkeypatch) -> None:  # noqa: ANN001
+    # the probe searches the relaxed history just below the key's Δ: its memo starts at
+    # what the key's own passing searches memoised (min_delta's pass_states), and that
+    # hint changes no answer
+    import time
+
+    from leaseline.checkers import relax
+    from leaseline.checkers.decide import search_model
+    from leaseline.checkers.min_delta import min_delta
+    from leaseline.checkers.search_columns import HistoryOperations
+    from leaseline.checkers.search_limits import SearchLimits
+    from leaseline.checkers.shifts import Candidates
+
+    if not compiled_available():
+        pytest.skip("the memo size hint is the compiled search's")
+    h = generate_cas(1000, stale=True, seed=5, think_ms=0.2).history  # the dense stale key
+    ops = HistoryOperations(h)
+    key = min_delta(ops, search_model(h), h.initial, 0,
+                    SearchLimits(time.monotonic() + 60, 10**9))
+    probe = relax._probe(Candidates(ops), key.min_delta_ns)
+    real, hints = relax.linearizable, []
+
+    def recording(*a, **k):  # type: ignore[no-untyped-def]  # noqa: ANN002, ANN003, ANN202
+        if a[3] == probe:
+            hints.append(k.get("hint", 0))
+        return real(*a, **k)
+
+    monkeypatch.setattr(relax, "linearizable", recording)
+    hinted = check_key(h, 0).to_json()
+    assert key.pass_states > 0 and hints == [key.pass_states]  # lost-write's probe
+    monkeypatch.setattr(relax, "linearizable", real)
+    monkeypatch.setattr("leaseline.checkers.decide.classify",
+                        lambda *a, **k: classify_module.classify(*a[:-1], **k))
+    assert check_key(h, 0).to_json() == hinted  # (classify without the hint argument)

@@ -342,3 +342,21 @@ def test_a_memo_size_hint_changes_no_step_of_a_large_search() -> None:
         seen.append((runs[0][0][0], runs[0][0][-1]))
     assert [ok for ok, _ in seen] == [True, "states", True, "states"], seen
     assert seen[0][1] > 5_000 and seen[2][1] > 100_000, seen
+
+
+def test_min_delta_tells_what_its_passing_passes_memoised() -> None:
+    # pass_states, the passing passes' mean (relax.search_relaxed's probe hint): a key
+    # linearizable at 0 has one pass, so it is all its states; where no Δ helps no pass
+    # passed; a stale key's lies between one state and all of them
+    model = CasRegister()
+    linear = generate_cas(300, stale=False, seed=7, think_ms=0.1).history
+    stale = generate_cas(300, stale=True, seed=5, think_ms=0.2).history
+    limits = lim()
+    found = min_delta(HistoryOperations(linear), model, linear.initial, 0, limits)
+    assert found.min_delta_ns == 0 and found.pass_states == limits.states > 0
+    limits = lim()
+    found = min_delta(HistoryOperations(stale), model, stale.initial, 0, limits)
+    assert found.min_delta_ns and 0 < found.pass_states <= limits.states
+    nothing = [Operation(0, 0, READ, '"x"', 0, 1)]  # a value nothing writes
+    found = min_delta(nothing, Register(), None, 0, lim())
+    assert found.min_delta_ns is None and found.pass_states == 0
