@@ -56,8 +56,8 @@ class HistoryOperations(Sequence[Operation]):
 
     def encoded_as(self, initial: str | None, e: Encoded) -> None:
         """Take e as this history's encoding (encode's, for this initial value), where
-        the caller has it already (relax_witness.applied cuts a relaxed history's): read-only,
-        as encode's own, since every search of the history shares it."""
+        the caller has it already (relax_witness.applied cuts a relaxed history's):
+        read-only, as encode's own, since every search of the history shares it."""
         for column in (e.kind, e.val, e.exp, e.invoke, e.complete, e.index):
             column.setflags(write=False)
         self._encoded[initial] = e

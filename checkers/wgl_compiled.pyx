@@ -192,10 +192,10 @@ def min_delta(const int8_t[::1] kind, const int32_t[::1] val, const int32_t[::1]
               bint floor_first=True, DeadStates carry=None, int64_t zero_states=-1,
               list zero_longest=None):
     """(status, states, delta, exact, failed_at, verdict_states, order, longest,
-    pass_states): status
-    0 decided, 2 out of time, 3 out of states before the verdict was known; delta and
-    failed_at -1 for none; max_work -1 for no bound on the sum of the searches' states;
-    drop as for linearizable; floor_first: read_bound's floor first (min_delta.py);
+    pass_states): status 0 decided, 2 out of time, 3 out of states before the verdict was
+    known; delta and failed_at -1 for none; max_work -1 for no bound on the sum of the
+    searches' states; drop as for linearizable; floor_first: read_bound's floor first
+    (min_delta.py);
     carry: read as visited, and given the passing searches' dead states (valid for
     every search at a shift up to the Δ found); zero_states, zero_longest: the memoised
     entries and longest prefix of a failing search at 0 the caller made (wgl_core.hpp's

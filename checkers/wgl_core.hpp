@@ -1118,11 +1118,12 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
     std::vector<int32_t> got_order, got_longest;  // the last pass's
     int64_t fail_states = 0, ok_sum = 0, ok_count = 0;
     int rc = OK;  // the last pass's
+    auto ok_mean = [&] { return ok_count ? ok_sum / ok_count : 0; };  // passing passes'
     // on every way out, what the passing passes memoised on average (out.pass_states)
     struct PassStates {
         std::function<void()> f;
         ~PassStates() { f(); }
-    } pass_states{[&] { out.pass_states = ok_count ? ok_sum / ok_count : 0; }};
+    } pass_states{[&] { out.pass_states = ok_mean(); }};
     // one search with every read's invoke d earlier; false: the budget ran out (rc).
     // Each reads the states the passing ones before it proved dead, and a passing one
     // adds its own (carry): every pass after a passing one is at a smaller Δ (the
@@ -1147,8 +1148,7 @@ static int min_delta(int32_t n, const int8_t *kind, const int32_t *val, const in
         // the passing passes' mean (a pass at a nearby Δ memoises about as many; a failing
         // one's count says little: the pass at 0 may run out of its tier where the passing
         // ones need a small part of it)
-        int64_t hint = d == 0 ? std::max<int64_t>(zero_states, 0)
-                              : ok_count ? ok_sum / ok_count : 0;
+        int64_t hint = d == 0 ? std::max<int64_t>(zero_states, 0) : ok_mean();
         rc = search(n, kind, val, exp, start.data(), end, drop, init, room,
                     std::max(0.0, left), &used, got_order.data(), &order_len,
                     got_longest.data(), &longest_len, carry, d > 0 ? carry : nullptr, nullptr,
